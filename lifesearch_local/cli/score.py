@@ -1,0 +1,48 @@
+"""`lifesearch score`: the paper's eq. (1) over a judgments file, per judge and agent."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "score",
+        help="score judgments (Table 4 layout)",
+        description="Score a judgments JSONL against its tasks: per task Σw·y/Σw over rubrics with "
+        "w > 0, mean over tasks per run, mean ± sample std over runs, per-domain means, one row per "
+        "agent, one table per judge config. Ungraded judgments count as not satisfied (and are "
+        "counted); a rubric with no judgment is an error unless --allow-missing.",
+    )
+    p.add_argument("--tasks", required=True, help="tasks JSONL")
+    p.add_argument("--judgments", required=True, help="judgments JSONL (from `lifesearch judge`)")
+    p.add_argument("--reports", help="reports JSONL: adds iterations and output tokens per task")
+    p.add_argument("--judge", help="score only this judge config id")
+    p.add_argument("--allow-missing", action="store_true", help="count unjudged rubrics as not satisfied")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(func=run)
+
+
+def scores_json(by_judge: dict) -> dict:
+    """One judge: {"judge", "agents"}; several: {"judges": {name: {"judge", "agents"}}}."""
+    per = {name: {"judge": name, "agents": {a: s.as_json() for a, s in rows.items()}} for name, rows in by_judge.items()}
+    return next(iter(per.values())) if len(per) == 1 else {"judges": per}
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..jsonl import read_records
+    from ..records import Judgment, Report
+    from ..scoring import score_by_judge
+    from ..tables import print_scores
+    from ..tasks import load_tasks
+
+    tasks = load_tasks(args.tasks)
+    judgments = read_records(args.judgments, Judgment)
+    reports = read_records(args.reports, Report) if args.reports else []
+    by_judge = score_by_judge(tasks, judgments, judge=args.judge, allow_missing=args.allow_missing, reports=reports)
+    if args.json:
+        print(json.dumps(scores_json(by_judge), indent=2, ensure_ascii=False))
+    else:
+        print_scores(by_judge)
+    return 0

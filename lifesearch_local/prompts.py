@@ -1,0 +1,37 @@
+"""Prompt templates under prompts/: one render helper, and the template's hash for the record."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+
+from .errors import LifesearchError
+from .resources import resource_path
+
+# Only `{name}` with a bare identifier is a placeholder: the JSON examples in the paper's
+# prompts keep their braces untouched.
+_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+
+
+@functools.lru_cache(maxsize=64)
+def load_template(name: str) -> tuple[str, str]:
+    """(template text, sha256[:16]) of prompts/<name>.txt."""
+    text = resource_path("prompts", f"{name}.txt").read_text(encoding="utf-8")
+    return text, hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def placeholders(name: str) -> set[str]:
+    text, _ = load_template(name)
+    return set(_PLACEHOLDER.findall(text))
+
+
+def render(name: str, **values: object) -> tuple[str, str]:
+    """Fill a template; every placeholder must be given and every value used. Returns (text, hash)."""
+    text, digest = load_template(name)
+    wanted = set(_PLACEHOLDER.findall(text))
+    missing, unused = wanted - values.keys(), values.keys() - wanted
+    if missing or unused:
+        raise LifesearchError(f"prompt {name}: missing {sorted(missing)}, unexpected {sorted(unused)}")
+    # One pass so that a value containing `{question}` is never substituted again.
+    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), text), digest

@@ -1,0 +1,206 @@
+"""Typed records of the benchmark: tasks, rubrics, reports, judgments, labels, manifests."""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Domain(str, Enum):
+    """The seven LifeSearch domains (paper §3.1)."""
+
+    company = "company"
+    academic = "academic"
+    financial = "financial"
+    policy = "policy"
+    industry = "industry"
+    technical = "technical"
+    everyday = "everyday"
+
+
+DOMAIN_TITLES: dict[Domain, str] = {
+    Domain.company: "Company and competitor research",
+    Domain.academic: "Academic and professional literature",
+    Domain.financial: "Financial market analysis",
+    Domain.policy: "Policy and government data",
+    Domain.industry: "Industry news and trend aggregation",
+    Domain.technical: "Technical tools and developer resources",
+    Domain.everyday: "Everyday facts",
+}
+
+# The paper's Table 4 column abbreviations, in its order.
+DOMAIN_ABBREV: dict[Domain, str] = {
+    Domain.company: "Comp.",
+    Domain.academic: "Acad.",
+    Domain.financial: "Fin.",
+    Domain.policy: "Pol.",
+    Domain.industry: "Ind.",
+    Domain.technical: "Tech.",
+    Domain.everyday: "Everyd.",
+}
+
+RubricType = Literal["Objective", "Subjective"]
+Necessity = Literal["Explicit", "Implicit"]
+Priority = Literal["Must Have", "Nice to Have"]
+Language = Literal["en", "zh"]
+ReportStatus = Literal["completed", "clarification", "budget", "error"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Rubric(_Record):
+    """One expert-written Pass/Fail requirement of a task (paper Table 2)."""
+
+    id: str
+    """Rubric id, unique within its task (the paper numbers them R1, R2, …)."""
+    criterion: str
+    """The self-contained acceptance statement the judge checks."""
+    type: RubricType
+    """Objective (verifiable fact or requirement) or Subjective (involves preference)."""
+    necessity: Necessity
+    """Explicit (stated in the question) or Implicit (reasonably implied by it)."""
+    priority: Priority
+    """Qualitative label shown to the judge; the score uses `weight`, not this."""
+    weight: float = Field(ge=0.0, le=1.0)
+    """Annotator-assigned importance in [0, 1] (one decimal in the paper); 0 drops the rubric."""
+
+
+class Task(_Record):
+    """One research task with its rubrics."""
+
+    id: str
+    """Task id, unique within the task file."""
+    language: Language
+    """`en` or `zh`; picks the judge prompt."""
+    domain: Domain
+    """One of the seven LifeSearch domains."""
+    question: str
+    """The research request given to the agent and shown to the judge."""
+    as_of: dt.date | None = None
+    """Time cutoff: the agent's 'today' and the latest date the web layer may serve."""
+    rubrics: list[Rubric]
+    """The task's rubrics; their positive weights must sum to more than zero."""
+
+    @property
+    def total_weight(self) -> float:
+        return sum(r.weight for r in self.rubrics if r.weight > 0)
+
+
+class Report(_Record):
+    """The final answer an agent wrote for one task in one run."""
+
+    task_id: str
+    """The task this report answers."""
+    agent: str
+    """Name of the agent configuration (model + harness settings) that wrote it."""
+    run: int = 0
+    """Index of the independent agent run (the paper runs each task three times)."""
+    text: str
+    """The report itself, usually markdown; empty when the agent produced none."""
+    status: ReportStatus = "completed"
+    """completed, clarification (asked the user instead), budget (a limit hit), or error."""
+    iterations: int | None = None
+    """Model decision steps taken (Table 4's Iter.)."""
+    output_tokens: int | None = None
+    """Tokens the model generated over the whole run, not only the report."""
+    wall_s: float | None = None
+    """Wall-clock seconds the run took."""
+    trajectory: str | None = None
+    """Path of the step log, relative to the run directory."""
+    error: str | None = None
+    """What went wrong, when status is error or budget."""
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.task_id, self.agent, self.run)
+
+
+class Judgment(_Record):
+    """One judge decision on one rubric of one report."""
+
+    task_id: str
+    """Task of the judged report."""
+    agent: str
+    """Agent that wrote the judged report."""
+    run: int = 0
+    """Agent run of the judged report."""
+    rubric_id: str
+    """The rubric decided."""
+    judge: str
+    """Judge configuration id (model + mode + settings)."""
+    judge_run: int = 0
+    """Repetition of the judge on the same report (for self-consistency); 0 for a single pass."""
+    satisfied: bool | None
+    """The decision; null when the judge gave no usable answer (ungraded)."""
+    p_true: float | None = None
+    """Probability the judge gives to `true` (choice mode), renormalised over true/false."""
+    reason: str | None = None
+    """The judge's stated reason (generate mode)."""
+    raw: str | None = None
+    """Raw judge output, kept for audit."""
+    prompt_hash: str | None = None
+    """sha256 (first 16 hex) of the prompt template used."""
+
+    @property
+    def key(self) -> tuple[str, int, str, str, int, str]:
+        return (self.judge, self.judge_run, self.task_id, self.agent, self.run, self.rubric_id)
+
+
+class Label(_Record):
+    """A reference decision (human or another judge) for one rubric of one report."""
+
+    task_id: str
+    """Task of the labelled report."""
+    agent: str
+    """Agent that wrote the labelled report."""
+    run: int = 0
+    """Agent run of the labelled report."""
+    rubric_id: str
+    """The rubric labelled."""
+    satisfied: bool
+    """The reference decision."""
+    source: str = "human"
+    """Where the label comes from: human, gemini, another judge id, …"""
+
+    @property
+    def key(self) -> tuple[str, str, int, str]:
+        return (self.task_id, self.agent, self.run, self.rubric_id)
+
+
+class Manifest(BaseModel):
+    """What a run directory was produced from, so a rerun can be checked to be the same."""
+
+    model_config = ConfigDict(extra="allow")
+
+    package_version: str
+    """Version of lifesearch-local."""
+    git_sha: str | None = None
+    """Commit of the source tree, with `+dirty` when it had uncommitted changes."""
+    python: str
+    """Python version."""
+    torch: str | None = None
+    """Installed torch version, if any."""
+    transformers: str | None = None
+    """Installed transformers version, if any."""
+    vllm: str | None = None
+    """Installed vLLM version, if any."""
+    created: str
+    """UTC timestamp of the first write."""
+    updated: str
+    """UTC timestamp of the latest write."""
+    hashes: dict[str, str] = Field(default_factory=dict)
+    """sha256 (16 hex) of inputs by name: tasks, reports, config, prompts/…, models/…"""
+    seeds: dict[str, int] = Field(default_factory=dict)
+    """Every seed used, by purpose."""
+    stages: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per stage (agent, judge, …): counts, tokens, tokens/s, decisions/s, wall seconds, backend."""
+
+    @field_validator("hashes")
+    @classmethod
+    def _hex(cls, v: dict[str, str]) -> dict[str, str]:
+        return {k: str(h) for k, h in v.items()}

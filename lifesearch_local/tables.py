@@ -1,0 +1,59 @@
+"""Terminal tables in the paper's layouts (Table 4 scores)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .records import DOMAIN_ABBREV, Domain
+from .scoring import AgentScore
+
+
+def pct(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None else f"{100 * x:.{digits}f}"
+
+
+def mean_pm_std(mean: float, std: float | None) -> str:
+    return f"{100 * mean:.2f} ± {100 * std:.2f}" if std is not None else f"{100 * mean:.2f}"
+
+
+def score_table(rows: Mapping[str, AgentScore], title: str = ""):
+    """A rich Table: one row per agent, domain scores, overall mean ± std, resources, ungraded."""
+    from rich.table import Table
+
+    domains = [d for d in Domain if any(d.value in r.domains for r in rows.values())]
+    t = Table(title=title or None, show_lines=False)
+    t.add_column("Agent", style="bold")
+    for d in domains:
+        t.add_column(DOMAIN_ABBREV[d], justify="right")
+    t.add_column("Score (%)", justify="right")
+    t.add_column("Runs", justify="right")
+    t.add_column("Iter.", justify="right")
+    t.add_column("Out tok (k)", justify="right")
+    t.add_column("Ungraded", justify="right")
+    t.add_column("Missing", justify="right")
+    for agent, r in rows.items():
+        t.add_row(
+            agent,
+            *[pct(r.domains.get(d.value)) for d in domains],
+            mean_pm_std(r.overall_mean, r.overall_std),
+            str(len(r.runs)),
+            "—" if r.iterations is None else f"{r.iterations:.1f}",
+            "—" if r.output_tokens is None else f"{r.output_tokens / 1000:.1f}",
+            str(r.ungraded),
+            str(r.missing),
+        )
+    return t
+
+
+def print_scores(by_judge: Mapping[str, Mapping[str, AgentScore]]) -> None:
+    from rich.console import Console
+
+    console = Console()
+    for judge, rows in by_judge.items():
+        console.print(score_table(rows, title=f"LifeSearch scores — judge {judge}"))
+        ungraded = sum(r.ungraded for r in rows.values())
+        missing = sum(r.missing for r in rows.values())
+        console.print(
+            f"judge {judge}: {ungraded} ungraded judgment(s) counted as not satisfied"
+            + (f"; {missing} missing judgment(s) counted as not satisfied (--allow-missing)" if missing else "")
+        )

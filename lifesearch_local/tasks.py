@@ -1,0 +1,178 @@
+"""Load task files: accept the paper's spellings, reject bad input with file:line:field."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import InputError
+from .jsonl import iter_json_lines, validation_field
+from .records import DOMAIN_ABBREV, DOMAIN_TITLES, Domain, Rubric, Task
+
+# Aliases seen in rubric datasets (DeepResearch Bench, ResearchRubrics, the paper's text).
+TASK_ALIASES = {
+    "id": ("id", "task_id", "qid"),
+    "language": ("language", "lang"),
+    "domain": ("domain", "category", "taxonomy"),
+    "question": ("question", "prompt", "query", "task"),
+    "as_of": ("as_of", "as_of_date", "cutoff", "cutoff_date"),
+    "rubrics": ("rubrics", "criteria"),
+}
+RUBRIC_ALIASES = {
+    "id": ("id", "rubric_id"),
+    "criterion": ("criterion", "text", "rubric", "description"),
+    "type": ("type",),
+    "necessity": ("necessity",),
+    "priority": ("priority",),
+    "weight": ("weight",),
+}
+
+
+def _norm(s: str) -> str:
+    return re.sub(r"[^0-9a-z\u4e00-\u9fff]+", "", s.lower())
+
+
+_ENUMS = {
+    "type": {"objective": "Objective", "subjective": "Subjective", "客观": "Objective", "主观": "Subjective"},
+    "necessity": {"explicit": "Explicit", "implicit": "Implicit", "明示": "Explicit", "隐含": "Implicit"},
+    "priority": {
+        "musthave": "Must Have",
+        "must": "Must Have",
+        "nicetohave": "Nice to Have",
+        "nice": "Nice to Have",
+        "必须满足": "Must Have",
+        "锦上添花": "Nice to Have",
+    },
+}
+_LANGUAGES = {"en": "en", "english": "en", "enus": "en", "zh": "zh", "chinese": "zh", "zhcn": "zh", "中文": "zh"}
+
+
+def _domain_keys() -> dict[str, Domain]:
+    keys: dict[str, Domain] = {}
+    for d in Domain:
+        for k in (d.value, DOMAIN_TITLES[d], DOMAIN_ABBREV[d]):
+            keys[_norm(k)] = d
+    # The paper's figure and classifier spell some domains differently.
+    keys[_norm("Company & competitor")] = Domain.company
+    keys[_norm("Financial markets")] = Domain.financial
+    keys[_norm("Policy, regulation and government data")] = Domain.policy
+    keys[_norm("Industry news & trends")] = Domain.industry
+    return keys
+
+
+_DOMAINS = _domain_keys()
+
+
+def parse_domain(value: Any) -> Domain:
+    """Map any of the paper's spellings of a domain to a `Domain` (ValueError if unknown)."""
+    key = _norm(str(value))
+    if key in _DOMAINS:
+        return _DOMAINS[key]
+    for d in Domain:  # "Technical tools" or "academic literature" style prefixes
+        if key.startswith(d.value):
+            return d
+    choices = ", ".join(d.value for d in Domain)
+    raise ValueError(f"unknown domain {value!r} (expected one of: {choices}, or the paper's full names)")
+
+
+def _pick(obj: dict[str, Any], aliases: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field, names in aliases.items():
+        for n in names:
+            if n in obj:
+                out[field] = obj[n]
+                break
+    return out
+
+
+def _normalize_rubric(raw: Any, index: int, where: tuple[str, int]) -> dict[str, Any]:
+    path, lineno = where
+    field = f"rubrics[{index}]"
+    if not isinstance(raw, dict):
+        raise InputError(path, lineno, field, "expected an object")
+    r = _pick(raw, RUBRIC_ALIASES)
+    r.setdefault("id", f"R{index + 1}")
+    r["id"] = str(r["id"])
+    for name, table in _ENUMS.items():
+        if name in r:
+            value = r[name]
+            if _norm(str(value)) not in table:
+                allowed = sorted(set(table.values()))
+                raise InputError(path, lineno, f"{field}.{name}", f"unknown value {value!r} (expected {allowed})")
+            r[name] = table[_norm(str(value))]
+    if "weight" in r:
+        try:
+            w = float(r["weight"])
+        except (TypeError, ValueError):
+            raise InputError(path, lineno, f"{field}.weight", f"not a number: {r['weight']!r}") from None
+        if not 0.0 <= w <= 1.0:
+            raise InputError(path, lineno, f"{field}.weight", f"weight {w} is outside [0, 1]")
+        r["weight"] = w
+    return r
+
+
+def parse_task(obj: dict[str, Any], path: str, lineno: int) -> Task:
+    """Validate one task object from line `lineno` of `path`."""
+    t = _pick(obj, TASK_ALIASES)
+    if "language" in t:
+        lang = _LANGUAGES.get(_norm(str(t["language"])))
+        if lang is None:
+            raise InputError(path, lineno, "language", f"unknown language {t['language']!r} (expected en or zh)")
+        t["language"] = lang
+    if "domain" in t:
+        try:
+            t["domain"] = parse_domain(t["domain"])
+        except ValueError as e:
+            raise InputError(path, lineno, "domain", str(e)) from None
+    if isinstance(t.get("id"), int):
+        t["id"] = str(t["id"])
+    rubrics = t.get("rubrics")
+    if not isinstance(rubrics, list) or not rubrics:
+        raise InputError(path, lineno, "rubrics", "a non-empty list of rubrics is required")
+    t["rubrics"] = [_normalize_rubric(r, i, (path, lineno)) for i, r in enumerate(rubrics)]
+    if t.get("as_of") in ("", None):
+        t.pop("as_of", None)
+    try:
+        task = Task.model_validate(t)
+    except ValidationError as e:
+        field, msg = validation_field(e)
+        raise InputError(path, lineno, field, msg) from None
+    dup = [rid for rid, n in Counter(r.id for r in task.rubrics).items() if n > 1]
+    if dup:
+        i = next(i for i, r in enumerate(task.rubrics) if r.id == dup[0])
+        raise InputError(path, lineno, f"rubrics[{i}].id", f"duplicate rubric id {dup[0]!r} in task {task.id!r}")
+    if task.total_weight <= 0:
+        raise InputError(path, lineno, "rubrics", f"task {task.id!r} has zero total rubric weight")
+    return task
+
+
+def load_tasks(path: str | Path) -> list[Task]:
+    """Load and validate a task JSONL file; raises InputError on the first problem."""
+    path = str(path)
+    if not Path(path).is_file():
+        raise InputError(path, None, None, "no such file")
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    for lineno, obj in iter_json_lines(path):
+        task = parse_task(obj, path, lineno)
+        if task.id in seen:
+            raise InputError(path, lineno, "id", f"duplicate task id {task.id!r} (first on line {seen[task.id]})")
+        seen[task.id] = lineno
+        tasks.append(task)
+    if not tasks:
+        raise InputError(path, None, None, "no tasks in file")
+    return tasks
+
+
+def summarize(tasks: list[Task]) -> str:
+    """One line: counts of tasks and rubrics, per language and per domain."""
+    langs = Counter(t.language for t in tasks)
+    doms = Counter(t.domain.value for t in tasks)
+    n_rub = sum(len(t.rubrics) for t in tasks)
+    lang_s = ", ".join(f"{k} {v}" for k, v in sorted(langs.items()))
+    dom_s = ", ".join(f"{d.value} {doms[d.value]}" for d in Domain if doms[d.value])
+    return f"{len(tasks)} tasks, {n_rub} rubrics; languages: {lang_s}; domains: {dom_s}"
