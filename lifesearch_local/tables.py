@@ -49,6 +49,8 @@ def print_scores(by_judge: Mapping[str, Mapping[str, AgentScore]]) -> None:
     from rich.console import Console
 
     console = Console()
+    if not console.is_terminal:  # piped output: don't wrap the table at 80 columns
+        console = Console(width=160)
     for judge, rows in by_judge.items():
         console.print(score_table(rows, title=f"LifeSearch scores — judge {judge}"))
         ungraded = sum(r.ungraded for r in rows.values())

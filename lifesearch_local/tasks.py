@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from .errors import InputError
 from .jsonl import iter_json_lines, validation_field
-from .records import DOMAIN_ABBREV, DOMAIN_TITLES, Domain, Rubric, Task
+from .records import DOMAIN_ABBREV, DOMAIN_TITLES, Domain, Task
 
 # Aliases seen in rubric datasets (DeepResearch Bench, ResearchRubrics, the paper's text).
 TASK_ALIASES = {
@@ -141,10 +141,11 @@ def parse_task(obj: dict[str, Any], path: str, lineno: int) -> Task:
     except ValidationError as e:
         field, msg = validation_field(e)
         raise InputError(path, lineno, field, msg) from None
-    dup = [rid for rid, n in Counter(r.id for r in task.rubrics).items() if n > 1]
-    if dup:
-        i = next(i for i, r in enumerate(task.rubrics) if r.id == dup[0])
-        raise InputError(path, lineno, f"rubrics[{i}].id", f"duplicate rubric id {dup[0]!r} in task {task.id!r}")
+    seen: set[str] = set()
+    for i, r in enumerate(task.rubrics):
+        if r.id in seen:
+            raise InputError(path, lineno, f"rubrics[{i}].id", f"duplicate rubric id {r.id!r} in task {task.id!r}")
+        seen.add(r.id)
     if task.total_weight <= 0:
         raise InputError(path, lineno, "rubrics", f"task {task.id!r} has zero total rubric weight")
     return task

@@ -15,7 +15,12 @@ from ..errors import LifesearchError
 COMMANDS: dict[str, str] = {
     "validate": "lifesearch_local.cli.validate:register",
     "score": "lifesearch_local.cli.score:register",
+    "judge": "lifesearch_local.cli.judge:register",
+    "demo": "lifesearch_local.cli.demo:register",
     "bench": "lifesearch_local.cli.bench:register",
+    "web": "lifesearch_local.web.cli:register",
+    "agree": "lifesearch_local.cli.agree:register",
+    "report": "lifesearch_local.cli.report:register",
 }
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import importlib
 
-BENCHES: dict[str, str] = {}
+BENCHES: dict[str, str] = {
+    "judge": "lifesearch_local.cli.bench_judge:register",
+    "fetch": "lifesearch_local.web.bench:register",
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,359 @@
+"""Judge agreement with reference labels (paper §3.5, Table 3): pure functions, no I/O.
+
+Definitions (each judge config = one `Judgment.judge`; its repetitions are `judge_run`s):
+- items: the labelled rubrics, matched to judgments on (task_id, agent, run, rubric_id);
+  a labelled rubric some judge run did not decide is an error, not a silent drop.
+- accuracy: share of items whose decision equals the label; an ungraded decision
+  (satisfied null) counts as wrong and is counted in `ungraded`. `accuracy_mean` is the
+  mean of the per-run accuracies.
+- self-consistency: share of items with the same decision in every judge run (ungraded
+  is a decision value here); null with a single run, where it is undefined.
+- majority vote: the decision with more graded votes; a tie goes to the decision of the
+  first judge run that graded the item (so it is never worse-defined than a single
+  pass); an item nobody graded stays ungraded (wrong).
+- kappa: Cohen's kappa pooled over all (judge run, item) pairs, an ungraded decision
+  taken as the opposite of the label (a disagreement, as for accuracy); equals the
+  usual single-pass kappa with one run; null when judge and labels use one and the same
+  class (undefined: 0/0).
+- with `p_true`: ROC AUC, ECE and the best threshold, pooled over (judge run, item)
+  pairs that carry a `p_true`. ECE uses 10 equal-width bins of `p_true` as sklearn's
+  `calibration_curve` draws them ((k/10, (k+1)/10], the first bin closed at 0):
+  Σ_b (n_b / N)·|share of true labels in b − mean p_true in b|. The best threshold t
+  ("true iff p_true ≥ t") maximises accuracy, ties going to the t nearest 0.5 (then the
+  higher t); "never true" is the candidate just above 1.0. All null when no `p_true` (or, for AUROC, when
+  the labels hold one class).
+- ranking: each agent is scored with `scoring.score_agents` over the tasks where it has
+  labels, restricted to the labelled rubrics (so partial labels compare like with like),
+  once from the labels and once per judge run from the judge's decisions (judge runs
+  averaged; a rubric labelled in one agent run but not another counts as unsatisfied
+  on both sides); then Spearman's rho and Kendall's tau-b (both handle ties) between the
+  two score vectors; null with fewer than two agents or when one side is constant.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .errors import LifesearchError
+from .labels import Key, fmt_key, key_of
+from .records import Judgment, Task
+from .scoring import judge_name, score_agents
+
+BREAKDOWNS = ("language", "domain", "type", "necessity", "priority")
+METRIC_KEYS = (
+    "accuracy_mean", "self_consistency", "majority_accuracy", "kappa", "auroc", "ece",
+    "best_threshold", "best_threshold_accuracy", "n", "n_runs", "ungraded",
+)  # fmt: skip
+N_BINS = 10
+
+# (column title, short title for terminals, metric key, format); "pct" formats print shares × 100.
+TABLE3_COLUMNS: list[tuple[str, str, str, str]] = [
+    ("Mean acc. (%)", "Acc%", "accuracy_mean", "pct2"),
+    ("Self-consistency (%)", "SC%", "self_consistency", "pct1"),
+    ("Majority vote (%)", "Maj%", "majority_accuracy", "pct2"),
+    ("κ", "κ", "kappa", "f3"),
+    ("AUROC", "AUROC", "auroc", "f3"),
+    ("ECE", "ECE", "ece", "f3"),
+    ("Best-threshold acc. (%)", "Thr%", "best_threshold_accuracy", "pct2"),
+]
+TABLE3_LEGEND = (
+    "Acc = mean accuracy over judge runs, SC = self-consistency, Maj = majority-vote accuracy, "
+    "κ = Cohen's kappa, AUROC / ECE / Thr (accuracy at the best threshold) from p_true, "
+    "ρ / τ = Spearman / Kendall correlation of the agents' scores under judge and labels; "
+    "ungraded judgments count as wrong; — = undefined or no p_true."
+)
+
+
+def fmt_metric(value: float | int | None, how: str) -> str:
+    """A metric as the tables print it; None (undefined or absent) is an em dash."""
+    if value is None:
+        return "—"
+    if how.startswith("pct"):
+        return f"{100 * value:.{how[3:]}f}"
+    if how.startswith("f"):
+        return f"{value:.{how[1:]}f}"
+    return str(value)
+
+
+@dataclass
+class Item:
+    """One labelled rubric with one judge's decisions, one per judge run (in run order)."""
+
+    key: Key
+    label: bool
+    decisions: list[bool | None]
+    p_true: list[float | None]
+    attrs: dict[str, str] = field(default_factory=dict)
+
+
+def _none_if_nan(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) else float(x)
+
+
+# -- items ----------------------------------------------------------------------------------
+def rubric_attrs(tasks: Sequence[Task]) -> dict[tuple[str, str], dict[str, str]]:
+    """(task_id, rubric_id) → the breakdown attributes of that rubric."""
+    return {
+        (t.id, r.id): {
+            "language": t.language,
+            "domain": t.domain.value,
+            "type": r.type,
+            "necessity": r.necessity,
+            "priority": r.priority,
+        }
+        for t in tasks
+        for r in t.rubrics
+    }
+
+
+def collect_items(
+    tasks: Sequence[Task], judgments: Sequence[Judgment], labels: dict[Key, bool]
+) -> tuple[list[Item], list[int]]:
+    """The labelled items of ONE judge config, with its decisions per judge run, and the runs."""
+    attrs = rubric_attrs(tasks)
+    runs = sorted({j.judge_run for j in judgments})
+    got: dict[tuple[int, Key], Judgment] = {}
+    for j in judgments:
+        k = (j.judge_run, key_of(j))
+        if k[1] in labels and k in got and got[k].satisfied != j.satisfied:
+            raise LifesearchError(f"conflicting judgments by {judge_name(j)} for {fmt_key(k[1])}")
+        got[k] = j
+    items: list[Item] = []
+    for k, label in labels.items():
+        if (k[0], k[3]) not in attrs:
+            raise LifesearchError(f"label for unknown rubric: {fmt_key(k)}; is this the tasks file that was labelled?")
+        missing = [r for r in runs if (r, k) not in got]
+        if missing:
+            n = sum(1 for r in runs for kk in labels if (r, kk) not in got)
+            raise LifesearchError(
+                f"{n} labelled rubric decision(s) have no judgment by judge {judgments[0].judge!r} "
+                f"(first: {fmt_key(k)}, judge run {missing[0]}); judge the labelled reports "
+                "in every run, or restrict the labels (--label-source)"
+            )
+        js = [got[(r, k)] for r in runs]
+        items.append(Item(k, label, [j.satisfied for j in js], [j.p_true for j in js], attrs[(k[0], k[3])]))
+    return items, runs
+
+
+# -- metrics on items -------------------------------------------------------------------
+def accuracy(decisions: Sequence[bool | None], labels: Sequence[bool]) -> float:
+    """Share of decisions equal to their label; ungraded (None) is wrong."""
+    from sklearn.metrics import accuracy_score
+
+    return float(accuracy_score([int(x) for x in labels], [_vs(d, y) for d, y in zip(decisions, labels, strict=True)]))
+
+
+def _vs(d: bool | None, y: bool) -> int:
+    """A decision as 0/1 for comparison with label y; ungraded becomes the wrong class."""
+    return int(not y) if d is None else int(d)
+
+
+def self_consistency(items: Sequence[Item]) -> float | None:
+    """Share of items whose decisions agree across all judge runs; None with one run."""
+    if not items or len(items[0].decisions) < 2:
+        return None
+    return statistics.fmean(1.0 if len(set(it.decisions)) == 1 else 0.0 for it in items)
+
+
+def majority_decision(decisions: Sequence[bool | None]) -> bool | None:
+    """More graded votes win; a tie goes to the first graded run; none graded → None."""
+    yes = sum(1 for d in decisions if d is True)
+    no = sum(1 for d in decisions if d is False)
+    if yes != no:
+        return yes > no
+    return next((d for d in decisions if d is not None), None)
+
+
+def kappa(decisions: Sequence[bool | None], labels: Sequence[bool]) -> float | None:
+    """Cohen's kappa of decisions vs labels (ungraded = disagreement); None when undefined."""
+    from sklearn.metrics import cohen_kappa_score
+
+    y = [int(x) for x in labels]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = cohen_kappa_score(y, [_vs(d, t) for d, t in zip(decisions, labels, strict=True)], labels=[0, 1])
+    return _none_if_nan(k)
+
+
+def auroc(labels: Sequence[bool], p: Sequence[float]) -> float | None:
+    """ROC AUC of p_true against the labels; None when a class is absent."""
+    from sklearn.metrics import roc_auc_score
+
+    if len(set(labels)) < 2:
+        return None
+    return float(roc_auc_score([int(x) for x in labels], p))
+
+
+def ece(labels: Sequence[bool], p: Sequence[float], n_bins: int = N_BINS) -> float | None:
+    """Expected calibration error of p_true over equal-width bins (sklearn's binning)."""
+    import numpy as np
+    from sklearn.calibration import calibration_curve
+
+    if not p:
+        return None
+    y = np.asarray([int(x) for x in labels])
+    prob = np.asarray(p, dtype=float)
+    frac_true, mean_p = calibration_curve(y, prob, n_bins=n_bins, strategy="uniform", pos_label=1)
+    # calibration_curve drops empty bins and gives no counts; count with its own binning.
+    bins = np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], prob)
+    counts = np.bincount(bins, minlength=n_bins)
+    counts = counts[counts > 0]
+    return float(np.sum(counts / len(prob) * np.abs(frac_true - mean_p)))
+
+
+def best_threshold(labels: Sequence[bool], p: Sequence[float]) -> tuple[float | None, float | None]:
+    """(t, accuracy) of the rule "true iff p_true ≥ t" with the best accuracy (ties → t nearest 0.5, then higher)."""
+    import numpy as np
+    from sklearn.metrics import roc_curve
+
+    if not p:
+        return None, None
+    y = np.asarray([int(x) for x in labels])
+    pos, neg = int(y.sum()), int(len(y) - y.sum())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one class: tpr or fpr is nan, and its count is 0 anyway
+        fpr, tpr, thr = roc_curve(y, np.asarray(p, dtype=float), drop_intermediate=False)
+    # Every distinct p_true is a threshold (O(n log n)); the first one (inf) is "never true".
+    acc = (np.nan_to_num(tpr) * pos + neg - np.nan_to_num(fpr) * neg) / len(y)
+    thr = np.where(np.isinf(thr), math.nextafter(max(1.0, float(np.max(p))), math.inf), thr)
+    best = np.flatnonzero(acc >= acc.max() - 1e-12)
+    i = best[np.argmin(np.abs(thr[best] - 0.5))]
+    return float(thr[i]), float(round(acc[i] * len(y)) / len(y))
+
+
+def confusion(items: Sequence[Item]) -> dict:
+    """Label (true, false) × decision (true, false, ungraded) counts, pooled over judge runs."""
+    from sklearn.metrics import confusion_matrix
+
+    names = {True: "true", False: "false", None: "ungraded"}
+    y = [names[it.label] for it in items for _ in it.decisions]
+    d = [names[x] for it in items for x in it.decisions]
+    m = confusion_matrix(y, d, labels=["true", "false", "ungraded"]) if y else [[0] * 3] * 3
+    return {"labels": ["true", "false"], "decisions": ["true", "false", "ungraded"], "counts": [list(map(int, r)) for r in m[:2]]}
+
+
+def item_metrics(items: Sequence[Item]) -> dict[str, float | int | None]:
+    """Every per-judge metric (see the module docstring) over a set of items."""
+    n_runs = len(items[0].decisions) if items else 0
+    labels = [it.label for it in items]
+    per_run = [accuracy([it.decisions[r] for it in items], labels) for r in range(n_runs)]
+    pooled_d = [d for it in items for d in it.decisions]
+    pooled_y = [it.label for it in items for _ in it.decisions]
+    with_p = [(it.label, p) for it in items for p in it.p_true if p is not None]
+    py, pp = [y for y, _ in with_p], [p for _, p in with_p]
+    thr, thr_acc = best_threshold(py, pp)
+    return {
+        "accuracy_mean": statistics.fmean(per_run) if per_run else None,
+        "self_consistency": self_consistency(items),
+        "majority_accuracy": accuracy([majority_decision(it.decisions) for it in items], labels) if items else None,
+        "kappa": kappa(pooled_d, pooled_y) if items else None,
+        "auroc": auroc(py, pp) if pp else None,
+        "ece": ece(py, pp),
+        "best_threshold": thr,
+        "best_threshold_accuracy": thr_acc,
+        "n": len(items),
+        "n_runs": n_runs,
+        "ungraded": sum(1 for d in pooled_d if d is None),
+    }
+
+
+def breakdowns(items: Sequence[Item], by: Sequence[str] = BREAKDOWNS) -> dict[str, dict[str, dict]]:
+    """attribute → value → item_metrics of the items with that value (values sorted)."""
+    out: dict[str, dict[str, dict]] = {}
+    for attr in by:
+        groups: dict[str, list[Item]] = defaultdict(list)
+        for it in items:
+            groups[it.attrs[attr]].append(it)
+        out[attr] = {v: item_metrics(groups[v]) for v in sorted(groups)}
+    return out
+
+
+# -- report level ------------------------------------------------------------------------
+def agent_scores(
+    tasks: Sequence[Task], decisions: dict[Key, bool | None], labelled: dict[str, dict[str, set[str]]]
+) -> dict[str, float]:
+    """agent → mean score (scoring.score_agents) from decisions by key, each agent over its
+    labelled tasks with only their labelled rubrics (`labelled`: agent → task → rubric ids)."""
+    by_id = {t.id: t for t in tasks}
+    out: dict[str, float] = {}
+    for agent, per_task in labelled.items():
+        mine = [by_id[tid].model_copy(update={"rubrics": [r for r in by_id[tid].rubrics if r.id in rids]})
+                for tid, rids in per_task.items()]  # fmt: skip
+        mine = [t for t in mine if t.total_weight > 0]  # only zero-weight rubrics labelled: no score
+        keep = {t.id for t in mine}
+        js = [
+            Judgment(task_id=k[0], agent=k[1], run=k[2], rubric_id=k[3], judge="ref", satisfied=d)
+            for k, d in decisions.items()
+            if k[1] == agent and k[0] in keep
+        ]
+        if js:
+            out[agent] = score_agents(mine, js, allow_missing=True)[agent].overall_mean
+    return out
+
+
+def rank_correlation(judge_scores: dict[str, float], label_scores: dict[str, float]) -> tuple[float | None, float | None]:
+    """(Spearman rho, Kendall tau-b) between two agent → score maps, over their shared agents."""
+    from scipy.stats import kendalltau, spearmanr
+
+    agents = sorted(set(judge_scores) & set(label_scores))
+    if len(agents) < 2:
+        return None, None
+    a = [judge_scores[x] for x in agents]
+    b = [label_scores[x] for x in agents]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant input: nan, reported as null
+        rho = spearmanr(a, b).statistic
+        tau = kendalltau(a, b).statistic
+    return _none_if_nan(rho), _none_if_nan(tau)
+
+
+def ranking_agreement(tasks: Sequence[Task], items: Sequence[Item]) -> tuple[float | None, float | None]:
+    """Rank correlation of agents scored by the judge (runs averaged) and by the labels."""
+    agents_tasks: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for it in items:
+        agents_tasks[it.key[1]][it.key[0]].add(it.key[3])
+    by_label = agent_scores(tasks, {it.key: it.label for it in items}, agents_tasks)
+    n_runs = len(items[0].decisions) if items else 0
+    per_run = [agent_scores(tasks, {it.key: it.decisions[r] for it in items}, agents_tasks) for r in range(n_runs)]
+    by_judge = {a: statistics.fmean(s[a] for s in per_run) for a in by_label} if per_run else {}
+    return rank_correlation(by_judge, by_label)
+
+
+# -- everything ----------------------------------------------------------------------------
+def judge_agreement(tasks: Sequence[Task], judgments: Sequence[Judgment], labels: dict[Key, bool]) -> dict:
+    """All metrics of ONE judge config (all its runs): item_metrics + `by` + rank correlations."""
+    items, _ = collect_items(tasks, judgments, labels)
+    out = item_metrics(items)
+    out["by"] = breakdowns(items)
+    out["confusion"] = confusion(items)
+    out["rank_spearman"], out["rank_kendall"] = ranking_agreement(tasks, items)
+    return out
+
+
+def agreement(
+    tasks: Sequence[Task],
+    judgments: Sequence[Judgment],
+    labels: dict[Key, bool],
+    *,
+    exclude: Iterable[str] = (),
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, dict]:
+    """judge id → judge_agreement, sorted by mean accuracy (best first); `exclude` drops judge ids."""
+    skip = set(exclude)
+    groups: dict[str, list[Judgment]] = defaultdict(list)
+    for j in judgments:
+        if j.judge not in skip:
+            groups[j.judge].append(j)
+    if not groups:
+        raise LifesearchError("no judgments to compare with the labels" + (" (the label judge is excluded)" if skip else ""))
+    out = {}
+    for judge, js in groups.items():
+        if progress:
+            progress(judge)
+        out[judge] = judge_agreement(tasks, js, labels)
+    return dict(sorted(out.items(), key=lambda kv: -(kv[1]["accuracy_mean"] or 0.0)))

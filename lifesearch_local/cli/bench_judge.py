@@ -1,0 +1,167 @@
+"""`lifesearch bench judge`: the packed judge kernel vs one prompt per rubric, same inputs, one run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import time
+
+# Dense bf16 peak (no sparsity) by device-name fragment, for the fraction-of-peak figure.
+PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
+SHAPES = {  # random-weight models of a real model's shape, built in memory
+    "shape:llama-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                           num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
+    "shape:llama-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                           num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "judge",
+        help="packed judge kernel vs one prompt per rubric",
+        description="Score K reports × N rubrics (prefix P tokens shared, suffix S tokens each) with the "
+        "packed kernel and with the baseline (each full prompt, batched with padding) on the same "
+        "inputs in one process; print tokens processed, seconds, decisions/s, the speedup and the "
+        "largest |Δ p_true|.",
+    )
+    p.add_argument("--model", default="tiny-llama",
+                   help="tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral, shape:llama-8b|shape:llama-1b (random, GPU), or a path")
+    p.add_argument("--prefix-tokens", type=int, default=2048)
+    p.add_argument("--rubrics", type=int, default=20)
+    p.add_argument("--suffix-tokens", type=int, default=128)
+    p.add_argument("--reports", type=int, default=1)
+    p.add_argument("--form", default="auto", choices=["auto", "dense", "flex", "two_stage"],
+                   help="packed form (auto: flex on CUDA, two_stage on CPU)")
+    p.add_argument("--baseline", default="naive", choices=["naive", "single"], help="baseline form")
+    p.add_argument("--token-budget", type=int, default=16384, help="tokens per forward pass (both forms)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    p.add_argument("--peak-tflops", type=float, help="device bf16 peak for the fraction-of-peak figure")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def load_model(name: str, device: str, dtype_name: str, seed: int):
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from serving.hf import attn_implementation, resolve_model_path
+
+    dtype = {"auto": torch.bfloat16 if device == "cuda" else torch.float32,
+             "float32": torch.float32, "bfloat16": torch.bfloat16}[dtype_name]
+    torch.manual_seed(seed)
+    if name in SHAPES:
+        cfg = LlamaConfig(**SHAPES[name], max_position_embeddings=32768, rope_theta=500000.0)
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attn_implementation(device))
+        return model.eval()
+    path = resolve_model_path(name, seed)
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation(device)).to(device).eval()
+
+
+def make_groups(vocab: int, k: int, n: int, p: int, s: int, seed: int):
+    from serving.kernel import Item
+
+    rng = random.Random(seed)
+    lo = 16  # keep clear of special tokens
+    groups = []
+    for _ in range(k):
+        prefix = [rng.randrange(lo, vocab) for _ in range(p)]
+        groups.append([Item(prefix + [rng.randrange(lo, vocab) for _ in range(s)], [lo + 1, lo + 2]) for _ in range(n)])
+    return groups
+
+
+def attention_pairs(groups, packed: bool) -> int:
+    """Query-key pairs a causal kernel must compute (for the FLOP estimate)."""
+    total = 0
+    for items in groups:
+        if packed:
+            plen = _lcp(items)
+            total += plen * (plen + 1) // 2
+            total += sum((len(it.ids) - plen) * plen + (len(it.ids) - plen) * (len(it.ids) - plen + 1) // 2 for it in items)
+        else:
+            total += sum(len(it.ids) * (len(it.ids) + 1) // 2 for it in items)
+    return total
+
+
+def _lcp(items) -> int:
+    from serving.kernel import common_prefix_len
+
+    return common_prefix_len([it.ids for it in items])
+
+
+def timed(model, form: str, groups, budget: int, device: str):
+    import torch
+
+    from serving.kernel import PackedScorer
+
+    scorer = PackedScorer(model, form=form, token_budget=budget)
+    scorer.score([g[:2] for g in groups[:1]])  # warm-up: first-call allocation and compilation
+    scorer.stats.__init__()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    lps = scorer.score(groups)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0, scorer, [1 / (1 + math.exp(b - a)) for g in lps for a, b in g]
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    model = load_model(args.model, device, args.dtype, args.seed)
+    cfg = model.config
+    groups = make_groups(cfg.vocab_size, args.reports, args.rubrics, args.prefix_tokens, args.suffix_tokens, args.seed)
+    packed_s, packed, p_packed = timed(model, args.form, groups, args.token_budget, device)
+    naive_s, naive, p_naive = timed(model, args.baseline, groups, args.token_budget, device)
+    decisions = args.reports * args.rubrics
+    res = {
+        "model": args.model, "device": device, "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
+        "threads": torch.get_num_threads(), "prefix_tokens": args.prefix_tokens, "rubrics": args.rubrics,
+        "suffix_tokens": args.suffix_tokens, "reports": args.reports, "decisions": decisions,
+        "packed_form": packed.form, "baseline_form": naive.form,
+        "packed_s": round(packed_s, 4), "naive_s": round(naive_s, 4), "speedup": round(naive_s / packed_s, 2),
+        "packed_tokens": packed.stats.forward_tokens, "naive_tokens": naive.stats.forward_tokens,
+        "token_ratio": round(naive.stats.forward_tokens / packed.stats.forward_tokens, 2),
+        "packed_decisions_per_s": round(decisions / packed_s, 2), "naive_decisions_per_s": round(decisions / naive_s, 2),
+        "max_abs_diff": max(abs(a - b) for a, b in zip(p_packed, p_naive)),
+    }
+    if device == "cuda":
+        res.update(_peak_fraction(model, groups, packed_s, packed.stats.forward_tokens, args.peak_tflops))
+    print(json.dumps(res) if args.json else _text(res))
+    return 0
+
+
+def _peak_fraction(model, groups, seconds: float, tokens: int, peak: float | None) -> dict:
+    import torch
+
+    cfg = model.config
+    n_params = sum(p.numel() for n, p in model.named_parameters() if "embed_tokens" not in n)
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    flops = 2 * n_params * tokens + 4 * cfg.num_hidden_layers * cfg.num_attention_heads * head_dim * attention_pairs(groups, True)
+    name = torch.cuda.get_device_name()
+    peak = peak or next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
+    out = {"gpu": name, "packed_tflops": round(flops / seconds / 1e12, 1)}
+    if peak:
+        out.update(peak_tflops=peak, fraction_of_peak=round(flops / seconds / 1e12 / peak, 3))
+    return out
+
+
+def _text(r: dict) -> str:
+    lines = [
+        f"inputs: {r['reports']} report(s) × {r['rubrics']} rubrics, prefix {r['prefix_tokens']} + suffix "
+        f"{r['suffix_tokens']} tokens; model {r['model']} ({r['dtype']}, {r['device']}, {r['threads']} threads)",
+        f"{'':<22}{'tokens':>10}{'seconds':>10}{'decisions/s':>14}",
+        f"{'packed (' + r['packed_form'] + ')':<22}{r['packed_tokens']:>10}{r['packed_s']:>10.3f}{r['packed_decisions_per_s']:>14.1f}",
+        f"{'baseline (' + r['baseline_form'] + ')':<22}{r['naive_tokens']:>10}{r['naive_s']:>10.3f}{r['naive_decisions_per_s']:>14.1f}",
+        f"speedup {r['speedup']}× (tokens {r['token_ratio']}× fewer); max |Δ p_true| = {r['max_abs_diff']:.2e}",
+    ]
+    if "fraction_of_peak" in r:
+        lines.append(f"{r['gpu']}: {r['packed_tflops']} TFLOP/s = {100 * r['fraction_of_peak']:.1f}% of bf16 peak")
+    return "\n".join(lines)

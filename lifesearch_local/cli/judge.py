@@ -1,0 +1,71 @@
+"""`lifesearch judge`: grade reports against their rubrics with an open model (resumable)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "judge",
+        help="judge reports rubric by rubric",
+        description="Judge every rubric of every report with the paper's judge prompt (EN/ZH by task "
+        "language). Writes DIR/judgments.jsonl; rerunning the same command judges only what is "
+        "missing. choice mode reads p(true) vs p(false) in one packed forward pass per report; "
+        "generate mode asks for the JSON verdict with a reason.",
+    )
+    p.add_argument("--tasks", required=True, help="tasks JSONL")
+    p.add_argument("--reports", required=True, help="reports JSONL")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", help="YAML with a judge config (`judge:` or `judges:` block, or a bare one)")
+    src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral, a local path or hub id")
+    p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
+    p.add_argument("--mode", choices=["choice", "generate"], help="override the judge mode")
+    p.add_argument("--runs", type=int, help="judge repetitions (self-consistency)")
+    p.add_argument("--kernel", choices=["auto", "dense", "flex", "two_stage", "naive", "single"],
+                   help="hf backend: choice-scoring form (default auto)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")
+    p.add_argument("--id", help="judge id recorded in judgments (default: from config or model)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def judge_configs(args: argparse.Namespace):
+    from serving.config import ModelConfig
+
+    from ..config import JudgeConfig, load_judge_configs
+
+    if args.config:
+        cfgs = load_judge_configs(args.config)
+    else:
+        mode = args.mode or "choice"
+        cfgs = [JudgeConfig(id=args.id or f"{Path(args.model).name}-{mode}", model=ModelConfig(model=args.model))]
+    out = []
+    for c in cfgs:
+        model_upd = {k: v for k, v in (("kernel", args.kernel), ("device", args.device)) if v}
+        upd = {k: v for k, v in (("mode", args.mode), ("runs", args.runs), ("id", args.id)) if v}
+        out.append(c.model_copy(update={**upd, "model": c.model.model_copy(update=model_upd)}))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..jsonl import read_records
+    from ..judging import judge_stage
+    from ..records import Report
+    from ..store import RunDir, sha256_file
+    from ..tasks import load_tasks
+
+    tasks = load_tasks(args.tasks)
+    reports = read_records(args.reports, Report)
+    rd = RunDir(args.out)
+    rd.update_manifest(hashes={"tasks": sha256_file(args.tasks), "reports": sha256_file(args.reports)})
+    for cfg in judge_configs(args):
+        stats = judge_stage(rd, tasks, reports, cfg, show=not args.quiet)
+        rate = f", {stats['decisions_per_s']} decisions/s" if stats["decisions"] else " (nothing left to judge)"
+        form = f", kernel {stats['kernel_form']}" if "kernel_form" in stats else ""
+        print(f"judge {cfg.id}: {stats['decisions']} decisions in {stats['wall_s']} s{rate}{form} -> {rd.file('judgments.jsonl')}")
+        if stats.get("stopped_early"):
+            print("stopped by signal; rerun the same command to finish")
+            return 0
+    return 0

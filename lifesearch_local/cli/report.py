@@ -1,0 +1,34 @@
+"""`lifesearch report RUN_DIR`: write the self-contained HTML report of a run directory."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="write RUN_DIR/report.html",
+        description="Write one self-contained HTML file (inline CSS and SVG charts, no network at view "
+        "time) with the Table 4 scores per judge, score vs output tokens and per-domain charts, judge "
+        "agreement and confusion matrices when labels exist, failure-mode counts, a per-task drill-down "
+        "of every rubric decision, and the manifest. Needs tasks.jsonl; uses reports.jsonl, "
+        "judgments.jsonl, labels.jsonl, manifest.json, config.yaml and trajectories/ when present.",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="run directory")
+    p.add_argument("--labels", help="reference labels JSONL (default: RUN_DIR/labels.jsonl if present)")
+    p.add_argument("--out", help="output file (default: RUN_DIR/report.html)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..report import write_report
+
+    path = write_report(
+        Path(args.run_dir),
+        Path(args.labels) if args.labels else None,
+        Path(args.out) if args.out else None,
+    )
+    print(path)
+    return 0

@@ -1,0 +1,74 @@
+"""YAML configuration, validated by pydantic with unknown keys rejected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from serving.config import ModelConfig
+
+from .errors import InputError
+from .jsonl import validation_field
+
+
+class JudgeConfig(BaseModel):
+    """A judge configuration: one model, one mode, its settings. Its `id` tags every judgment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    """Name recorded in judgments and score tables."""
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    """The model and the engine hosting it."""
+    mode: Literal["choice", "generate"] = "choice"
+    """choice: one forward pass reading p(true) vs p(false); generate: full JSON with a reason."""
+    runs: int = Field(1, ge=1)
+    """Repetitions over the same reports (self-consistency); the paper grades with one."""
+    threshold: float = Field(0.5, ge=0.0, le=1.0)
+    """choice mode: satisfied when p_true ≥ threshold."""
+    max_tokens: int = Field(512, ge=8)
+    """generate mode: token cap of the JSON answer (reasoning judges need more)."""
+    temperature: float = Field(0.0, ge=0.0)
+    """generate mode: sampling temperature of the first attempt."""
+    retries: int = Field(2, ge=0, le=10)
+    """generate mode: extra attempts (new seed) after unparseable JSON; then ungraded."""
+    groups_per_call: int = Field(8, ge=1)
+    """Reports sent to the engine per call (the kernel packs them up to its token budget)."""
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(str(p), None, None, "no such file")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        raise InputError(str(p), None if line is None else line + 1, None, f"malformed YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise InputError(str(p), None, None, "expected a mapping at the top level")
+    return data
+
+
+def validate_config(model: type[BaseModel], data: dict[str, Any], path: str | Path) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        field, msg = validation_field(e)
+        raise InputError(str(path), None, field, msg) from None
+
+
+def load_judge_configs(path: str | Path) -> list[JudgeConfig]:
+    """Judge configs from a YAML holding `judge:` (one), `judges:` (several) or a bare judge."""
+    data = load_yaml(path)
+    if "judges" in data:
+        items = data["judges"]
+    elif "judge" in data:
+        items = [data["judge"]]
+    else:
+        items = [data]
+    return [validate_config(JudgeConfig, d, path) for d in items]

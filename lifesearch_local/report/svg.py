@@ -1,0 +1,179 @@
+"""Inline SVG charts for the HTML report: scatter, horizontal bars, grouped bars."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+
+# Tableau 10 plus two, so the paper's 12 agents get 12 colours.
+PALETTE = (
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
+    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#17becf", "#8c564b",
+)  # fmt: skip
+
+
+def color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About n round tick values covering [lo, hi] (1, 2, 5 × 10^k steps)."""
+    if hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / max(n, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks = []
+    t = start
+    while t <= hi + step * 1e-9:
+        ticks.append(round(t, 10))
+        t += step
+    if ticks[-1] < hi:
+        ticks.append(round(t, 10))
+    return ticks
+
+
+def _num(x: float) -> str:
+    return f"{x:.1f}"
+
+
+def _tick_label(v: float) -> str:
+    return f"{v:g}"
+
+
+@dataclass
+class Point:
+    """One agent in the score vs output-tokens scatter."""
+
+    label: str
+    x: float
+    y: float
+    y_err: float | None = None
+
+
+def scatter(points: Sequence[Point], *, x_title: str, y_title: str, chart_id: str, width: int = 560, height: int = 360) -> str:
+    """Labelled points with optional ±y_err bars (the paper's Figure 1b)."""
+    left, right, top, bottom = 60, 20, 16, 48
+    xs = [p.x for p in points]
+    ys = [p.y for p in points] + [p.y + (p.y_err or 0) for p in points] + [p.y - (p.y_err or 0) for p in points]
+    xt = nice_ticks(min(0.0, min(xs)), max(xs) * 1.08)  # room for the rightmost point's label
+    yt = nice_ticks(max(0.0, min(ys) - 5), min(100.0, max(ys) + 5) if max(ys) <= 100 else max(ys))
+    pw, ph = width - left - right, height - top - bottom
+
+    def sx(v: float) -> float:
+        return left + (v - xt[0]) / (xt[-1] - xt[0]) * pw
+
+    def sy(v: float) -> float:
+        return top + ph - (v - yt[0]) / (yt[-1] - yt[0]) * ph
+
+    out = [_open(chart_id, width, height, f"{y_title} against {x_title}")]
+    out += _axes(left, top, pw, ph, [(sx(t), _tick_label(t)) for t in xt], [(sy(t), _tick_label(t)) for t in yt])
+    out.append(_axis_titles(left, top, pw, ph, x_title, y_title))
+    for i, p in enumerate(points):
+        cx, cy = sx(p.x), sy(p.y)
+        tip = f"{p.label}: {p.y:.2f}" + (f" ± {p.y_err:.2f}" if p.y_err else "") + f" at {p.x:g}"
+        if p.y_err:
+            out.append(
+                f'<line class="err" x1="{_num(cx)}" x2="{_num(cx)}" y1="{_num(sy(p.y - p.y_err))}" '
+                f'y2="{_num(sy(p.y + p.y_err))}" stroke="{color(i)}"/>'
+            )
+        out.append(
+            f'<circle class="point" data-label="{escape(p.label)}" cx="{_num(cx)}" cy="{_num(cy)}" r="5" '
+            f'fill="{color(i)}"><title>{escape(tip)}</title></circle>'
+        )
+        out.append(f'<text class="pl" x="{_num(cx + 7)}" y="{_num(cy - 6)}">{escape(p.label)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def hbars(values: Mapping[str, float], *, title: str, chart_id: str, width: int = 560, unit: str = "%") -> str:
+    """One horizontal bar per label, in the given order, value printed at its end (Figure 1a)."""
+    row, left, right, top = 24, 160, 60, 8
+    height = top * 2 + row * len(values)
+    hi = max([100.0 if unit == "%" else 0.0, *values.values()])
+    pw = width - left - right
+    out = [_open(chart_id, width, height, title)]
+    for i, (label, v) in enumerate(values.items()):
+        y = top + i * row
+        w = max(0.0, v / hi * pw) if hi else 0.0
+        out.append(f'<text class="yl" x="{left - 6}" y="{y + 16}" text-anchor="end">{escape(label)}</text>')
+        out.append(
+            f'<rect class="bar" data-label="{escape(label)}" x="{left}" y="{y + 3}" width="{_num(w)}" height="{row - 6}" '
+            f'fill="{color(i)}"><title>{escape(label)}: {v:.2f}{unit}</title></rect>'
+        )
+        out.append(f'<text class="vl" x="{_num(left + w + 4)}" y="{y + 16}">{v:.1f}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def grouped_bars(
+    groups: Sequence[str],
+    series: Mapping[str, Mapping[str, float]],
+    *,
+    y_title: str,
+    chart_id: str,
+    width: int = 860,
+    height: int = 340,
+) -> str:
+    """Bars per group (e.g. domain), one per series (e.g. agent) with a legend; absent values skipped."""
+    left, right, top, bottom = 56, 12, 16, 60
+    pw, ph = width - left - right, height - top - bottom
+    yt = nice_ticks(0.0, max([100.0, *[v for s in series.values() for v in s.values()]]))
+    gw = pw / max(len(groups), 1)
+    bw = gw * 0.8 / max(len(series), 1)
+
+    def sy(v: float) -> float:
+        return top + ph - v / yt[-1] * ph
+
+    out = [_open(chart_id, width, height, y_title)]
+    xt = [(left + (i + 0.5) * gw, g) for i, g in enumerate(groups)]
+    out += _axes(left, top, pw, ph, xt, [(sy(t), _tick_label(t)) for t in yt])
+    out.append(_axis_titles(left, top, pw, ph, "", y_title))
+    for si, (name, vals) in enumerate(series.items()):
+        for gi, g in enumerate(groups):
+            if g not in vals:
+                continue
+            x = left + gi * gw + gw * 0.1 + si * bw
+            v = vals[g]
+            out.append(
+                f'<rect class="bar" data-series="{escape(name)}" data-group="{escape(g)}" x="{_num(x)}" '
+                f'y="{_num(sy(v))}" width="{_num(max(bw - 1, 1))}" height="{_num(top + ph - sy(v))}" '
+                f'fill="{color(si)}"><title>{escape(name)} · {escape(g)}: {v:.2f}</title></rect>'
+            )
+    lx = left
+    for si, name in enumerate(series):
+        out.append(f'<rect class="legend" x="{_num(lx)}" y="{height - 18}" width="10" height="10" fill="{color(si)}"/>')
+        out.append(f'<text x="{_num(lx + 14)}" y="{height - 9}">{escape(name)}</text>')
+        lx += 24 + 7 * len(name)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _open(chart_id: str, width: int, height: int, label: str) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="{escape(chart_id)}" class="chart" role="img" '
+        f'aria-label="{escape(label)}" viewBox="0 0 {width} {height}" width="{width}" height="{height}">'
+    )
+
+
+def _axes(left: float, top: float, pw: float, ph: float, xt: list[tuple[float, str]], yt: list[tuple[float, str]]) -> list[str]:
+    base = top + ph
+    out = [f'<line class="axis" x1="{left}" y1="{_num(base)}" x2="{_num(left + pw)}" y2="{_num(base)}"/>']
+    out.append(f'<line class="axis" x1="{left}" y1="{top}" x2="{left}" y2="{_num(base)}"/>')
+    for x, label in xt:
+        out.append(f'<text class="xt" x="{_num(x)}" y="{_num(base + 16)}" text-anchor="middle">{escape(label)}</text>')
+    for y, label in yt:
+        out.append(f'<line class="grid" x1="{left}" y1="{_num(y)}" x2="{_num(left + pw)}" y2="{_num(y)}"/>')
+        out.append(f'<text class="yt" x="{left - 6}" y="{_num(y + 4)}" text-anchor="end">{escape(label)}</text>')
+    return out
+
+
+def _axis_titles(left: float, top: float, pw: float, ph: float, x_title: str, y_title: str) -> str:
+    cy = top + ph / 2
+    return (
+        f'<text class="at" x="{_num(left + pw / 2)}" y="{_num(top + ph + 36)}" text-anchor="middle">{escape(x_title)}</text>'
+        f'<text class="at" transform="translate(14 {_num(cy)}) rotate(-90)" text-anchor="middle">{escape(y_title)}</text>'
+    )

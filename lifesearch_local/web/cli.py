@@ -1,0 +1,107 @@
+"""`lifesearch web …`: fetch a URL, search, and build the local search index."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("web", help="fetch pages, search, build the local index", description="The local web layer.")
+    wsub = p.add_subparsers(dest="web_command", metavar="WEB_COMMAND")
+
+    f = wsub.add_parser("fetch", help="fetch one URL as markdown (exit 1 on a typed failure)")
+    f.add_argument("url")
+    _common(f)
+    f.set_defaults(func=run_fetch)
+
+    s = wsub.add_parser("search", help="search with a backend (searxng, serper, local, replay)")
+    s.add_argument("query")
+    s.add_argument("--backend", help="search backend (default: the config's, else local)")
+    s.add_argument("--num", type=int, help="results wanted")
+    s.add_argument("--index", help="saved local index directory (for --backend local)")
+    s.add_argument("--searxng-url", help="base URL of a SearXNG instance")
+    _common(s)
+    s.set_defaults(func=run_search)
+
+    i = wsub.add_parser("index", help="build a local BM25 index from corpora and/or a cache")
+    i.add_argument("--out", required=True, help="directory to write the index into")
+    i.add_argument("--corpus", action="append", default=[], help="corpus directory with manifest.jsonl (repeatable)")
+    i.add_argument("--cache", help="also index the documents in this web cache")
+    i.set_defaults(func=run_index)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="YAML file of web settings (the WebConfig fields); flags override it")
+    p.add_argument("--as-of", type=dt.date.fromisoformat, help="cutoff date YYYY-MM-DD (archived pages, dated results)")
+    p.add_argument("--cache", help="cache directory")
+    p.add_argument("--mode", choices=["live", "record", "replay", "replay-or-live"], help="cache mode")
+    p.add_argument("--allow-private", action="store_true", help="allow private and loopback addresses (lab use)")
+    p.add_argument("--corpus", action="append", default=[], help="local corpus directory (repeatable)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def load_config(args: argparse.Namespace):
+    """The config file (if any) with the command-line flags applied over it."""
+    from pathlib import Path
+
+    import yaml
+    from pydantic import ValidationError
+
+    from ..errors import LifesearchError
+    from .config import WebConfig
+
+    data = yaml.safe_load(Path(args.config).read_text()) if args.config else {}
+    data = dict(data or {})
+    search = dict(data.get("search") or {})
+    flags = {"cache_dir": args.cache, "mode": args.mode, "allow_private": args.allow_private or None, "corpus_dirs": args.corpus or None}
+    data.update({k: v for k, v in flags.items() if v is not None})
+    sflags = {"backend": getattr(args, "backend", None), "index_dir": getattr(args, "index", None), "searxng_url": getattr(args, "searxng_url", None)}
+    search.update({k: v for k, v in sflags.items() if v is not None})
+    try:
+        return WebConfig.model_validate({**data, "search": search})
+    except ValidationError as e:
+        raise LifesearchError(f"{args.config or 'web settings'}: {e}") from e
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    from ..concurrency import run_sync
+    from .fetcher import Fetcher
+
+    config = load_config(args)
+
+    async def go():
+        async with Fetcher(config, as_of=args.as_of) as f:
+            return await f.fetch(args.url)
+
+    result = run_sync(go)
+    print(result.model_dump_json(indent=2) if args.json else result.render(), file=sys.stdout if result.ok else sys.stderr)
+    return 0 if result.ok else 1
+
+
+def run_search(args: argparse.Namespace) -> int:
+    from ..concurrency import run_sync
+    from .search import Searcher
+
+    searcher = Searcher(load_config(args), as_of=args.as_of)
+    results = run_sync(lambda: searcher.search(args.query, num=args.num))
+    if args.json:
+        print(json.dumps({"query": args.query, "organic": [r.model_dump() for r in results]}, indent=2, ensure_ascii=False))
+        return 0
+    for r in results:
+        date = f" ({r.date})" if r.date else ""
+        print(f"{r.position}. {r.title}{date}\n   {r.link}\n   {r.snippet}")
+    return 0
+
+
+def run_index(args: argparse.Namespace) -> int:
+    from .cache import WebCache
+    from .search.local import build_index
+
+    index = build_index(corpus_dirs=args.corpus, cache=WebCache(args.cache) if args.cache else None)
+    out = index.save(args.out)
+    print(f"indexed {len(index.docs)} pages into {out}")
+    return 0

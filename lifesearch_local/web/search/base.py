@@ -1,0 +1,59 @@
+"""What every search backend is: one verb returning Serper-shaped results; shared HTTP helper."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Protocol
+
+from ...errors import LifesearchError
+from ...retry import RetryableError, RetryPolicy, aretry
+from ..config import SearchConfig
+from ..records import SearchResult
+
+
+class SearchError(LifesearchError):
+    """A search backend that cannot answer (down, bad key, bad answer)."""
+
+
+class SearchBackend(Protocol):
+    """A search engine: results for a query, at most `num`, none dated after `as_of`."""
+
+    async def search(self, query: str, *, num: int, as_of: dt.date | None) -> list[SearchResult]: ...
+
+
+def ranked(results: list[SearchResult], num: int) -> list[SearchResult]:
+    """The first `num` results with positions renumbered 1..n."""
+    return [r.model_copy(update={"position": i}) for i, r in enumerate(results[:num], 1)]
+
+
+def policy(config: SearchConfig) -> RetryPolicy:
+    return RetryPolicy(attempts=config.retries + 1, base_delay=config.backoff_s, max_delay=10.0)
+
+
+async def request_json(method: str, url: str, *, config: SearchConfig, **kw: Any) -> Any:
+    """One JSON request to a configured endpoint, retried (bounded) on 429, 5xx and connection errors.
+
+    Search endpoints come from the operator's configuration, not from a model, so they do not go
+    through the SSRF guard (a self-hosted SearXNG usually listens on loopback).
+    """
+    import httpx
+
+    async def once() -> Any:
+        async with httpx.AsyncClient(timeout=config.timeout_s) as client:
+            try:
+                resp = await client.request(method, url, **kw)
+            except httpx.TransportError as e:
+                raise RetryableError(f"{url}: {type(e).__name__}: {e}") from e
+        if resp.status_code == 429 or resp.status_code >= 500:
+            raise RetryableError(f"{url}: HTTP {resp.status_code}")
+        if resp.status_code >= 400:
+            raise SearchError(f"{url}: HTTP {resp.status_code}: {resp.text[:200]}")
+        try:
+            return resp.json()
+        except ValueError as e:
+            raise SearchError(f"{url}: the answer is not JSON") from e
+
+    try:
+        return await aretry(once, policy(config))
+    except RetryableError as e:
+        raise SearchError(str(e)) from e

@@ -1,0 +1,334 @@
+"""The packed judge kernel: score many prompts that share a prefix in one forward pass.
+
+All rubric prompts of one report share a long prefix (template head + question + report)
+and differ in a short suffix. A group is packed as `[prefix, suffix_1 … suffix_n]`: suffix
+positions restart at len(prefix), a suffix sees the whole prefix and itself causally and
+never another suffix, and logits are computed only at each suffix's last token. Several
+groups share a pass up to a token budget; a group is never split.
+
+Forms (all must equal scoring each prompt alone; tests check it):
+- `dense`: one packed sequence, a 4D boolean mask through SDPA (any device);
+- `flex`: the same packing with a FlexAttention block mask (CUDA; sparse, so masked blocks
+  cost nothing);
+- `two_stage`: the prefix once with its KV cache, then all suffixes as one batch over
+  that cache (fastest on CPU, where SDPA computes masked-out scores too);
+- `naive`: the baseline, every full prompt, batched with right padding;
+- `single`: every prompt alone, batch size 1 (the reference).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .protocol import UnsupportedModelError
+
+FORMS = ("auto", "dense", "flex", "two_stage", "naive", "single")
+
+# Layer kinds of hybrid models: their state is not a per-token KV cache, so packing with
+# an attention mask would silently compute something else.
+_NON_ATTENTION = ("linear", "mamba", "ssm", "conv", "recurrent", "rwkv", "deltanet", "lightning", "moba")
+_HYBRID_TYPES = {
+    "jamba", "zamba", "zamba2", "bamba", "falcon_h1", "falcon_mamba", "mamba", "mamba2", "qwen3_next",
+    "lfm2", "granitemoehybrid", "nemotron_h", "recurrent_gemma", "rwkv", "xlstm", "minimax", "plamo2",
+    "kimi_linear", "qwen3_5", "olmo_hybrid",
+}
+
+
+def check_attention_only(config: Any) -> None:
+    """Refuse hybrid or linear-attention models with a clear message."""
+    model_type = getattr(config, "model_type", "?")
+    kinds = set(getattr(config, "layer_types", None) or [])
+    odd = sorted(k for k in kinds if any(s in str(k) for s in _NON_ATTENTION))
+    if model_type in _HYBRID_TYPES or odd:
+        what = f"layer types {odd}" if odd else f"model type {model_type!r}"
+        raise UnsupportedModelError(
+            f"the packed judge kernel needs an attention-only decoder; this model has {what} "
+            "(hybrid / linear attention / state-space). Use the vllm backend or kernel form 'single'."
+        )
+
+
+def sliding_window(config: Any) -> int | None:
+    """The attention window if the model uses one on every layer, else None."""
+    w = getattr(config, "sliding_window", None)
+    if not w or getattr(config, "use_sliding_window", True) is False:
+        return None
+    kinds = set(getattr(config, "layer_types", None) or [])
+    if kinds and kinds != {"sliding_attention"}:
+        raise UnsupportedModelError(
+            f"mixed sliding/full attention layers ({sorted(kinds)}) are not supported by the packed kernel"
+        )
+    return int(w)
+
+
+@dataclass
+class Item:
+    """One prompt to score: its token ids and the candidate next tokens."""
+
+    ids: list[int]
+    candidates: list[int]
+
+
+@dataclass
+class KernelStats:
+    """Work done, for benchmarks and manifests."""
+
+    forward_tokens: int = 0
+    """Tokens run through the model (prefixes counted once when packed)."""
+    prompt_tokens: int = 0
+    """Tokens of the prompts as given (what one-prompt-per-rubric would process)."""
+    passes: int = 0
+    """Forward calls."""
+    decisions: int = 0
+    """Prompts scored."""
+    seconds: float = 0.0
+    """Wall time inside the kernel."""
+    forms: dict[str, int] = field(default_factory=dict)
+    """Forward passes per form."""
+
+    def add(self, form: str, tokens: int) -> None:
+        self.forward_tokens += tokens
+        self.passes += 1
+        self.forms[form] = self.forms.get(form, 0) + 1
+
+
+def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
+    """Longest common prefix, capped so that every sequence keeps at least one suffix token."""
+    n = min(len(s) for s in seqs) - 1
+    first = seqs[0]
+    for i in range(n):
+        t = first[i]
+        if any(s[i] != t for s in seqs[1:]):
+            return i
+    return max(n, 0)
+
+
+@dataclass
+class Packed:
+    """Groups laid out for one packed forward pass."""
+
+    ids: list[int] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    group: list[int] = field(default_factory=list)
+    segment: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)  # index of each item's last token, in item order
+
+    def add_group(self, items: Sequence[Item], gid: int) -> None:
+        p = common_prefix_len([it.ids for it in items])
+        prefix = items[0].ids[:p]
+        self._extend(prefix, range(p), gid, 0)
+        for k, it in enumerate(items, start=1):
+            suffix = it.ids[p:]
+            self._extend(suffix, range(p, p + len(suffix)), gid, k)
+            self.ends.append(len(self.ids) - 1)
+
+    def _extend(self, ids: Sequence[int], pos: range, gid: int, seg: int) -> None:
+        self.ids += ids
+        self.positions += pos
+        self.group += [gid] * len(ids)
+        self.segment += [seg] * len(ids)
+
+
+def packed_size(items: Sequence[Item]) -> int:
+    p = common_prefix_len([it.ids for it in items])
+    return p + sum(len(it.ids) - p for it in items)
+
+
+def plan_passes(groups: Sequence[Sequence[Item]], budget: int) -> list[list[int]]:
+    """Greedy bins of consecutive group indices with packed size ≤ budget (a big group goes alone)."""
+    bins: list[list[int]] = []
+    used = budget + 1
+    for gi, items in enumerate(groups):
+        size = packed_size(items)
+        if bins and used + size <= budget:
+            bins[-1].append(gi)
+            used += size
+        else:
+            bins.append([gi])
+            used = size
+    return bins
+
+
+def dense_mask(pk: Packed, window: int | None, device: Any):
+    """(1, 1, L, L) bool: same group, key in the prefix or the query's own suffix, causal."""
+    import torch
+
+    g = torch.tensor(pk.group, device=device)
+    s = torch.tensor(pk.segment, device=device)
+    pos = torch.tensor(pk.positions, device=device)
+    idx = torch.arange(len(pk.ids), device=device)
+    allowed = (g[:, None] == g[None, :]) & ((s[None, :] == 0) | (s[None, :] == s[:, None]))
+    allowed &= idx[None, :] <= idx[:, None]
+    if window is not None:
+        allowed &= (pos[:, None] - pos[None, :]) < window
+    return allowed[None, None]
+
+
+def flex_block_mask(pk: Packed, window: int | None, device: Any):
+    """The same mask as a FlexAttention BlockMask (only the allowed blocks are computed)."""
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    g = torch.tensor(pk.group, device=device)
+    s = torch.tensor(pk.segment, device=device)
+    pos = torch.tensor(pk.positions, device=device)
+
+    def mask_mod(b, h, q, kv):
+        ok = (g[q] == g[kv]) & ((s[kv] == 0) | (s[kv] == s[q])) & (kv <= q)
+        if window is not None:
+            ok = ok & ((pos[q] - pos[kv]) < window)
+        return ok
+
+    n = len(pk.ids)
+    return create_block_mask(mask_mod, B=None, H=None, Q_LEN=n, KV_LEN=n, device=device)
+
+
+def _candidate_logprobs(logits, rows: Sequence[Item]) -> list[list[float]]:
+    import torch
+
+    lp = torch.log_softmax(logits.float(), dim=-1)
+    return [[float(lp[i, c]) for c in it.candidates] for i, it in enumerate(rows)]
+
+
+class PackedScorer:
+    """Runs one kernel form over groups of `Item`s on a transformers causal LM."""
+
+    def __init__(self, model: Any, *, form: str = "auto", token_budget: int = 8192):
+        if form not in FORMS:
+            raise ValueError(f"unknown kernel form {form!r}; choose from {', '.join(FORMS)}")
+        self.model = model
+        self.device = next(model.parameters()).device
+        if form != "single":
+            check_attention_only(model.config)
+        self.window = sliding_window(model.config)
+        self.form = ("flex" if self.device.type == "cuda" else "two_stage") if form == "auto" else form
+        self.token_budget = token_budget
+        self.stats = KernelStats()
+
+    def score(self, groups: Sequence[Sequence[Item]]) -> list[list[list[float]]]:
+        """Candidate log-probs for every item of every group, in input order."""
+        import torch
+
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            if self.form in ("dense", "flex"):
+                out: list[list[list[float]]] = []
+                for gids in plan_passes(groups, self.token_budget):
+                    out += self._packed([groups[g] for g in gids], flex=self.form == "flex")
+            elif self.form == "two_stage":
+                out = [self._two_stage(items) for items in groups]
+            else:
+                flat = [it for items in groups for it in items]
+                rows = self._naive(flat) if self.form == "naive" else [self._single(it) for it in flat]
+                out, k = [], 0
+                for items in groups:
+                    out.append(rows[k : k + len(items)])
+                    k += len(items)
+        self.stats.prompt_tokens += sum(len(it.ids) for items in groups for it in items)
+        self.stats.decisions += sum(len(items) for items in groups)
+        self.stats.seconds += time.perf_counter() - t0
+        return out
+
+    def _tensor(self, rows: Sequence[Sequence[int]]):
+        import torch
+
+        return torch.tensor(rows, dtype=torch.long, device=self.device)
+
+    def _packed(self, groups: Sequence[Sequence[Item]], *, flex: bool) -> list[list[list[float]]]:
+        pk = Packed()
+        for gid, items in enumerate(groups):
+            pk.add_group(items, gid)
+        if flex:
+            if self.model.config._attn_implementation != "flex_attention":
+                self.model.set_attn_implementation("flex_attention")
+            mask = flex_block_mask(pk, self.window, self.device)
+        else:
+            mask = dense_mask(pk, self.window, self.device)
+        out = self.model(
+            input_ids=self._tensor([pk.ids]),
+            position_ids=self._tensor([pk.positions]),
+            attention_mask=mask,
+            logits_to_keep=self._tensor(pk.ends),
+            use_cache=False,
+        )
+        self.stats.add("flex" if flex else "dense", len(pk.ids))
+        flat = [it for items in groups for it in items]
+        lps = _candidate_logprobs(out.logits[0], flat)
+        res, k = [], 0
+        for items in groups:
+            res.append(lps[k : k + len(items)])
+            k += len(items)
+        return res
+
+    def _two_stage(self, items: Sequence[Item]) -> list[list[float]]:
+        import copy
+
+        from transformers import DynamicCache
+
+        p = common_prefix_len([it.ids for it in items])
+        cache = None
+        if p > 0:
+            cache = DynamicCache()  # full-length layers even for windowed models: our mask applies the window
+            self.model(input_ids=self._tensor([items[0].ids[:p]]), past_key_values=cache, use_cache=True, logits_to_keep=1)
+            self.stats.add("two_stage", p)
+        suffixes = [it.ids[p:] for it in items]
+        width = max(len(s) for s in suffixes)
+        chunk = max(1, self.token_budget // max(width, 1))
+        out: list[list[float]] = []
+        for start in range(0, len(items), chunk):
+            part = suffixes[start : start + chunk]
+            c = None
+            if cache is not None:
+                c = copy.deepcopy(cache) if len(items) > chunk else cache
+                c.batch_repeat_interleave(len(part))
+            out += self._batch(part, items[start : start + chunk], offset=p, cache=c)
+        return out
+
+    def _batch(self, rows: Sequence[Sequence[int]], items: Sequence[Item], *, offset: int, cache: Any) -> list[list[float]]:
+        """Right-padded batch continuing after `offset` cached tokens; logits at each row's end."""
+        import torch
+
+        width = max(len(r) for r in rows)
+        ids = self._tensor([list(r) + [0] * (width - len(r)) for r in rows])
+        pos = (torch.arange(width, device=self.device) + offset).expand(len(rows), -1)
+        # Rows are right-padded, so one causal mask (offset by the cached prefix) serves the
+        # whole batch: a real token never sees the padding after it. Broadcasting it over the
+        # batch keeps the mask tiny; the window applies when the model uses one.
+        q = torch.arange(width, device=self.device)[:, None] + offset
+        k = torch.arange(offset + width, device=self.device)[None, :]
+        allowed = k <= q
+        if self.window is not None:
+            allowed &= (q - k) < self.window
+        attn = allowed[None, None]
+        ends = [len(r) - 1 for r in rows]
+        keep = sorted(set(ends))
+        out = self.model(
+            input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache,
+            use_cache=cache is not None, logits_to_keep=self._tensor(keep),
+        )
+        self.stats.add(self.form, len(rows) * width)
+        col = {e: i for i, e in enumerate(keep)}
+        logits = out.logits[torch.arange(len(rows), device=self.device), self._tensor([col[e] for e in ends])]
+        return _candidate_logprobs(logits, items)
+
+    def _naive(self, flat: Sequence[Item]) -> list[list[float]]:
+        """Baseline: full prompts, batched with padding up to the token budget."""
+        out: list[list[float]] = []
+        start = 0
+        while start < len(flat):  # bounded: every turn consumes at least one item
+            end, width = start, 0
+            while end < len(flat) and max(width, len(flat[end].ids)) * (end - start + 1) <= self.token_budget:
+                width = max(width, len(flat[end].ids))
+                end += 1
+            end = max(end, start + 1)
+            part = flat[start:end]
+            out += self._batch([it.ids for it in part], part, offset=0, cache=None)
+            start = end
+        return out
+
+    def _single(self, it: Item) -> list[float]:
+        out = self.model(input_ids=self._tensor([it.ids]), use_cache=False, logits_to_keep=1)
+        self.stats.add("single", len(it.ids))
+        return _candidate_logprobs(out.logits[0], [it])[0]

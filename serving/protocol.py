@@ -1,0 +1,96 @@
+"""The model protocol: two verbs, `generate` and `score_choices`, and their request types."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ChatRequest(BaseModel):
+    """A chat completion to generate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[dict[str, Any]]
+    """OpenAI-style messages: role, content (and tool_calls / tool_call_id where used)."""
+    max_tokens: int = 1024
+    """Upper bound on generated tokens."""
+    temperature: float = 0.0
+    """0 means greedy decoding."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (ignored when greedy)."""
+    seed: int | None = None
+    """Sampling seed; with greedy decoding it changes nothing."""
+    stop: list[str] = Field(default_factory=list)
+    """Strings that end the generation (the stop string itself is not returned)."""
+    tools: list[dict[str, Any]] | None = None
+    """OpenAI-style tool schemas, rendered by the chat template or sent natively."""
+    prefill: str = ""
+    """Text the assistant turn starts with; generation continues after it."""
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Extra chat-template switches, e.g. {"enable_thinking": false}."""
+
+
+class Generation(BaseModel):
+    """A generated completion."""
+
+    text: str
+    """Generated text after the prefill (stop string removed)."""
+    prompt_tokens: int = 0
+    """Tokens in the rendered prompt."""
+    output_tokens: int = 0
+    """Tokens generated."""
+    finish_reason: str = "stop"
+    """stop | length | error."""
+    tool_calls: list[dict[str, Any]] | None = None
+    """Native tool calls when the backend returns them (OpenAI endpoints)."""
+
+
+class ChoiceRequest(BaseModel):
+    """One prompt whose next continuation is to be chosen among candidates."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[dict[str, Any]]
+    """The chat up to the assistant turn."""
+    prefill: str = ""
+    """Start of the assistant turn, up to where the choice is made."""
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Chat-template switches; choice scoring always disables thinking where a template has it."""
+
+
+class ChoiceGroup(BaseModel):
+    """Prompts that share a long prefix (e.g. all rubrics of one report); never split across passes."""
+
+    key: str
+    """Caller's id for the group (e.g. task/agent/run), used for routing and logs."""
+    requests: list[ChoiceRequest]
+    """The prompts of the group."""
+
+
+class ChoiceResult(BaseModel):
+    """Scores of the candidate continuations of one prompt."""
+
+    probs: list[float]
+    """Probabilities renormalised over the candidates (sum to 1)."""
+    logprobs: list[float]
+    """Raw next-token log-probabilities of each candidate's first distinguishing token."""
+
+
+@runtime_checkable
+class ModelBackend(Protocol):
+    """What every engine (hf, vllm, openai, a Ray pool of them) offers."""
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        """Complete each chat request."""
+        ...
+
+    def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
+        """For every prompt of every group, score the candidate continuations `choices`."""
+        ...
+
+
+class UnsupportedModelError(RuntimeError):
+    """The model cannot be served by this backend or kernel (e.g. hybrid attention)."""

@@ -1,0 +1,39 @@
+"""Test doubles at the serving protocol: scripted generations and fixed choice probabilities."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from serving.protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
+
+
+class ScriptedBackend:
+    """generate() returns scripted texts in order (or from a function of the request);
+    score_choices() returns p_true from `p_true_fn(group_key, index, request)`."""
+
+    def __init__(self, texts: Sequence[str] | Callable[[ChatRequest], str] = (),
+                 p_true_fn: Callable[[str, int, object], float] | None = None):
+        self.texts = texts if callable(texts) else list(texts)
+        self.p_true_fn = p_true_fn or (lambda key, i, req: 0.9 if i % 2 == 0 else 0.2)
+        self.generate_calls: list[list[ChatRequest]] = []
+        self.choice_calls: list[list[ChoiceGroup]] = []
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        self.generate_calls.append(list(requests))
+        out = []
+        for r in requests:
+            text = self.texts(r) if callable(self.texts) else self.texts.pop(0)
+            out.append(Generation(text=text, prompt_tokens=10, output_tokens=len(text.split())))
+        return out
+
+    def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
+        self.choice_calls.append(list(groups))
+        res = []
+        for g in groups:
+            row = []
+            for i, req in enumerate(g.requests):
+                p = self.p_true_fn(g.key, i, req)
+                row.append(ChoiceResult(probs=[p, 1 - p], logprobs=[math.log(p), math.log(1 - p)]))
+            res.append(row)
+        return res

@@ -1,0 +1,335 @@
+"""Judge-agreement metrics on hand-computed cases, and `lifesearch agree` on fixture files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from lifesearch_local import agreement as ag
+from lifesearch_local.errors import LifesearchError
+from lifesearch_local.jsonl import read_records
+from lifesearch_local.labels import label_index, labels_from_judgments
+from lifesearch_local.records import Judgment, Label
+from lifesearch_local.tasks import load_tasks
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "agree"
+T, F, U = True, False, None
+
+
+def items(rows: list[tuple[bool, list]]) -> list[ag.Item]:
+    """Items from (label, decisions per judge run); keys and attributes are placeholders."""
+    return [ag.Item(("t", "a", 0, f"r{i}"), y, list(d), [None] * len(d), {}) for i, (y, d) in enumerate(rows)]
+
+
+@pytest.fixture(scope="module")
+def fx():
+    return {
+        "tasks": load_tasks(FIX / "tasks.jsonl"),
+        "judgments": read_records(FIX / "judgments.jsonl", Judgment),
+        "labels": read_records(FIX / "labels.jsonl", Label),
+    }
+
+
+# -- single metrics ---------------------------------------------------------------------
+def test_accuracy_counts_ungraded_as_wrong():
+    assert ag.accuracy([T, F, U, T], [T, T, F, T]) == 0.5
+    assert ag.accuracy([U, U], [T, F]) == 0.0
+
+
+def test_self_consistency_by_hand():
+    its = items([(T, [T, T, T]), (T, [T, F, T]), (F, [U, U, U]), (F, [F, F, F])])
+    assert ag.self_consistency(its) == 0.75  # the all-ungraded item is consistent, [T,F,T] is not
+    assert ag.self_consistency(items([(T, [T, U])])) == 0.0
+    assert ag.self_consistency(items([(T, [T]), (F, [T])])) is None  # single run: undefined
+
+
+def test_majority_decision_and_ties():
+    assert ag.majority_decision([T, F, T]) is True
+    assert ag.majority_decision([F, F, T]) is False
+    assert ag.majority_decision([T, F]) is True  # tie → first graded run
+    assert ag.majority_decision([F, T]) is False
+    assert ag.majority_decision([U, T, F]) is True
+    assert ag.majority_decision([U, F]) is False
+    assert ag.majority_decision([U, U]) is None
+
+
+def test_majority_accuracy_by_hand():
+    its = items([(T, [T, F, T]), (F, [T, T, F]), (F, [F, T]), (T, [U, U, U])])
+    m = ag.item_metrics(its[:2])
+    assert m["majority_accuracy"] == 0.5  # [T,F,T]→T right; [T,T,F]→T wrong
+    assert ag.accuracy([ag.majority_decision(it.decisions) for it in its[2:]], [F, T]) == 0.5  # tie→F right; none→wrong
+
+
+def test_kappa_by_hand():
+    # p_o = 3/4; p_e = .5·.25 + .5·.75 = .5 → κ = .25/.5
+    assert ag.kappa([T, F, F, F], [T, T, F, F]) == pytest.approx(0.5)
+
+
+def test_kappa_constant_judge_is_zero():
+    assert ag.kappa([T, T, T, T], [T, F, T, F]) == 0.0
+    assert ag.kappa([F, F, F], [T, F, F]) == 0.0
+
+
+def test_kappa_ungraded_is_a_disagreement_and_undefined_is_none():
+    # [T, U] vs [T, F]: U becomes T (the wrong class) → judge constant T → κ = 0
+    assert ag.kappa([T, U], [T, F]) == 0.0
+    assert ag.kappa([T, T], [T, T]) is None  # one class on both sides: 0/0
+
+
+def test_auroc_by_hand():
+    # positive/negative pairs (.9,.8) (.9,.1) (.7,.8) (.7,.1): 3 of 4 ordered right
+    assert ag.auroc([T, F, T, F], [0.9, 0.8, 0.7, 0.1]) == pytest.approx(0.75)
+    assert ag.auroc([T, T], [0.2, 0.3]) is None
+
+
+def test_ece_by_hand_four_items():
+    # bin (.9, 1]: mean p .94, share true .5 → .44 × 2/4; bin (.1, .2]: mean p .15, share 0 → .15 × 2/4
+    assert ag.ece([T, F, F, F], [0.91, 0.97, 0.12, 0.18]) == pytest.approx(0.22 + 0.075)
+
+
+def test_ece_bin_edges_are_right_closed():
+    # 0.1 falls in [0, .1] and 0.12 in (.1, .2]: .5·|1 − .1| + .5·|0 − .12|; one shared bin would give .39
+    assert ag.ece([T, F], [0.1, 0.12]) == pytest.approx(0.51)
+    assert ag.ece([], []) is None
+
+
+def test_best_threshold_by_hand_tie_nearest_half():
+    # t=.7 → acc .75; t=.9 → acc .75; t=.8 → .5; t=.1 → .5; never → .5
+    assert ag.best_threshold([T, F, T, F], [0.9, 0.8, 0.7, 0.1]) == (0.7, 0.75)
+    t, acc = ag.best_threshold([F, F], [0.9, 0.8])
+    assert t > 1.0 and acc == 1.0  # "never true" wins
+    assert ag.best_threshold([], []) == (None, None)
+
+
+def test_best_threshold_and_ece_match_brute_force():
+    import random
+
+    rng = random.Random(7)
+    for _ in range(200):
+        n = rng.randint(1, 60)
+        y = [rng.random() < 0.4 for _ in range(n)]
+        p = [round(rng.random(), rng.choice([1, 2, 6])) for _ in range(n)]  # coarse values make ties
+        never = math.nextafter(1.0, 2.0)
+        cands = sorted(set(p)) + [never]
+        accs = {t: sum((pi >= t) == yi for pi, yi in zip(p, y, strict=True)) / n for t in cands}
+        best = max(accs.values())
+        t_want = min((t for t in cands if accs[t] == best), key=lambda t: (abs(t - 0.5), -t))
+        t, acc = ag.best_threshold(y, p)
+        assert acc == pytest.approx(best)
+        assert t == t_want
+        bins: dict[int, list[int]] = {}
+        for i, pi in enumerate(p):
+            bins.setdefault(max(0, math.ceil(round(pi * 10, 9)) - 1), []).append(i)
+        want = sum(len(ix) / n * abs(sum(y[i] for i in ix) / len(ix) - sum(p[i] for i in ix) / len(ix)) for ix in bins.values())
+        assert ag.ece(y, p) == pytest.approx(want)
+
+
+def test_rank_correlation_with_ties_by_hand():
+    # label ranks [1.5, 1.5, 3], judge ranks [1, 2, 3]: ρ = 1.5/√3; τ_b = 2/√6
+    rho, tau = ag.rank_correlation({"a": 0.2, "b": 0.4, "c": 0.9}, {"a": 0.5, "b": 0.5, "c": 1.0})
+    assert rho == pytest.approx(math.sqrt(3) / 2)
+    assert tau == pytest.approx(2 / math.sqrt(6))
+
+
+def test_rank_correlation_edges():
+    assert ag.rank_correlation({"a": 1, "b": 2, "c": 3}, {"a": 3, "b": 2, "c": 1}) == pytest.approx((-1.0, -1.0))
+    assert ag.rank_correlation({"a": 1}, {"a": 1}) == (None, None)  # one agent
+    assert ag.rank_correlation({"a": 1, "b": 1}, {"a": 1, "b": 2}) == (None, None)  # constant judge
+    assert ag.rank_correlation({"a": 1, "b": 2, "x": 9}, {"a": 1, "b": 2, "y": 0}) == pytest.approx((1, 1))  # shared
+
+
+def test_single_run_metrics():
+    m = ag.item_metrics(items([(T, [T]), (F, [T]), (F, [F])]))
+    assert m["n_runs"] == 1 and m["self_consistency"] is None
+    assert m["accuracy_mean"] == m["majority_accuracy"] == pytest.approx(2 / 3)
+    assert m["auroc"] is m["ece"] is m["best_threshold"] is m["best_threshold_accuracy"] is None  # no p_true
+
+
+# -- on the fixture files (hand-computed in the comments) ---------------------------------
+def test_fixture_metrics_by_hand(fx):
+    res = ag.agreement(fx["tasks"], fx["judgments"], label_index(fx["labels"]))
+    assert list(res) == ["gen-b", "choice-a", "const"]  # sorted by mean accuracy
+    a = res["choice-a"]  # 3 runs; flips: run 0 one, run 1 one, run 2 two (of 15)
+    assert a["accuracy_mean"] == pytest.approx(41 / 45)
+    assert a["self_consistency"] == pytest.approx(12 / 15)
+    assert a["majority_accuracy"] == pytest.approx(14 / 15)
+    assert a["kappa"] == pytest.approx(840 / 1020)  # pooled: TT 21, FT 4, FF 20
+    assert a["ece"] == pytest.approx((21 * 0.1 + 20 * 0.1 + 4 * 0.6) / 45)
+    assert a["auroc"] == 1.0 and a["best_threshold"] == 0.9 and a["best_threshold_accuracy"] == 1.0
+    assert (a["n"], a["n_runs"], a["ungraded"]) == (15, 3, 0)
+    b = res["gen-b"]  # run 0: one ungraded; run 1: one flip; tie [T, F] → first run's T
+    assert b["accuracy_mean"] == pytest.approx(14 / 15)
+    assert b["self_consistency"] == pytest.approx(13 / 15)
+    assert b["majority_accuracy"] == 1.0
+    assert b["kappa"] == pytest.approx(388 / 448)
+    assert b["ungraded"] == 1 and b["auroc"] is None and b["ece"] is None
+    assert b["confusion"]["counts"] == [[13, 1, 0], [0, 15, 1]]
+    c = res["const"]  # always true: accuracy = share of true labels
+    assert c["accuracy_mean"] == pytest.approx(7 / 15) and c["kappa"] == 0.0
+    assert c["rank_spearman"] is None and c["rank_kendall"] is None  # constant scores
+    assert a["rank_spearman"] == pytest.approx(1.0) and b["rank_kendall"] == pytest.approx(1.0)
+
+
+def test_fixture_breakdowns(fx):
+    res = ag.agreement(fx["tasks"], fx["judgments"], label_index(fx["labels"]))
+    by = res["const"]["by"]
+    assert set(by) == set(ag.BREAKDOWNS)
+    assert {k: v["n"] for k, v in by["language"].items()} == {"en": 9, "zh": 6}
+    assert by["language"]["zh"]["accuracy_mean"] == pytest.approx(1 / 6)  # only alpha t2 r1 is true
+    assert by["type"]["Subjective"]["accuracy_mean"] == 1.0  # r3 of t1 is true for every agent
+    assert by["priority"]["Nice to Have"]["n"] == 3
+    assert set(by["language"]["en"]) == set(ag.METRIC_KEYS)
+
+
+def test_ranking_swapped_agents_by_hand(fx):
+    lab = label_index(fx["labels"])
+    swap = {"beta": "gamma", "gamma": "beta", "alpha": "alpha"}
+    js = [
+        Judgment(task_id=k[0], agent=swap[k[1]], run=k[2], rubric_id=k[3], judge="swap", satisfied=v)
+        for k, v in lab.items()
+    ]
+    # label scores alpha .75 > beta .375 > gamma .125; the judge swaps beta and gamma
+    m = ag.judge_agreement(fx["tasks"], js, lab)
+    assert m["rank_spearman"] == pytest.approx(0.5)  # 1 − 6·2 / (3·8)
+    assert m["rank_kendall"] == pytest.approx(1 / 3)  # (2 concordant − 1 discordant) / 3
+
+
+def test_labels_without_judgments_error(fx):
+    lab = label_index(fx["labels"])
+    lab[("t1", "delta", 0, "r1")] = True
+    with pytest.raises(LifesearchError, match=r"no judgment by judge 'choice-a'.*agent delta"):
+        ag.agreement(fx["tasks"], fx["judgments"], lab)
+    partial = [j for j in fx["judgments"] if not (j.judge == "choice-a" and j.judge_run == 2 and j.agent == "beta")]
+    with pytest.raises(LifesearchError, match=r"5 labelled rubric decision\(s\).*judge run 2"):
+        ag.agreement(fx["tasks"], partial, label_index(fx["labels"]))
+
+
+def test_label_errors(fx):
+    bad = [*fx["labels"], Label(task_id="t1", agent="alpha", rubric_id="r1", satisfied=False, source="gemini")]
+    with pytest.raises(LifesearchError, match="conflicting labels.*--label-source"):
+        label_index(bad)
+    assert len(label_index(bad, source="human")) == 15
+    assert label_index(bad, source="gemini") == {("t1", "alpha", 0, "r1"): False}
+    with pytest.raises(LifesearchError, match="no labels with source 'x'"):
+        label_index(bad, source="x")
+    unknown = {("t1", "alpha", 0, "r9"): True}
+    with pytest.raises(LifesearchError, match="unknown rubric"):
+        ag.agreement(fx["tasks"], fx["judgments"], unknown)
+
+
+def test_labels_from_judgments():
+    ref = read_records(FIX / "ref_judgments.jsonl", Judgment)
+    labels, skipped = labels_from_judgments(ref, "gemini-3.1-pro")
+    assert (len(labels), skipped) == (14, 1)
+    assert {lab.source for lab in labels} == {"gemini-3.1-pro"}
+    with pytest.raises(LifesearchError, match=r"no judgments by judge 'nope'.*found: gemini-3.1-pro"):
+        labels_from_judgments(ref, "nope")
+    runs = [j.model_copy(update={"judge_run": 1, "satisfied": not j.satisfied}) for j in ref if j.satisfied is not None]
+    first, _ = labels_from_judgments(ref + runs, "gemini-3.1-pro")
+    assert sorted(lab.satisfied for lab in first) == sorted(lab.satisfied for lab in labels)  # run 0 by default
+    second, _ = labels_from_judgments(ref + runs, "gemini-3.1-pro#1")
+    assert all(a.satisfied != b.satisfied for a, b in zip(sorted(first, key=str), sorted(second, key=str), strict=True))
+
+
+# -- CLI ------------------------------------------------------------------------------------
+def cli(*argv: str) -> int:
+    """Run `lifesearch agree` through its own parser, with main()'s error handling."""
+    from lifesearch_local.cli import agree
+
+    p = argparse.ArgumentParser(prog="lifesearch")
+    agree.register(p.add_subparsers())
+    args = p.parse_args(list(argv))
+    try:
+        return args.func(args)
+    except LifesearchError as e:
+        print(f"error: {e}")
+        return 2
+
+
+def test_commands_registered():
+    from lifesearch_local.cli import COMMANDS
+
+    assert COMMANDS["agree"] == "lifesearch_local.cli.agree:register"
+    assert COMMANDS["report"] == "lifesearch_local.cli.report:register"
+
+
+def test_cli_json(fx, capsys):
+    base = ["agree", "--tasks", str(FIX / "tasks.jsonl"), "--judgments", str(FIX / "judgments.jsonl")]
+    assert cli(*base, "--labels", str(FIX / "labels.jsonl"), "--json") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n_labels"] == 15 and list(out["judges"]) == ["gen-b", "choice-a", "const"]
+    assert out["label_source"] == "human"
+    keys = {"accuracy_mean", "self_consistency", "majority_accuracy", "kappa", "auroc", "ece", "best_threshold",
+            "best_threshold_accuracy", "n", "n_runs", "ungraded", "by", "rank_spearman", "rank_kendall"}  # fmt: skip
+    for m in out["judges"].values():
+        assert keys <= set(m)
+        assert set(m["by"]) >= {"language", "type", "necessity", "priority"}
+    assert out["judges"]["choice-a"]["accuracy_mean"] == pytest.approx(41 / 45)
+    assert out["judges"]["choice-a"]["by"]["language"]["en"]["n"] == 9
+
+
+def test_cli_table(capsys):
+    base = ["agree", "--tasks", str(FIX / "tasks.jsonl"), "--judgments", str(FIX / "judgments.jsonl")]
+    assert cli(*base, "--labels", str(FIX / "labels.jsonl")) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert [r.split("│")[1].strip() for r in rows[:3]] == ["gen-b", "choice-a", "const"]
+    assert "91.11" in rows[1] and "80.0" in rows[1] and "93.33" in rows[1] and "0.824" in rows[1]
+    assert "Mean accuracy (%) by language" in out and "by priority" in out
+
+
+def test_cli_label_source(capsys):
+    base = ["agree", "--tasks", str(FIX / "tasks.jsonl"), "--judgments", str(FIX / "judgments.jsonl")]
+    assert cli(*base, "--labels", str(FIX / "labels.jsonl"), "--label-source", "human", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["n_labels"] == 15
+    assert cli(*base, "--labels", str(FIX / "labels.jsonl"), "--label-source", "gemini") == 2
+    assert "no labels with source 'gemini'" in capsys.readouterr().out
+
+
+def test_cli_labels_from_judgments(capsys):
+    base = ["agree", "--tasks", str(FIX / "tasks.jsonl"), "--judgments", str(FIX / "judgments.jsonl")]
+    ref = str(FIX / "ref_judgments.jsonl")
+    assert cli(*base, "--labels-from-judgments", ref, "--label-judge", "gemini-3.1-pro", "--json") == 0
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    assert "1 ungraded judgment(s) skipped" in cap.err
+    assert out["label_source"] == "gemini-3.1-pro"
+    assert {m["n"] for m in out["judges"].values()} == {14}
+    # gamma's t2 r2 is unlabelled: scored on labelled rubrics only, the constant judge ties every agent
+    assert out["judges"]["const"]["rank_spearman"] is None
+    assert cli(*base, "--labels-from-judgments", ref) == 2
+    assert "needs --label-judge" in capsys.readouterr().out
+
+
+def test_cli_reference_judge_excluded(tmp_path, capsys):
+    both = tmp_path / "both.jsonl"
+    both.write_text((FIX / "judgments.jsonl").read_text() + (FIX / "ref_judgments.jsonl").read_text())
+    args = ["agree", "--tasks", str(FIX / "tasks.jsonl"), "--judgments", str(both)]
+    assert cli(*args, "--labels-from-judgments", str(both), "--label-judge", "gemini-3.1-pro", "--json") == 0
+    assert "gemini-3.1-pro" not in json.loads(capsys.readouterr().out)["judges"]
+
+
+def test_cli_missing_judgments_error(tmp_path, capsys):
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"task_id":"t2","agent":"omega","run":0,"rubric_id":"r1","satisfied":true}\n')
+    args = ["agree", "--tasks", str(FIX / "tasks.jsonl"), "--judgments", str(FIX / "judgments.jsonl")]
+    assert cli(*args, "--labels", str(labels)) == 2
+    assert "have no judgment by judge" in capsys.readouterr().out
+
+
+def test_print_agreement_summary(fx, tmp_path, capsys):
+    from lifesearch_local.cli.agree import print_agreement_summary
+
+    print_agreement_summary(fx["tasks"], fx["judgments"], FIX / "labels.jsonl")
+    out = capsys.readouterr().out
+    assert "Judge agreement with 15 labels (human)" in out and "91.11" in out
+    print_agreement_summary(fx["tasks"], fx["judgments"], tmp_path / "absent.jsonl")
+    assert capsys.readouterr().out == ""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task_id":"t1","agent":"omega","run":0,"rubric_id":"r1","satisfied":true}\n')
+    print_agreement_summary(fx["tasks"], fx["judgments"], bad)
+    assert "judge agreement not computed" in capsys.readouterr().err

@@ -1,0 +1,91 @@
+"""`lifesearch judge` from the shell: killed mid-run and resumed, it finishes with no duplicates."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import rubric, task, write_jsonl
+
+from lifesearch_local.jsonl import read_records
+from lifesearch_local.records import Judgment
+
+N_REPORTS, N_RUBRICS = 10, 6
+
+
+@pytest.fixture
+def inputs(tmp_path: Path):
+    tasks = [task(f"t{i}", [rubric(f"R{k}", 0.5, criterion=f"The response should state fact {k} of topic {i}.")
+                            for k in range(N_RUBRICS)]) for i in range(N_REPORTS // 2)]
+    reports = [{"task_id": f"t{i}", "agent": a, "run": 0, "text": f"Report {a} {i}. " + "Some findings. " * 80}
+               for i in range(N_REPORTS // 2) for a in ("a", "b")]
+    cfg = tmp_path / "judge.yaml"
+    cfg.write_text("judge:\n  id: tiny\n  groups_per_call: 1\n  model:\n    model: tiny-llama\n")
+    return write_jsonl(tmp_path / "tasks.jsonl", tasks), write_jsonl(tmp_path / "reports.jsonl", reports), cfg
+
+
+def start(inputs, out):
+    t, r, cfg = inputs
+    cmd = [sys.executable, "-m", "lifesearch_local", "judge", "--tasks", str(t), "--reports", str(r),
+           "--config", str(cfg), "--out", str(out), "--quiet"]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def lines(path: Path) -> int:
+    return path.read_text().count("\n") if path.exists() else 0
+
+
+def interrupt(inputs, out: Path, sig: int) -> subprocess.Popen:
+    proc = start(inputs, out)
+    f = out / "judgments.jsonl"
+    deadline = time.monotonic() + 120
+    while lines(f) == 0 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    return proc
+
+
+def finish(inputs, out: Path) -> list[Judgment]:
+    proc = start(inputs, out)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return read_records(out / "judgments.jsonl", Judgment)
+
+
+def test_kill_then_resume_no_loss_no_duplicates(inputs, tmp_path):
+    total = N_REPORTS * N_RUBRICS
+    out = tmp_path / "killed"
+    interrupt(inputs, out, signal.SIGKILL)
+    partial = lines(out / "judgments.jsonl")
+    assert 0 < partial < total, "the kill must land mid-run for this test to mean anything"
+    js = finish(inputs, out)
+    assert len(js) == len({j.key for j in js}) == total
+    # and the resumed run gives exactly what an uninterrupted run gives
+    clean = {j.key: j.p_true for j in finish(inputs, tmp_path / "clean")}
+    assert all(abs(clean[j.key] - j.p_true) < 1e-6 for j in js)
+
+
+def test_sigterm_flushes_and_exits_zero(inputs, tmp_path):
+    out = tmp_path / "term"
+    proc = interrupt(inputs, out, signal.SIGTERM)
+    assert proc.returncode == 0, proc.stderr.read()
+    partial = lines(out / "judgments.jsonl")
+    assert 0 < partial < N_REPORTS * N_RUBRICS and partial % N_RUBRICS == 0  # whole reports only
+    js = finish(inputs, out)
+    assert len({j.key for j in js}) == len(js) == N_REPORTS * N_RUBRICS
+
+
+def test_rerun_of_a_finished_run_does_nothing(inputs, tmp_path):
+    out = tmp_path / "done"
+    finish(inputs, out)
+    proc = start(inputs, out)
+    stdout, _ = proc.communicate(timeout=120)
+    assert "nothing left to judge" in stdout
+    assert lines(out / "judgments.jsonl") == N_REPORTS * N_RUBRICS
+    assert os.path.exists(out / "manifest.json")

@@ -1,0 +1,383 @@
+"""The HTML run report: content and escaping, then loaded in a real headless Chromium.
+
+The browser is driven over the Chrome DevTools Protocol on a pipe (`--remote-debugging-pipe`,
+NUL-separated JSON on fds 3/4), so no websocket client or other package is needed. The
+browser tests skip only when no Chromium binary exists; any other failure is a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import fcntl
+import json
+import os
+import queue
+import shutil
+import struct
+import subprocess
+import threading
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from lifesearch_local.jsonl import read_records
+from lifesearch_local.records import Domain, Judgment, Report
+from lifesearch_local.report import write_report
+from lifesearch_local.report.data import fetch_stats
+from lifesearch_local.scoring import score_by_judge
+from lifesearch_local.tables import mean_pm_std, pct
+from lifesearch_local.tasks import load_tasks
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "agree"
+MANIFEST = {
+    "package_version": "0.1.0",
+    "git_sha": "abc123",
+    "python": "3.11.7",
+    "created": "2026-01-01T00:00:00+00:00",
+    "updated": "2026-01-01T00:10:00+00:00",
+    "stages": {
+        "judge": {"decisions": 180, "decisions_per_s": 51.2, "gpu_seconds": 3.5, "tokens": {"prompt": 123456}},
+        "web": {"pages_fetched": 10, "pages_cached": 7},
+    },
+}
+
+
+def make_run_dir(root: Path, *, labels: bool = True, extras: bool = True) -> Path:
+    """A run directory from the agree fixtures, with manifest, config and step logs when `extras`."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("tasks", "reports", "judgments") + (("labels",) if labels else ()):
+        shutil.copy(FIX / f"{name}.jsonl", root / f"{name}.jsonl")
+    if not extras:
+        return root
+    (root / "manifest.json").write_text(json.dumps(MANIFEST))
+    (root / "config.yaml").write_text("judge:\n  model: <b>tiny</b>\n")
+    steps = root / "trajectories" / "alpha"
+    steps.mkdir(parents=True)
+    (steps / "t1_0.jsonl").write_text(
+        json.dumps({"step": 1, "tool_calls": [
+            {"tool": "web_fetch", "arguments": {"url": "http://a"}, "result": {"failure": "timeout"}},
+            {"tool": "web_fetch", "arguments": {"url": "http://b"}, "result": {"ok": True, "status": 200}},
+            {"tool": "web_search", "result": {"error": "ignored: not a fetch"}},
+        ]}) + "\n"  # fmt: skip
+    )
+    (root / "trajectories" / "beta").mkdir()
+    (root / "trajectories" / "beta" / "t2_1.jsonl").write_text(
+        '{"torn line\n' + json.dumps({"name": "web_fetch", "observation": {"ok": False, "kind": "paywall"}}) + "\n"
+    )
+    return root
+
+
+# -- without a browser ------------------------------------------------------------------
+def test_fetch_stats_from_step_logs(tmp_path):
+    run = make_run_dir(tmp_path / "run")
+    stats = fetch_stats(run, read_records(run / "reports.jsonl", Report))
+    assert stats["alpha"].calls == 2 and dict(stats["alpha"].failures) == {"timeout": 1}
+    assert stats["beta"].calls == 1 and dict(stats["beta"].failures) == {"paywall": 1}
+    assert stats["beta"].unreadable_lines == 1
+    assert fetch_stats(tmp_path / "nowhere", []) == {}
+
+
+def test_report_with_only_tasks_reports_judgments(tmp_path):
+    run = make_run_dir(tmp_path / "run", labels=False, extras=False)
+    path = write_report(run)
+    assert path == run / "report.html"
+    page = path.read_text()
+    assert 'id="scores-choice-a"' in page and 'id="scores-const"' in page
+    assert 'id="chart-scatter"' in page and 'id="chart-domains"' in page
+    assert 'id="agreement"' not in page and "No manifest.json" in page
+    assert "No trajectories/ step logs" in page
+
+
+def test_report_without_judgments(tmp_path):
+    run = make_run_dir(tmp_path / "run", labels=False, extras=False)
+    (run / "judgments.jsonl").unlink()
+    page = write_report(run).read_text()
+    assert "No judgments in this run yet" in page and 'id="chart-' not in page
+
+
+class Tags(HTMLParser):
+    """Every start tag with its attributes, and the page's text."""
+
+    def __init__(self, page: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_report_escapes_everything(tmp_path):
+    page = write_report(make_run_dir(tmp_path / "run")).read_text()
+    parsed = Tags(page)
+    names = {t for t, _ in parsed.tags}
+    assert not names & {"script", "img", "iframe", "link", "object", "embed"}
+    text = "".join(parsed.text)
+    assert "<script>console.error('xss')</script>" in text  # shown, not run
+    assert '<img src="http://example.invalid/x.png"> </details>' in text
+    assert "<b>tiny</b>" in text and "not </td></tr></table> covered" in text
+    assert page.count("<details") == page.count("</details>")
+
+
+def test_report_is_self_contained(tmp_path):
+    page = write_report(make_run_dir(tmp_path / "run")).read_text()
+    refs = [(t, k, v) for t, a in Tags(page).tags for k, v in a.items() if k in {"src", "href", "srcset", "action", "data"}]
+    assert refs == []
+    assert "url(" not in page and "@import" not in page
+    assert 'xmlns="http://www.w3.org/2000/svg"' in page  # a namespace name, not a request
+
+
+def test_report_shows_agreement_errors(tmp_path):
+    run = make_run_dir(tmp_path / "run", extras=False)
+    (run / "labels.jsonl").write_text('{"task_id":"t1","agent":"omega","run":0,"rubric_id":"r1","satisfied":true}\n')
+    page = write_report(run).read_text()
+    assert "Agreement not computed" in page and "omega" in page
+    assert 'id="scores-choice-a"' in page
+
+
+def test_report_html_entry_point():
+    from lifesearch_local import report_html
+
+    assert report_html.write_report is write_report
+
+
+def test_report_cli(tmp_path, capsys):
+    from lifesearch_local.cli import report
+
+    run = make_run_dir(tmp_path / "run", labels=False)
+    p = argparse.ArgumentParser(prog="lifesearch")
+    report.register(p.add_subparsers())
+    out = tmp_path / "elsewhere.html"
+    args = p.parse_args(["report", str(run), "--labels", str(FIX / "labels.jsonl"), "--out", str(out)])
+    assert args.func(args) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    assert 'id="agreement"' in out.read_text() and not (run / "report.html").exists()
+
+
+# -- the headless browser -----------------------------------------------------------------
+def find_chromium() -> str | None:
+    for name in (os.environ.get("LIFESEARCH_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+class Browser:
+    """Headless Chromium driven over CDP on a pipe; events are kept for the checks."""
+
+    def __init__(self, binary: str, profile: Path):
+        to_chrome_r, self._w = os.pipe()
+        self._r, from_chrome_w = os.pipe()
+        self._stderr = open(profile.parent / "chromium.log", "wb")  # noqa: SIM115 (closed in close())
+
+        def fds():  # the protocol's fixed descriptors: 3 = commands in, 4 = replies out
+            # via copies above 10, in case a pipe end itself is fd 3 or 4
+            r, w = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD, 10), fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 10)
+            os.dup2(r, 3)
+            os.dup2(w, 4)
+
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", "--no-default-browser-check", "--remote-debugging-pipe",
+                 f"--user-data-dir={profile}", "about:blank"]  # fmt: skip
+        self.proc = subprocess.Popen(
+            [binary, *flags], pass_fds=(3, 4), preexec_fn=fds, stdout=subprocess.DEVNULL, stderr=self._stderr
+        )
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self.inbox: queue.Queue = queue.Queue()
+        self.events: list[dict] = []
+        self._id = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        buf = b""
+        while chunk := os.read(self._r, 1 << 20):
+            buf += chunk
+            *msgs, buf = buf.split(b"\0")
+            for m in msgs:
+                self.inbox.put(json.loads(m))
+        self.inbox.put(None)
+
+    def _next(self, deadline: float) -> dict:
+        try:
+            msg = self.inbox.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            raise TimeoutError("no reply from Chromium") from None
+        if msg is None:
+            raise RuntimeError(f"Chromium exited (rc {self.proc.poll()})")
+        return msg
+
+    def call(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 60) -> dict:
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._w, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._next(deadline)
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+            self.events.append(reply)
+
+    def open(self, url: str, width: int = 1280, height: int = 2000) -> Page:
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        sid = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            self.call(f"{domain}.enable", session=sid)
+        metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+        self.call("Emulation.setDeviceMetricsOverride", metrics, session=sid)
+        self.call("Page.navigate", {"url": url}, session=sid)
+        deadline = time.monotonic() + 60
+        while not any(e.get("method") == "Page.loadEventFired" and e.get("sessionId") == sid for e in self.events):
+            self.events.append(self._next(deadline))
+        return Page(self, sid)
+
+    def close(self) -> None:
+        with contextlib.suppress(RuntimeError, TimeoutError, OSError):
+            self.call("Browser.close", timeout=10)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        os.close(self._w)
+        self._stderr.close()
+
+
+class Page:
+    def __init__(self, browser: Browser, session: str):
+        self.browser, self.session = browser, session
+
+    def eval(self, expression: str):
+        r = self.browser.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=self.session)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"page script failed: {r['exceptionDetails']}")
+        return r["result"].get("value")
+
+    def _events(self, *methods: str) -> list[dict]:
+        self.eval("0")  # a round trip so events sent before it are in
+        return [e for e in self.browser.events if e.get("sessionId") == self.session and e.get("method") in methods]
+
+    def errors(self) -> list[str]:
+        out = []
+        for ev in self._events("Runtime.consoleAPICalled", "Runtime.exceptionThrown", "Log.entryAdded"):
+            p = ev["params"]
+            if ev["method"] == "Runtime.exceptionThrown":
+                out.append(json.dumps(p["exceptionDetails"])[:300])
+            elif ev["method"] == "Runtime.consoleAPICalled" and p["type"] in ("error", "assert"):
+                out.append(json.dumps(p["args"])[:300])
+            elif ev["method"] == "Log.entryAdded" and p["entry"]["level"] == "error":
+                out.append(p["entry"]["text"])
+        return out
+
+    def requests(self) -> list[str]:
+        return [e["params"]["request"]["url"] for e in self._events("Network.requestWillBeSent")]
+
+    def screenshot(self, path: Path) -> Path:
+        data = self.browser.call("Page.captureScreenshot", {"format": "png"}, session=self.session)["data"]
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("no Chromium binary (install Debian's `chromium`; .ci/run does) — browser checks not run")
+    b = Browser(binary, tmp_path_factory.mktemp("chromium") / "profile")
+    yield b
+    b.close()
+
+
+def test_browser_harness_catches_errors_and_requests(browser, tmp_path):
+    """The checks below can fail: a page with errors and a request is caught."""
+    bad = tmp_path / "bad.html"
+    bad.write_text('<html><body><script>console.error("boom"); throw new Error("x")</script>'
+                   '<img src="http://127.0.0.1:9/x.png"></body></html>')  # fmt: skip
+    page = browser.open(bad.as_uri())
+    errors = page.errors()
+    assert any("boom" in e for e in errors) and any("Uncaught" in e for e in errors)
+    assert page.requests()[0] == bad.as_uri() and "http://127.0.0.1:9/x.png" in page.requests()
+
+
+TABLES_JS = """JSON.stringify(Object.fromEntries([...document.querySelectorAll('table[id]')].map(t =>
+  [t.id, [...t.tBodies[0].rows].map(r => [...r.cells].map(c => c.textContent.trim()))])))"""
+
+
+def expected_score_rows(run: Path) -> dict[str, list[list[str]]]:
+    """Table 4 rows per judge as scoring.py computes them, in the page's text format."""
+    tasks = load_tasks(run / "tasks.jsonl")
+    by_judge = score_by_judge(
+        tasks, read_records(run / "judgments.jsonl", Judgment), allow_missing=True,
+        reports=read_records(run / "reports.jsonl", Report),
+    )  # fmt: skip
+    doms = [d for d in Domain if any(d.value == t.domain.value for t in tasks)]
+    return {
+        f"scores-{judge.replace('#', '-')}": [
+            [a, *[pct(r.domains[d.value]) for d in doms], mean_pm_std(r.overall_mean, r.overall_std), str(len(r.runs)),
+             f"{r.iterations:.1f}", f"{r.output_tokens / 1000:.1f}", str(r.ungraded), str(r.missing)]
+            for a, r in rows.items()
+        ]
+        for judge, rows in by_judge.items()
+    }  # fmt: skip
+
+
+def test_report_in_browser(browser, tmp_path):
+    run = make_run_dir(tmp_path / "run")
+    url = write_report(run).as_uri()
+    page = browser.open(url)
+    assert page.errors() == []
+    assert page.requests() == [url]
+    tables = json.loads(page.eval(TABLES_JS))
+    # every Table 4 row equals scoring.py's numbers; one checked by hand: choice-a alpha scores
+    # 1.0 (run 0, its flip makes t2 r2 true) and .625 (run 1) → 81.25 ± 26.52
+    for tid, rows in expected_score_rows(run).items():
+        assert tables[tid] == rows, tid
+    alpha = tables["scores-choice-a"][0]
+    assert alpha[0] == "alpha" and alpha[3] == "81.25 ± 26.52"
+    assert [r[3] for r in tables["scores-const"]] == ["100.00 ± 0.00"] * 3
+    # the Table 3 layout, hand-computed in test_agreement.py
+    agree = {r[0]: r for r in tables["agreement"]}
+    assert list(agree) == ["gen-b", "choice-a", "const"]
+    assert agree["choice-a"][1:6] == ["3", "91.11", "80.0", "93.33", "0.824"]
+    assert agree["const"][2:6] == ["46.67", "—", "46.67", "0.000"]
+    assert tables["confusion-gen-b"] == [["true", "13", "1", "0"], ["false", "0", "15", "1"]]
+    fail = {r[0]: r for r in tables["failures"]}  # agent, reports, statuses…, fetches, failures, kinds
+    assert fail["gamma"][3] == "1" and fail["beta"][4] == "1" and fail["alpha"][6:] == ["2", "1", "timeout: 1"]
+    assert ["judge", "decisions_per_s", "51.200"] in tables["stages"]
+    # the charts: one point per agent with token counts, one bar per agent (× domain)
+    counts = page.eval("""JSON.stringify({pts: document.querySelectorAll('#chart-scatter circle.point').length,
+        overall: document.querySelectorAll('#chart-overall rect.bar').length,
+        domains: document.querySelectorAll('#chart-domains rect.bar').length,
+        sized: [...document.querySelectorAll('svg.chart')].every(s => s.getBoundingClientRect().width > 100),
+        order: [...document.querySelectorAll('#chart-scatter circle.point')]
+          .sort((a, b) => a.cx.baseVal.value - b.cx.baseVal.value).map(c => c.dataset.label)})""")
+    assert json.loads(counts) == {"pts": 3, "overall": 3, "domains": 6, "sized": True, "order": ["gamma", "beta", "alpha"]}
+    # the drill-down opens; arbitrary markup in reasons and reports shows as text
+    drill = page.eval("""document.querySelectorAll('details').forEach(d => d.open = true);
+        JSON.stringify({rows: document.querySelectorAll('table.rubrics tbody tr').length,
+          visible: document.querySelector('table.rubrics').getBoundingClientRect().height > 0,
+          text: document.body.innerText.includes("<script>console.error('xss')</script> covered")})""")
+    assert json.loads(drill) == {"rows": 30, "visible": True, "text": True}
+    assert page.errors() == [] and page.requests() == [url]
+    page.eval("document.querySelectorAll('details').forEach(d => d.open = false); window.scrollTo(0, 0)")
+    shot = page.screenshot(run / "report.png")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", shot.read_bytes()[16:24]) == (1280, 2000)
+    if os.environ.get("LIFESEARCH_ARTIFACTS"):
+        dest = Path(os.environ["LIFESEARCH_ARTIFACTS"])
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, dest / "report.png")
+        shutil.copy(run / "report.html", dest / "report.html")

@@ -1,0 +1,96 @@
+"""Task loader: the paper's spellings accepted, every bad input named by file:line:field."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import rubric, task, write_jsonl
+
+from lifesearch_local.errors import InputError
+from lifesearch_local.records import Domain
+from lifesearch_local.tasks import load_tasks, parse_domain, summarize
+
+
+def test_accepts_paper_spellings_case_insensitively(tmp_path):
+    rows = [
+        task("a", [rubric("R1", 0.5, type="OBJECTIVE", necessity="implicit", priority="must_have"),
+                   rubric("R2", "0.3", type="subjective", necessity="EXPLICIT", priority="Nice to Have"),
+                   rubric("R3", 1, priority="MUST HAVE"), rubric("R4", 0.2, priority="nice-to-have")],
+             language="English", domain="Technical tools and developer resources", as_of="2026-07-20"),
+        task("b", [rubric("R1", 1.0)], language="中文", domain="Company & competitor"),
+    ]
+    tasks = load_tasks(write_jsonl(tmp_path / "t.jsonl", rows))
+    a, b = tasks
+    assert [r.priority for r in a.rubrics] == ["Must Have", "Nice to Have", "Must Have", "Nice to Have"]
+    assert [r.type for r in a.rubrics[:2]] == ["Objective", "Subjective"]
+    assert [r.necessity for r in a.rubrics[:2]] == ["Implicit", "Explicit"]
+    assert a.rubrics[1].weight == 0.3 and a.language == "en" and a.domain is Domain.technical
+    assert str(a.as_of) == "2026-07-20"
+    assert b.language == "zh" and b.domain is Domain.company
+    assert summarize(tasks).startswith("2 tasks, 5 rubrics; languages: en 1, zh 1")
+
+
+def test_rubric_ids_default_to_paper_numbering(tmp_path):
+    r = [rubric("x", 0.5), rubric("y", 0.5)]
+    for x in r:
+        del x["id"]
+    (t,) = load_tasks(write_jsonl(tmp_path / "t.jsonl", [task("a", r)]))
+    assert [x.id for x in t.rubrics] == ["R1", "R2"]
+
+
+@pytest.mark.parametrize("domain", ["comp.", "ACADEMIC", "Financial markets", "policy, regulation and government data",
+                                    "Industry news & trends", "everyday facts", "tech."])
+def test_domain_spellings(domain):
+    assert isinstance(parse_domain(domain), Domain)
+
+
+BAD = [
+    # (rows or raw line 2, expected line, field, message fragment)
+    ("malformed", 2, None, "malformed JSON"),
+    ("domain", 2, "domain", "unknown domain 'gardening'"),
+    ("language", 2, "language", "unknown language 'fr'"),
+    ("weight_hi", 2, "rubrics[1].weight", "outside [0, 1]"),
+    ("weight_neg", 2, "rubrics[0].weight", "outside [0, 1]"),
+    ("weight_nan", 2, "rubrics[0].weight", "not a number"),
+    ("dup_task", 2, "id", "duplicate task id 'a' (first on line 1)"),
+    ("dup_rubric", 2, "rubrics[1].id", "duplicate rubric id 'R1'"),
+    ("zero_weight", 2, "rubrics", "zero total rubric weight"),
+    ("priority", 2, "rubrics[0].priority", "unknown value 'Critical'"),
+    ("no_question", 2, "question", "Field required"),
+    ("bad_date", 2, "as_of", "date"),
+    ("no_rubrics", 2, "rubrics", "non-empty list"),
+    ("not_object", 2, None, "expected a JSON object"),
+]
+
+
+@pytest.mark.parametrize("case,line,field,fragment", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_names_file_line_field(tmp_path, case, line, field, fragment):
+    good = task("a", [rubric("R1", 0.5)])
+    second = {
+        "domain": task("b", [rubric("R1", 0.5)], domain="gardening"),
+        "language": task("b", [rubric("R1", 0.5)], language="fr"),
+        "weight_hi": task("b", [rubric("R1", 0.5), rubric("R2", 1.5)]),
+        "weight_neg": task("b", [rubric("R1", -0.1)]),
+        "weight_nan": task("b", [rubric("R1", "heavy")]),
+        "dup_task": task("a", [rubric("R1", 0.5)]),
+        "dup_rubric": task("b", [rubric("R1", 0.5), rubric("R1", 0.2)]),
+        "zero_weight": task("b", [rubric("R1", 0.0), rubric("R2", 0.0)]),
+        "priority": task("b", [rubric("R1", 0.5, priority="Critical")]),
+        "no_question": {k: v for k, v in task("b", [rubric("R1", 0.5)]).items() if k != "question"},
+        "bad_date": task("b", [rubric("R1", 0.5)], as_of="last tuesday"),
+        "no_rubrics": task("b", []),
+    }.get(case, good)
+    raw = {"malformed": {2: '{"id": "b", "rubrics": ['}, "not_object": {2: "[1, 2]"}}.get(case)
+    path = write_jsonl(tmp_path / "tasks.jsonl", [good, second], raw)
+    with pytest.raises(InputError) as e:
+        load_tasks(path)
+    assert e.value.line == line and e.value.field == field
+    assert fragment in str(e.value)
+    assert str(e.value).startswith(f"{path}:{line}: ")
+
+
+def test_missing_and_empty_files(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        load_tasks(tmp_path / "nope.jsonl")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(InputError, match="no tasks"):
+        load_tasks(tmp_path / "empty.jsonl")

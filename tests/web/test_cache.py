@@ -1,0 +1,180 @@
+"""The cache: record then replay with the network off, replay misses, replay-or-live, concurrent writers."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sqlite3
+import threading
+
+import pytest
+
+from lifesearch_local.errors import LifesearchError
+from lifesearch_local.web.cache import ReplayMiss, WebCache, normalize_url, page_key
+from lifesearch_local.web.fetcher import Fetcher
+from lifesearch_local.web.records import Document, Failure, SearchResult
+from lifesearch_local.web.search import Searcher
+
+from .conftest import RecordingConnector, fetch_all, make_config
+from .server import Reply
+
+PAGE = b"<html><head><title>Page %d</title></head><body><article><p>" + b"Recorded content number %d. " * 20 + b"</p></article></body></html>"
+
+
+def page(i: int) -> bytes:
+    return PAGE.replace(b"%d", str(i).encode())
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any socket connect or DNS lookup fails the test."""
+
+    def refuse(*a, **k):
+        raise AssertionError("network used in replay mode")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def test_record_then_replay_with_network_off(server, tmp_path, monkeypatch):
+    for i in range(3):
+        server.routes[f"/p{i}"] = Reply(body=page(i))
+    urls = [server.url(f"/p{i}") for i in range(3)] + [server.url("/missing")]
+    recorded, rec = fetch_all(make_config(tmp_path, mode="record", respect_robots=False), urls)
+    assert [r.ok for r in recorded] == [True, True, True, False]
+    assert rec.stats.live == 3 and rec.stats.failures == {"not_found": 1}
+    hits = dict(server.hits)
+
+    def refuse(*a, **k):
+        raise AssertionError("network used in replay mode")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    connector = RecordingConnector(refuse=True)
+    # Spelled differently (case, default port, fragment): the normalized key still matches.
+    urls[0] = urls[0].replace("http://127.0.0.1", "HTTP://127.0.0.1") + "#section"
+    replayed, rep = fetch_all(make_config(tmp_path, mode="replay"), urls, connector=connector)
+    assert [r.model_dump(exclude={"from_cache"}) for r in replayed] == [r.model_dump(exclude={"from_cache"}) for r in recorded]
+    assert all(r.from_cache for r in replayed)
+    assert rep.http._client is None and connector.hosts == []  # no client, no socket
+    assert dict(server.hits) == hits
+    assert rep.stats.cached == 4 and rep.stats.live == 0 and rep.stats.bytes_network == 0
+    assert rep.stats.bytes_cached == sum(r.bytes for r in recorded if r.ok)
+
+
+def test_replay_miss_is_an_error(tmp_path, no_network):
+    async def go():
+        async with Fetcher(make_config(tmp_path, mode="replay"), connector=RecordingConnector(refuse=True)) as f:
+            await f.fetch("https://example.org/never-recorded")
+
+    with pytest.raises(ReplayMiss, match="never-recorded.*not in the cache"):
+        asyncio.run(go())
+
+
+def test_replay_or_live_fetches_misses_once(server, tmp_path):
+    server.routes["/p"] = Reply(body=page(1))
+    config = make_config(tmp_path, mode="replay-or-live", respect_robots=False)
+    (first,), f1 = fetch_all(config, [server.url("/p")])
+    (second,), f2 = fetch_all(config, [server.url("/p")])
+    assert first.ok and not first.from_cache and second.from_cache and server.hits["/p"] == 1
+    assert f1.stats.live == 1 and f2.stats.cached == 1
+    assert WebCache(tmp_path / "cache").get_blob(second.body_sha256) == page(1)
+
+
+def test_live_mode_writes_nothing(server, tmp_path):
+    server.routes["/p"] = Reply(body=page(1))
+    fetch_all(make_config(tmp_path, mode="live", respect_robots=False), [server.url("/p")])
+    assert not (tmp_path / "cache").exists()
+
+
+def test_cache_modes_need_a_directory():
+    with pytest.raises(LifesearchError, match="cache"):
+        Fetcher(make_config(mode="replay"))
+
+
+def test_as_of_is_part_of_the_key():
+    import datetime as dt
+
+    assert page_key("https://a.org/x", None) != page_key("https://a.org/x", dt.date(2023, 1, 1))
+
+
+@pytest.mark.parametrize(
+    "url,expected",
+    [
+        ("HTTPS://Example.ORG:443/a?b=2&a=1#frag", "https://example.org/a?a=1&b=2"),
+        ("http://example.org", "http://example.org/"),
+        ("http://example.org:8080/x", "http://example.org:8080/x"),
+        ("http://[::1]:80/", "http://[::1]/"),
+    ],
+)
+def test_normalize_url(url, expected):
+    assert normalize_url(url) == expected
+
+
+def _doc(i: int) -> Document:
+    return Document(url=f"https://s.org/{i}", final_url=f"https://s.org/{i}", text=f"text {i}", content_type="text/html",
+                    status=200, bytes=6, fetched_at="2024-01-01T00:00:00+00:00", cache_key=page_key(f"https://s.org/{i}", None))
+
+
+def test_concurrent_writers_do_not_corrupt_the_cache(tmp_path):
+    root = tmp_path / "cache"
+    caches = [WebCache(root), WebCache(root)]  # two handles, as two components of one run would have
+    errors: list[BaseException] = []
+
+    def writer(t: int) -> None:
+        cache = caches[t % 2]
+        try:
+            for i in range(40):
+                n = (t * 7 + i) % 60  # overlapping keys and identical blobs across threads
+                doc = _doc(n)
+                cache.put_page(doc.cache_key, doc.url, None, doc, body=b"body %d" % n)
+                fail = Failure(kind="not_found", url=f"https://s.org/x{n}", message="HTTP 404", cache_key=page_key(f"https://s.org/x{n}", None))
+                cache.put_page(fail.cache_key, fail.url, None, fail)
+                cache.put_search("local", f"q{n}", {"num": 3}, None, [SearchResult(title="t", link=doc.url, position=1)])
+                assert cache.get_page(doc.cache_key).text == f"text {n}"
+        except BaseException as e:  # noqa: BLE001 - surfaced by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    con = sqlite3.connect(root / "index.sqlite")
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert con.execute("SELECT COUNT(*) FROM pages").fetchone()[0] == 120
+    assert con.execute("SELECT COUNT(*) FROM searches").fetchone()[0] == 60
+    fresh = WebCache(root)
+    for n in range(60):
+        doc = fresh.get_page(page_key(f"https://s.org/{n}", None))
+        assert doc.text == f"text {n}" and fresh.get_blob(doc.body_sha256) == b"body %d" % n
+    assert not list((root / "blobs").rglob(".tmp-*"))
+
+
+class CountingBackend:
+    def __init__(self):
+        self.calls = 0
+
+    async def search(self, query, *, num, as_of):
+        self.calls += 1
+        return [SearchResult(title=f"{query} {i}", link=f"https://r.org/{i}", position=i) for i in range(1, num + 1)]
+
+
+def test_search_record_then_replay(tmp_path, no_network):
+    backend = CountingBackend()
+    rec = Searcher(make_config(tmp_path, mode="record", search={"backend": "searxng"}), backend=backend)
+    recorded = asyncio.run(rec.search("solar output", num=3))
+    assert backend.calls == 1 and len(recorded) == 3
+    replay = Searcher(make_config(tmp_path, mode="replay", search={"backend": "searxng"}))
+    assert asyncio.run(replay.search("solar output", num=3)) == recorded
+    assert replay._backend is None  # the real backend was never built
+    with pytest.raises(ReplayMiss, match="wind"):
+        asyncio.run(replay.search("wind", num=3))
+    # The replay backend serves the same recording whatever backend recorded it.
+    via_backend = Searcher(make_config(tmp_path, mode="live", search={"backend": "replay"}))
+    assert asyncio.run(via_backend.search("solar output", num=3)) == recorded
+    with pytest.raises(ReplayMiss):
+        asyncio.run(via_backend.search("solar output", num=5))
