@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from serving.config import ModelConfig
+from serving.config import ModelConfig, RayConfig
 
 from .errors import InputError
 from .jsonl import validation_field
@@ -72,3 +72,51 @@ def load_judge_configs(path: str | Path) -> list[JudgeConfig]:
     else:
         items = [data]
     return [validate_config(JudgeConfig, d, path) for d in items]
+
+
+class RunConfig(BaseModel):
+    """A whole run (`lifesearch run --config`): tasks, agents, web, judges, and where models live.
+
+    Sections owned by later stages start as plain mappings and are validated by their own
+    models (web layer, agent harness, Ray pool) when those stages read them.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "run"
+    """Run name; the default output directory is runs/<name>."""
+    out: str | None = None
+    """Run directory (default runs/<name>); reused to resume."""
+    tasks: str = "data/sample/tasks.jsonl"
+    """Tasks JSONL (the real LifeSearch release, or the bundled samples)."""
+    task_ids: list[str] | None = None
+    """Only these tasks (default: all)."""
+    runs: int = Field(1, ge=1)
+    """Independent agent runs per task (the paper uses 3)."""
+    reports: str | None = None
+    """Existing reports JSONL to judge (sweeps, re-judging) instead of running agents."""
+    agents: list[dict[str, Any]] = Field(default_factory=list)
+    """Agent configurations (validated by the agent harness)."""
+    web: dict[str, Any] = Field(default_factory=dict)
+    """Web layer settings: search backend, cache mode, limits (validated by the web layer)."""
+    judge: JudgeConfig | None = None
+    """The judge that grades the reports."""
+    judges: list[JudgeConfig] = Field(default_factory=list)
+    """Several judges (sweeps); `judge` is shorthand for one."""
+    ray: RayConfig | None = None
+    """Ray cluster settings; absent means models run in-process."""
+    labels: str | None = None
+    """Reference labels for the agreement table in the report."""
+    seed: int = 0
+    """Base seed of the run."""
+
+    def all_judges(self) -> list[JudgeConfig]:
+        return ([self.judge] if self.judge else []) + list(self.judges)
+
+    def out_dir(self) -> str:
+        return self.out or f"runs/{self.name}"
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Validate a run YAML (unknown keys are errors naming the field)."""
+    return validate_config(RunConfig, load_yaml(path), path)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 
+from serving.config import RayConfig
 from serving.protocol import ModelBackend
 
 from .config import JudgeConfig
@@ -30,11 +32,13 @@ def judge_stage(
     backend: ModelBackend | None = None,
     *,
     show: bool = True,
+    ray: RayConfig | None = None,
 ) -> dict:
     """Judge every rubric of every report not yet in `judgments.jsonl`; returns the stage stats.
 
-    The model is loaded only if something is left to judge. SIGTERM stops after the current
-    batch (records flushed); rerunning the same command finishes the work.
+    The model is loaded only if something is left to judge: in-process, or with `ray` as a
+    pool of Ray actors that lives for this stage only. SIGTERM stops after the current batch
+    (records flushed); rerunning the same command finishes the work.
     """
     by_id = {t.id: t for t in tasks}
     unknown = sorted({r.task_id for r in reports} - by_id.keys())
@@ -42,16 +46,16 @@ def judge_stage(
         raise LifesearchError(f"reports for tasks not in the tasks file: {', '.join(unknown[:5])}")
     done = rd.done_keys("judgments.jsonl", Judgment, lambda j: j.key)
     t0, decisions, stopped = time.perf_counter(), 0, False
-    with graceful_stop() as stop:
+    with graceful_stop() as stop, ExitStack() as models:
         for judge_run in range(cfg.runs):
             work = pending_work(by_id, reports, done, cfg.id, judge_run)
             total = sum(len(p.rubrics) for p in work)
             if not total:
                 continue
             if backend is None:
-                from serving.registry import load_backend
+                from serving.registry import open_backend
 
-                backend = load_backend(cfg.model)
+                backend = models.enter_context(open_backend(cfg.model, ray, phase=f"judge-{cfg.id}"))
             desc = f"judge {cfg.id}" + (f" run {judge_run}" if cfg.runs > 1 else "")
             with progress_bar(total, desc=desc, unit="decision", show=show) as bar:
                 for _batch, rows in judge_batches(backend, cfg, work, judge_run):

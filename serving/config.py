@@ -54,3 +54,52 @@ class ModelConfig(BaseModel):
     """Attempts per request on 429/5xx/timeouts (openai)."""
     max_concurrency: int = Field(32, ge=1)
     """Requests in flight to the endpoint (openai)."""
+    retry_base_delay_s: float = Field(1.0, ge=0)
+    """First backoff delay after a 429/5xx/timeout without Retry-After; doubles per attempt (openai)."""
+    choice_top_k: int = Field(20, ge=1, le=20)
+    """Top-k logprobs read for choice scoring where the engine cannot return chosen tokens'
+    logprobs (openai endpoints; vllm without `logprob_token_ids`). A candidate outside the top-k
+    counts as probability 0."""
+    enforce_eager: bool = False
+    """vLLM: skip CUDA-graph capture (faster start; smoke tests and short benchmarks)."""
+
+
+class RayConfig(BaseModel):
+    """Where model replicas run: a local Ray cluster started by the driver, or an existing one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = None
+    """None starts a local cluster in this process; `auto` joins the running cluster
+    (e.g. started by slurm/lifesearch.sbatch); `ray://host:10001` a remote one."""
+    replicas: int = Field(1, ge=1)
+    """Model replicas (Ray actors), each hosting one engine."""
+    num_cpus_per_replica: float = Field(1.0, gt=0)
+    """CPUs reserved per actor; a CPU-only hf actor also sizes its torch threads by it."""
+    num_gpus_per_replica: float | None = Field(None, ge=0)
+    """GPUs per actor; None derives it: tensor_parallel_size for vllm, 1 for hf on cuda,
+    0 for hf on cpu, and for hf `auto` 1 when the cluster has GPUs."""
+    namespace: str = "lifesearch"
+    """Ray namespace of the actors (named `<phase>-<run>-<i>`)."""
+    runtime_env: dict[str, Any] = Field(default_factory=dict)
+    """Ray runtime_env for the actors (e.g. `{"pip": [...]}` on a shared cluster)."""
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    """Environment variables set in every actor (merged into runtime_env.env_vars)."""
+    max_task_retries: int = Field(2, ge=0)
+    """Times the pool re-sends a dead or hung replica's work to another replica before failing."""
+    max_restarts: int = Field(0, ge=0)
+    """Ray restarts of a dead actor (each reloads the model); 0 leaves it dead and the pool
+    routes around it."""
+    call_timeout_s: float = Field(1800.0, gt=0)
+    """Longest one replica call may take; past it the replica counts as hung, is killed, and
+    its work is retried elsewhere."""
+    startup_timeout_s: float = Field(1800.0, gt=0)
+    """Longest a replica may take to load its model."""
+    num_cpus: int | None = Field(None, ge=1)
+    """Local cluster only: CPUs it offers (default: all of this machine)."""
+    num_gpus: int | None = Field(None, ge=0)
+    """Local cluster only: GPUs it offers (default: those visible)."""
+    object_store_memory_mb: int | None = Field(None, ge=80)
+    """Local cluster only: object store size (default: Ray's, 30% of memory)."""
+    log_to_driver: bool = False
+    """Stream the actors' stdout/stderr to this process (noisy; errors come back regardless)."""

@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "score": "lifesearch_local.cli.score:register",
     "judge": "lifesearch_local.cli.judge:register",
     "demo": "lifesearch_local.cli.demo:register",
+    "sweep": "lifesearch_local.cli.sweep:register",
     "bench": "lifesearch_local.cli.bench:register",
     "web": "lifesearch_local.web.cli:register",
     "agree": "lifesearch_local.cli.agree:register",

@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="hf backend: choice-scoring form (default auto)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")
     p.add_argument("--id", help="judge id recorded in judgments (default: from config or model)")
+    p.add_argument("--ray", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the judge as Ray actors (the config's `ray:` block, else a local cluster with "
+                   "one replica); --no-ray runs in-process even when the config has a `ray:` block")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -49,7 +52,23 @@ def judge_configs(args: argparse.Namespace):
     return out
 
 
+def ray_config(args: argparse.Namespace):
+    """The Ray settings for this command: the config's top-level `ray:` block unless --no-ray."""
+    from serving.config import RayConfig
+
+    from ..config import load_yaml, validate_config
+
+    if args.ray is False:
+        return None
+    block = load_yaml(args.config).get("ray") if args.config else None
+    if block is not None:
+        return validate_config(RayConfig, block, args.config)
+    return RayConfig() if args.ray else None
+
+
 def run(args: argparse.Namespace) -> int:
+    from serving.pool import ray_session
+
     from ..jsonl import read_records
     from ..judging import judge_stage
     from ..records import Report
@@ -60,12 +79,22 @@ def run(args: argparse.Namespace) -> int:
     reports = read_records(args.reports, Report)
     rd = RunDir(args.out)
     rd.update_manifest(hashes={"tasks": sha256_file(args.tasks), "reports": sha256_file(args.reports)})
-    for cfg in judge_configs(args):
-        stats = judge_stage(rd, tasks, reports, cfg, show=not args.quiet)
-        rate = f", {stats['decisions_per_s']} decisions/s" if stats["decisions"] else " (nothing left to judge)"
-        form = f", kernel {stats['kernel_form']}" if "kernel_form" in stats else ""
-        print(f"judge {cfg.id}: {stats['decisions']} decisions in {stats['wall_s']} s{rate}{form} -> {rd.file('judgments.jsonl')}")
-        if stats.get("stopped_early"):
-            print("stopped by signal; rerun the same command to finish")
-            return 0
+    ray = ray_config(args)
+    with ray_session(ray):
+        for cfg in judge_configs(args):
+            stats = judge_stage(rd, tasks, reports, cfg, show=not args.quiet, ray=ray)
+            if not report(cfg, stats, rd):
+                return 0
     return 0
+
+
+def report(cfg, stats: dict, rd) -> bool:
+    """Print one judge's summary line; False when a signal stopped the stage."""
+    rate = f", {stats['decisions_per_s']} decisions/s" if stats["decisions"] else " (nothing left to judge)"
+    form = f", kernel {stats['kernel_form']}" if "kernel_form" in stats else ""
+    where = f", {stats['ray_replicas']} Ray replicas" if "ray_replicas" in stats else ""
+    print(f"judge {cfg.id}: {stats['decisions']} decisions in {stats['wall_s']} s{rate}{form}{where} -> {rd.file('judgments.jsonl')}")
+    if stats.get("stopped_early"):
+        print("stopped by signal; rerun the same command to finish")
+        return False
+    return True

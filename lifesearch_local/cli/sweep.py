@@ -1,0 +1,63 @@
+"""`lifesearch sweep`: several judge configs × k runs over the same reports, compared with labels."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="compare judge configs against labels (Table 3)",
+        description="Run every judge config of a run YAML (`judges:`) k times over the same reports "
+        "(`reports:`), one phase per judge model (in-process, or Ray actors when the YAML has `ray:`), "
+        "then print the paper's Table 3 layout against the reference labels (`labels:`), sorted by "
+        "mean accuracy. Resumable: judgments already in the output directory are kept.",
+    )
+    p.add_argument("--config", required=True, help="run YAML with tasks, reports, labels and judges")
+    p.add_argument("--runs", type=int, help="judge repetitions per config (overrides each config's runs)")
+    p.add_argument("--out", help="output directory (default runs/<name>-sweep)")
+    p.add_argument("--json", action="store_true", help="print the agreement JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from serving.open import open_backend
+
+    from ..agreement import agreement
+    from ..config import load_run_config
+    from ..errors import LifesearchError
+    from ..jsonl import read_records
+    from ..judging import judge_stage
+    from ..labels import label_index
+    from ..records import Judgment, Label, Report
+    from ..store import RunDir, sha256_file
+    from ..tasks import load_tasks
+    from .agree import print_agreement
+
+    cfg = load_run_config(args.config)
+    judges = cfg.all_judges()
+    if not (cfg.reports and cfg.labels and judges):
+        raise LifesearchError(f"{args.config}: a sweep needs `reports:`, `labels:` and `judges:`")
+    tasks = load_tasks(cfg.tasks)
+    reports = read_records(cfg.reports, Report)
+    labels = read_records(cfg.labels, Label)
+    rd = RunDir(args.out or f"runs/{cfg.name}-sweep")
+    rd.update_manifest(hashes={"tasks": sha256_file(cfg.tasks), "reports": sha256_file(cfg.reports),
+                               "labels": sha256_file(cfg.labels), "config": sha256_file(args.config)})
+    for judge in judges:
+        judge = judge.model_copy(update={"runs": args.runs or judge.runs})
+        with open_backend(judge.model, cfg.ray) as backend:
+            stats = judge_stage(rd, tasks, reports, judge, backend, show=not args.quiet)
+        print(f"judge {judge.id} × {judge.runs} run(s): {stats['decisions']} new decisions in {stats['wall_s']} s")
+    ids = {j.id for j in judges}
+    judgments = [j for j in rd.load("judgments.jsonl", Judgment) if j.judge in ids]
+    result = agreement(tasks, judgments, label_index(labels))
+    (rd.file("agreement.json")).write_text(json.dumps(result, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_agreement(result, ", ".join(sorted({lab.source for lab in labels})), len(labels))
+    return 0

@@ -1,0 +1,105 @@
+"""What the three metrics share: the report item, JSON answer parsing, bounded generate retries."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from serving.protocol import ChatRequest, ChoiceRequest, ModelBackend
+
+from ..config import JudgeConfig
+from ..records import Report
+from .records import Metric, ReportEvaluation
+
+T = TypeVar("T")
+SCORES = ("0", "1", "2", "3", "4")
+SCORE_PREFILL = '{"score": '
+
+
+@dataclass
+class ReportItem:
+    """A report with what its evaluation needs from its task."""
+
+    report: Report
+    question: str
+    """The task's research question (a placeholder when no task file was given)."""
+    as_of: dt.date | None = None
+    """The task's cutoff: sources are fetched as they were on this date."""
+
+
+def evaluation(item: ReportItem, cfg: JudgeConfig, metric: Metric, prompt_hash: str, **kw: Any) -> ReportEvaluation:
+    r = item.report
+    return ReportEvaluation(task_id=r.task_id, agent=r.agent, run=r.run, judge=cfg.id, metric=metric,
+                            mode=cfg.mode, prompt_hash=prompt_hash, **kw)
+
+
+def user(text: str, prefill: str = "") -> ChoiceRequest:
+    return ChoiceRequest(messages=[{"role": "user", "content": text}], prefill=prefill)
+
+
+def expected(probs: Sequence[float], values: Sequence[float]) -> float:
+    """Σ v·p(v): the expected score under the judge's distribution."""
+    return float(sum(v * p for v, p in zip(values, probs)))
+
+
+def argmax(probs: Sequence[float]) -> int:
+    return max(range(len(probs)), key=lambda i: probs[i])
+
+
+def as_int(value: Any, allowed: Sequence[int]) -> int | None:
+    """An integer label from a JSON value (int, integral float or numeric string), if allowed."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        value = value.strip()
+        if not re.fullmatch(r"[+-]?\d+(\.0+)?", value):
+            return None
+        value = float(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and value in allowed else None
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+
+
+def parse_object(text: str, accept: Callable[[dict], T | None]) -> T | None:
+    """The first JSON object in `text` that `accept` turns into a value (fences and chatter tolerated)."""
+    body = _FENCE.sub("", text.strip())
+    start = body.find("{")
+    while start != -1:  # bounded: each turn moves past one opening brace
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(body[start:])
+        except json.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict):
+            value = accept(obj)
+            if value is not None:
+                return value
+        start = body.find("{", start + 1)
+    return None
+
+
+def generate_parsed(
+    backend: ModelBackend, cfg: JudgeConfig, prompts: Sequence[str], parse: Callable[[str], T | None], *, max_tokens: int
+) -> list[tuple[T | None, str | None]]:
+    """Generate an answer per prompt; unparseable ones are retried (cfg.retries times, new seed), then left None."""
+    parsed: list[T | None] = [None] * len(prompts)
+    raws: list[str | None] = [None] * len(prompts)
+    for attempt in range(cfg.retries + 1):
+        todo = [i for i, v in enumerate(parsed) if v is None]
+        if not todo:
+            break
+        reqs = [ChatRequest(
+            messages=[{"role": "user", "content": prompts[i]}], max_tokens=max_tokens,
+            temperature=cfg.temperature if attempt == 0 else max(cfg.temperature, 0.7),
+            seed=cfg.model.seed + attempt,
+        ) for i in todo]
+        for i, gen in zip(todo, backend.generate(reqs)):
+            raws[i] = gen.text
+            parsed[i] = parse(gen.text)
+    return list(zip(parsed, raws))

@@ -1,0 +1,103 @@
+"""Redundancy: pairs of sections judged 0–4 (4 = no repetition), a seeded sample of at most 30 per report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from serving.protocol import ChoiceGroup, ModelBackend
+
+from ..config import JudgeConfig
+from ..prompts import load_template, render
+from .aggregate import mean
+from .config import ReportEvalConfig
+from .judgeio import (
+    SCORE_PREFILL,
+    SCORES,
+    ReportItem,
+    argmax,
+    as_int,
+    evaluation,
+    expected,
+    generate_parsed,
+    parse_object,
+    user,
+)
+from .records import RedundancyPair, RedundancyResult, ReportEvaluation, SectionInfo
+from .sections import Section, pair_seed, sample_pairs, split_sections
+
+_VALUES = tuple(range(5))
+
+
+@dataclass
+class _Plan:
+    item: ReportItem
+    result: RedundancyResult
+    kept: list[Section]
+
+
+def plan_pairs(item: ReportItem, rcfg: ReportEvalConfig) -> tuple[RedundancyResult, list[Section]]:
+    """The report's sections and its sampled pairs (not yet judged)."""
+    mode, sections = split_sections(item.report.text)
+    kept = [s for s in sections if s.excluded is None]
+    r = item.report
+    pairs = sample_pairs(len(kept), rcfg.max_pairs, pair_seed(rcfg.seed, r.task_id, r.agent, r.run))
+    n = len(kept)
+    return RedundancyResult(
+        mode=mode,  # type: ignore[arg-type]
+        sections=[SectionInfo(title=s.title, chars=len(s.text), excluded=s.excluded) for s in sections],
+        possible_pairs=n * (n - 1) // 2,
+        pairs=[RedundancyPair(a=a, b=b) for a, b in pairs],
+    ), kept
+
+
+def redundancy_prompt(first: str, second: str) -> str:
+    return render("reporteval_redundancy", first=first, second=second)[0]
+
+
+def parse_redundancy(text: str) -> tuple[int, str] | None:
+    """(score 0–4, reason) from the judge's JSON answer, or None."""
+
+    def accept(obj: dict) -> tuple[int, str] | None:
+        s = as_int(obj.get("score"), _VALUES)
+        return None if s is None else (s, str(obj.get("reason", "")))
+
+    return parse_object(text, accept)
+
+
+def _choice(backend: ModelBackend, plans: Sequence[_Plan]) -> None:
+    live = [p for p in plans if p.result.pairs]
+    groups = [ChoiceGroup(
+        key=f"redundancy|{p.item.report.task_id}|{p.item.report.agent}|{p.item.report.run}",
+        requests=[user(redundancy_prompt(p.kept[x.a].text, p.kept[x.b].text), SCORE_PREFILL) for x in p.result.pairs],
+    ) for p in live]
+    results = backend.score_choices(groups, SCORES) if groups else []
+    for p, res in zip(live, results):
+        for pair, r in zip(p.result.pairs, res):
+            pair.score, pair.label, pair.probs = expected(r.probs, _VALUES), argmax(r.probs), r.probs
+
+
+def _generate(backend: ModelBackend, cfg: JudgeConfig, plans: Sequence[_Plan]) -> None:
+    jobs = [(p, pair) for p in plans for pair in p.result.pairs]
+    prompts = [redundancy_prompt(p.kept[x.a].text, p.kept[x.b].text) for p, x in jobs]
+    for (_, pair), (parsed, raw) in zip(jobs, generate_parsed(backend, cfg, prompts, parse_redundancy, max_tokens=cfg.max_tokens)):
+        pair.raw = raw
+        if parsed is not None:
+            pair.score, pair.label, pair.reason = float(parsed[0]), parsed[0], parsed[1]
+
+
+def judge_redundancy(backend: ModelBackend, cfg: JudgeConfig, rcfg: ReportEvalConfig,
+                     items: Sequence[ReportItem]) -> list[ReportEvaluation]:
+    """One record per report: the pairs of all reports of the batch go to the engine in one call."""
+    plans = [_Plan(it, *plan_pairs(it, rcfg)) for it in items]
+    if cfg.mode == "choice":
+        _choice(backend, plans)
+    else:
+        _generate(backend, cfg, plans)
+    h = load_template("reporteval_redundancy")[1]
+    out = []
+    for p in plans:
+        p.result.mean = mean([x.score for x in p.result.pairs if x.score is not None])
+        note = None if p.result.pairs else "fewer than two sections after leaving out introduction, conclusion and references"
+        out.append(evaluation(p.item, cfg, "redundancy", h, seed=rcfg.seed, note=note, redundancy=p.result))
+    return out

@@ -1,0 +1,139 @@
+"""The ReportEval stage of a run directory: resumable by (judge, metric, report); summary and manifest."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from serving.protocol import ModelBackend
+
+from ..config import JudgeConfig
+from ..errors import LifesearchError
+from ..progress import progress_bar
+from ..prompts import load_template
+from ..records import Report, Task
+from ..signals import graceful_stop
+from ..store import RunDir
+from ..web.config import WebConfig
+from .aggregate import summarize
+from .config import ReportEvalConfig
+from .factuality import cited_sources, judge_factuality
+from .judgeio import ReportItem
+from .quality import judge_quality
+from .records import ReportEvaluation
+from .redundancy import judge_redundancy
+from .sources import fetch_sources
+
+RECORDS = "reporteval.jsonl"
+SUMMARY = "reporteval_summary.json"
+PROMPTS = ("reporteval_quality", "reporteval_quality_all", "reporteval_quality_one", "reporteval_redundancy",
+           "reporteval_factuality")
+NO_QUESTION = "(the research request was not provided; judge the report on its own terms)"
+
+
+def report_items(reports: Sequence[Report], tasks: Sequence[Task] | None = None) -> list[ReportItem]:
+    """Reports with their task's question and cutoff; without tasks, no question and no cutoff."""
+    if tasks is None:
+        return [ReportItem(r, NO_QUESTION) for r in reports]
+    by_id = {t.id: t for t in tasks}
+    unknown = sorted({r.task_id for r in reports} - by_id.keys())
+    if unknown:
+        raise LifesearchError(f"reports for tasks not in the tasks file: {', '.join(unknown[:5])}")
+    return [ReportItem(r, by_id[r.task_id].question, by_id[r.task_id].as_of) for r in reports]
+
+
+class LazyBackend:
+    """Opens the engine on first use, so a resumed stage with nothing left loads no model."""
+
+    def __init__(self, opener: Callable[[], ModelBackend]):
+        self._opener, self.inner = opener, None
+
+    def _get(self) -> ModelBackend:
+        if self.inner is None:
+            self.inner = self._opener()
+        return self.inner
+
+    def generate(self, requests):
+        return self._get().generate(requests)
+
+    def score_choices(self, groups, choices):
+        return self._get().score_choices(groups, choices)
+
+
+def decisions(rec: ReportEvaluation) -> int:
+    """Graded judge decisions in a record (dimensions, pairs, claim–source pairs)."""
+    if rec.quality:
+        return sum(d.score is not None for d in rec.quality.dimensions)
+    if rec.redundancy:
+        return sum(p.score is not None for p in rec.redundancy.pairs)
+    return rec.factuality.stats.judged if rec.factuality else 0
+
+
+def _evaluate(metric: str, backend: ModelBackend, cfg: JudgeConfig, rcfg: ReportEvalConfig,
+              batch: Sequence[ReportItem], sources: dict) -> list[ReportEvaluation]:
+    if metric == "quality":
+        return judge_quality(backend, cfg, rcfg, batch)
+    if metric == "redundancy":
+        return judge_redundancy(backend, cfg, rcfg, batch)
+    return judge_factuality(backend, cfg, batch, sources)
+
+
+def _hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def reporteval_stage(
+    rd: RunDir, items: Sequence[ReportItem], cfg: JudgeConfig, rcfg: ReportEvalConfig, web: WebConfig,
+    backend: ModelBackend | None = None, *, ray: Any | None = None, show: bool = True,
+) -> dict[str, Any]:
+    """Evaluate every (metric, report) not yet in reporteval.jsonl; returns stats and this judge's summary.
+
+    SIGTERM stops after the current batch (records flushed); rerunning finishes the work.
+    """
+    from serving.open import open_backend
+
+    done = rd.done_keys(RECORDS, ReportEvaluation, lambda r: r.key)
+    stats: dict[str, Any] = {"mode": cfg.mode, "model": cfg.model.model, "backend": cfg.model.backend,
+                             "web_mode": web.mode, "stopped_early": False}
+    t_all = time.perf_counter()
+    with graceful_stop() as stop, contextlib.ExitStack() as stack:
+        lazy = LazyBackend(lambda: backend or stack.enter_context(open_backend(cfg.model, ray)))
+        for metric in rcfg.metrics:
+            todo = [it for it in items if (cfg.id, metric, *it.report.key) not in done]
+            if not todo:
+                continue
+            t0, st = time.perf_counter(), {"reports": 0, "decisions": 0}
+            sources: dict = {}
+            if metric == "factuality":
+                sources, st["fetch"] = fetch_sources(web, cited_sources(todo), rcfg.chunk_budget(cfg.model.max_model_len), show=show)
+                st["sources"], st["sources_unavailable"] = len(sources), sum(s.failure is not None for s in sources.values())
+            with progress_bar(len(todo), desc=f"reporteval {metric}", unit="report", show=show) as bar:
+                for i in range(0, len(todo), cfg.groups_per_call):
+                    recs = _evaluate(metric, lazy, cfg, rcfg, todo[i : i + cfg.groups_per_call], sources)
+                    rd.append(RECORDS, recs)
+                    st["reports"] += len(recs)
+                    st["decisions"] += sum(decisions(r) for r in recs)
+                    bar.advance(len(recs))
+                    if stop:
+                        stats["stopped_early"] = True
+                        break
+            st["wall_s"] = round(time.perf_counter() - t0, 3)
+            stats[metric] = st
+            if stats["stopped_early"]:
+                break
+    stats["wall_s"] = round(time.perf_counter() - t_all, 3)
+    summary = summarize(rd.load(RECORDS, ReportEvaluation))
+    rd.file(SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    inner = lazy.inner
+    rd.update_manifest(
+        hashes={**{f"prompts/{p}": load_template(p)[1] for p in PROMPTS},
+                f"config/reporteval/{cfg.id}": _hash([cfg.model_dump(), rcfg.model_dump()]),
+                **({f"model/{cfg.id}": inner.model_hash()} if hasattr(inner, "model_hash") else {})},
+        seeds={"reporteval/redundancy": rcfg.seed},
+        stage=(f"reporteval/{cfg.id}", stats),
+    )
+    return {"stats": stats, "summary": summary.get(cfg.id, {})}

@@ -1,0 +1,76 @@
+"""The Ray actor body: one engine (hf or vllm) per process, behind the model protocol."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .config import ModelConfig
+from .protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
+
+
+def clear_stray_vllm_env(environ: dict[str, str] | None = None) -> list[str]:
+    """Drop `VLLM_DP_*` variables a launcher may have left: vLLM would read them as a
+    data-parallel rank and wait for peers that never come. Returns the names removed."""
+    env = os.environ if environ is None else environ
+    names = [k for k in env if k.startswith("VLLM_DP_")]
+    for k in names:
+        del env[k]
+    return names
+
+
+class EngineHost:
+    """Loads the engine named by the config and serves the two protocol verbs.
+
+    Wrapped with `ray.remote` by the pool (so this module never imports ray). Keeps a short
+    record of the group keys it scored, which tells which replica served which report.
+    """
+
+    def __init__(self, cfg: ModelConfig, threads: int | None = None):
+        from .registry import load_backend
+
+        self.cleared_env = clear_stray_vllm_env()
+        if threads and cfg.backend == "hf":
+            import torch
+
+            # Ray sets OMP_NUM_THREADS=1 in workers; match the CPUs the actor reserved.
+            torch.set_num_threads(threads)
+        t0 = time.perf_counter()
+        self.cfg = cfg
+        self.engine = load_backend(cfg)
+        self.load_s = time.perf_counter() - t0
+        self.keys: list[list[str]] = []
+        self.requests_served = 0
+
+    def ready(self) -> dict[str, Any]:
+        """Identity of this replica once its model is loaded."""
+        hash_fn = getattr(self.engine, "model_hash", None)
+        return {"pid": os.getpid(), "load_s": round(self.load_s, 3),
+                "model_hash": hash_fn() if hash_fn else None, "cleared_env": self.cleared_env}
+
+    def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
+        self.keys.append([g.key for g in groups])
+        return self.engine.score_choices(groups, choices)
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        self.requests_served += len(requests)
+        return self.engine.generate(requests)
+
+    def served_keys(self) -> list[list[str]]:
+        """Group keys of every score_choices call, one list per call."""
+        return self.keys
+
+    def stats(self) -> dict[str, Any]:
+        """Engine counters: the packed kernel's work and generation token counts."""
+        out: dict[str, Any] = {"requests_served": self.requests_served, "groups_served": sum(map(len, self.keys))}
+        scorer = getattr(self.engine, "scorer", None)
+        if scorer is not None:
+            k = scorer.stats
+            out.update(kernel_form=scorer.form, forward_tokens=k.forward_tokens, prompt_tokens=k.prompt_tokens,
+                       forward_passes=k.passes, kernel_seconds=k.seconds)
+        gen = getattr(self.engine, "stats", None)
+        if isinstance(gen, dict):
+            out.update(gen)
+        return out

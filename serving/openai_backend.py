@@ -1,0 +1,257 @@
+"""The `openai` backend: any OpenAI-compatible endpoint (e.g. `vllm serve`) over httpx.
+
+Generation uses `/chat/completions` with native tools; tool calls come back in
+`Generation.tool_calls`. Choice scoring also uses `/chat/completions`: the prefill is sent as
+a final assistant message that the server continues (`continue_final_message: true`,
+`add_generation_prompt: false`, vLLM's extensions to the API), with `max_tokens=1`,
+`logprobs: true` and `top_logprobs: choice_top_k`. The prefill's trailing whitespace is moved
+into the choices, so the server tokenizes the decision as a model would write it (` true`).
+A top-k token counts for a choice when it is a prefix of that choice's continuation (or the
+continuation a prefix of it) and of no other; a choice with no such token in the top-k gets
+probability 0, and a prompt with none for any choice is an error. Endpoints only return a
+top-k, so unlike the hf and vllm backends these are not exact token-id log-probs.
+
+Requests are retried (bounded, `max_retries` attempts) on 429, 5xx, timeouts and connection
+errors, honouring Retry-After. The API key is read from the environment variable named by
+`api_key_env`; it is never logged, kept in the config, or shown in reprs or errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from .config import ModelConfig
+from .hf import softmax
+from .protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Generation
+
+
+class EndpointError(RuntimeError):
+    """The endpoint failed, answered in a shape we cannot read, or retries ran out."""
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        from datetime import datetime, timezone
+
+        return max(0.0, (parsedate_to_datetime(value) - datetime.now(timezone.utc)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+# -- request bodies (pure) ----------------------------------------------------------
+def prefill_messages(messages: list[dict[str, Any]], prefill: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Messages and extra body fields that make the server continue an assistant turn starting with `prefill`."""
+    if not prefill:
+        return list(messages), {}
+    return ([*messages, {"role": "assistant", "content": prefill}],
+            {"continue_final_message": True, "add_generation_prompt": False})
+
+
+def chat_body(model: str, req: ChatRequest, template_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The /chat/completions body of a generation request."""
+    messages, extra = prefill_messages(req.messages, req.prefill)
+    body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": req.max_tokens,
+                            "temperature": req.temperature, "top_p": req.top_p, **extra}
+    if req.seed is not None:
+        body["seed"] = req.seed
+    if req.stop:
+        body["stop"] = list(req.stop)
+    if req.tools:
+        body["tools"] = req.tools
+    kwargs = {**template_kwargs, **req.chat_template_kwargs}
+    if kwargs:
+        body["chat_template_kwargs"] = kwargs
+    return body
+
+
+def choice_body(model: str, req: ChoiceRequest, top_k: int) -> tuple[dict[str, Any], str]:
+    """The /chat/completions body scoring one choice prompt, and the whitespace moved out of the prefill."""
+    stripped = req.prefill.rstrip()
+    messages, extra = prefill_messages(req.messages, stripped)
+    body = {"model": model, "messages": messages, "max_tokens": 1, "temperature": 0.0, "logprobs": True,
+            "top_logprobs": top_k, "chat_template_kwargs": {**req.chat_template_kwargs, "enable_thinking": False},
+            **extra}
+    return body, req.prefill[len(stripped):]
+
+
+# -- responses (pure) -------------------------------------------------------------
+def _first_choice(data: Any) -> dict[str, Any]:
+    try:
+        choice = data["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        raise EndpointError(f"malformed response: no choices[0] in {_preview(data)}") from None
+    if not isinstance(choice, dict):
+        raise EndpointError(f"malformed response: choices[0] is {type(choice).__name__}")
+    return choice
+
+
+def parse_chat(data: Any) -> Generation:
+    """A Generation from a /chat/completions response (tool calls kept as returned)."""
+    choice = _first_choice(data)
+    msg = choice.get("message")
+    if not isinstance(msg, dict):
+        raise EndpointError(f"malformed response: choices[0].message missing in {_preview(data)}")
+    usage = data.get("usage") or {}
+    finish = choice.get("finish_reason") or "stop"
+    return Generation(
+        text=msg.get("content") or "",
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        finish_reason="length" if finish == "length" else "stop",
+        tool_calls=msg.get("tool_calls") or None,
+    )
+
+
+def choice_logprobs(data: Any, continuations: Sequence[str]) -> list[float]:
+    """Each continuation's log-prob from the first position's top logprobs (see the module docstring)."""
+    try:
+        top = _first_choice(data)["logprobs"]["content"][0]["top_logprobs"]
+        entries = [(str(t["token"]), float(t["logprob"])) for t in top]
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise EndpointError(f"malformed response: no choices[0].logprobs.content[0].top_logprobs in {_preview(data)}") from None
+    out = []
+    for i, cont in enumerate(continuations):
+        others = [c for j, c in enumerate(continuations) if j != i]
+        mass = [lp for tok, lp in entries if tok and _agrees(tok, cont) and not any(_agrees(tok, o) for o in others)]
+        out.append(_logsumexp(mass))
+    if all(v == -math.inf for v in out):
+        raise EndpointError(f"none of the choices {list(continuations)} is among the top {len(entries)} logprobs")
+    return out
+
+
+def _agrees(token: str, continuation: str) -> bool:
+    return continuation.startswith(token) or token.startswith(continuation)
+
+
+def _logsumexp(xs: Sequence[float]) -> float:
+    if not xs:
+        return -math.inf
+    m = max(xs)
+    return m + math.log(sum(math.exp(x - m) for x in xs))
+
+
+def _preview(data: Any, limit: int = 200) -> str:
+    text = repr(data)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+# -- the client -------------------------------------------------------------------
+class OpenAIBackend:
+    """A model behind an OpenAI-compatible HTTP API; `transport` replaces the network (tests)."""
+
+    def __init__(self, cfg: ModelConfig, *, transport: Any = None):
+        import httpx
+
+        if not cfg.base_url:
+            raise ValueError("the openai backend needs model.base_url (e.g. http://localhost:8000/v1)")
+        headers = {}
+        if cfg.api_key_env:
+            key = os.environ.get(cfg.api_key_env)
+            if not key:
+                raise ValueError(f"environment variable {cfg.api_key_env} (model.api_key_env) is not set")
+            headers["Authorization"] = f"Bearer {key}"
+            self._secret = key
+        else:
+            self._secret = None
+        self.cfg = cfg
+        self.client = httpx.Client(base_url=cfg.base_url.rstrip("/") + "/", headers=headers, transport=transport,
+                                   timeout=httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 30.0)))
+        self.stats = {"generate_prompt_tokens": 0, "generate_output_tokens": 0, "http_retries": 0}
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig) -> OpenAIBackend:
+        return cls(cfg)
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(base_url={self.cfg.base_url!r}, model={self.cfg.model!r})"
+
+    def close(self) -> None:
+        self.client.close()
+
+    def model_hash(self) -> str:
+        """Identifies the endpoint and served model name (the weights are the server's)."""
+        return hashlib.sha256(f"{self.cfg.base_url}|{self.cfg.model}".encode()).hexdigest()[:16]
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        bodies = [chat_body(self.cfg.model, r, self.cfg.chat_template_kwargs) for r in requests]
+        gens = [self._parse(parse_chat, d) for d in self._post_all("chat/completions", bodies)]
+        self.stats["generate_prompt_tokens"] += sum(g.prompt_tokens for g in gens)
+        self.stats["generate_output_tokens"] += sum(g.output_tokens for g in gens)
+        return gens
+
+    def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
+        if len(set(choices)) != len(choices) or len(choices) < 2:
+            raise ValueError(f"need at least two distinct choices, got {list(choices)}")
+        flat = [r for g in groups for r in g.requests]
+        built = [choice_body(self.cfg.model, r, self.cfg.choice_top_k) for r in flat]
+        datas = self._post_all("chat/completions", [b for b, _ in built])
+        lps = [self._parse(choice_logprobs, d, [ws + c for c in choices]) for d, (_, ws) in zip(datas, built)]
+        out, k = [], 0
+        for g in groups:
+            out.append([ChoiceResult(probs=softmax(lp), logprobs=lp) for lp in lps[k : k + len(g.requests)]])
+            k += len(g.requests)
+        return out
+
+    def _parse(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except EndpointError as e:  # a server may echo the request (and its key) back
+            raise EndpointError(self._redact(str(e))) from None
+
+    # http ---------------------------------------------------------------------------
+    def _post_all(self, path: str, bodies: list[dict[str, Any]]) -> list[Any]:
+        if len(bodies) <= 1:
+            return [self._post(path, b) for b in bodies]
+        with ThreadPoolExecutor(max_workers=min(self.cfg.max_concurrency, len(bodies))) as ex:
+            return list(ex.map(lambda b: self._post(path, b), bodies))
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        from lifesearch_local.retry import RetryableError, RetryPolicy, retry
+
+        policy = RetryPolicy(attempts=self.cfg.max_retries, base_delay=self.cfg.retry_base_delay_s, max_delay=60.0)
+        try:
+            return retry(lambda: self._post_once(path, body), policy)
+        except RetryableError as e:
+            raise EndpointError(self._redact(f"POST {path} failed after {self.cfg.max_retries} attempts: {e}")) from None
+
+    def _post_once(self, path: str, body: dict[str, Any]) -> Any:
+        import httpx
+
+        from lifesearch_local.retry import RetryableError
+
+        try:
+            resp = self.client.post(path, json=body)
+        except httpx.TimeoutException:
+            self.stats["http_retries"] += 1
+            raise RetryableError(f"timed out after {self.cfg.timeout_s:g} s") from None
+        except httpx.TransportError as e:
+            self.stats["http_retries"] += 1
+            raise RetryableError(self._redact(f"connection error: {type(e).__name__}: {e}")) from None
+        if resp.status_code == 429 or resp.status_code >= 500:
+            self.stats["http_retries"] += 1
+            raise RetryableError(self._status(resp), delay=retry_after(resp.headers.get("retry-after")))
+        if resp.status_code >= 400:
+            raise EndpointError(self._status(resp))
+        try:
+            return resp.json()
+        except ValueError:
+            raise EndpointError(self._redact(f"malformed response from {path}: not JSON: {resp.text[:200]!r}")) from None
+
+    def _status(self, resp: Any) -> str:
+        return self._redact(f"HTTP {resp.status_code} from {resp.request.url.path}: {resp.text[:300]}")
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text

@@ -1,0 +1,355 @@
+"""A pool of Ray actors, one engine each, that is itself a model backend (routes groups, survives deaths)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import ModelConfig, RayConfig
+from .protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
+
+log = logging.getLogger(__name__)
+
+
+class PoolError(RuntimeError):
+    """The pool could not finish a call: every replica died or hung, or retries ran out."""
+
+
+# -- routing (pure) -----------------------------------------------------------------
+
+
+def _text(messages: Sequence[dict[str, Any]], prefill: str) -> str:
+    return "".join(str(m.get("content") or "") for m in messages) + prefill
+
+
+def group_cost(group: ChoiceGroup) -> int:
+    """Estimated tokens a group costs an engine that shares its prefix (packed kernel, prefix cache):
+    the common prefix of the prompts once, plus each prompt's own suffix (about 4 characters a token)."""
+    texts = [_text(r.messages, r.prefill) for r in group.requests]
+    if not texts:
+        return 1
+    shared = len(os.path.commonprefix(texts))
+    return max(1, (shared + sum(len(t) - shared for t in texts)) // 4)
+
+
+def request_cost(req: ChatRequest) -> int:
+    """Estimated tokens of a chat request: its prompt plus its output budget."""
+    return len(_text(req.messages, req.prefill)) // 4 + req.max_tokens
+
+
+def assign(costs: Sequence[float], loads: Sequence[float]) -> list[list[int]]:
+    """Greedy longest-first: each item (by index) goes whole to the replica with the least load.
+
+    `loads` is the work each replica already has; returns each replica's item indices in
+    input order. An item is never split, so a report's rubric group stays on one replica.
+    """
+    if not loads:
+        raise ValueError("no replica to assign to")
+    load = list(loads)
+    out: list[list[int]] = [[] for _ in load]
+    for i in sorted(range(len(costs)), key=lambda i: -costs[i]):
+        r = min(range(len(load)), key=lambda r: (load[r], r))
+        out[r].append(i)
+        load[r] += costs[i]
+    return [sorted(x) for x in out]
+
+
+def replica_resources(model: ModelConfig, ray_cfg: RayConfig, cluster_gpus: float) -> dict[str, float]:
+    """Ray resources of one replica: GPUs = tensor-parallel size for vllm, CPU-only for hf on CPU."""
+    gpus = ray_cfg.num_gpus_per_replica
+    if gpus is None:
+        if model.backend == "vllm":
+            gpus = float(model.tensor_parallel_size)
+        elif model.backend == "hf" and model.device == "cuda":
+            gpus = 1.0
+        elif model.backend == "hf" and model.device == "auto":
+            gpus = 1.0 if cluster_gpus > 0 else 0.0
+        else:
+            gpus = 0.0
+    return {"num_cpus": ray_cfg.num_cpus_per_replica, "num_gpus": gpus}
+
+
+# -- the Ray session --------------------------------------------------------------
+
+
+def connect(ray_cfg: RayConfig) -> bool:
+    """Join the configured cluster or start a local one; False when Ray was already up here."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    kw: dict[str, Any] = {"namespace": ray_cfg.namespace, "log_to_driver": ray_cfg.log_to_driver,
+                          "logging_level": logging.WARNING}
+    if ray_cfg.address:
+        ray.init(address=ray_cfg.address, **kw)
+    else:
+        mem = ray_cfg.object_store_memory_mb
+        ray.init(num_cpus=ray_cfg.num_cpus, num_gpus=ray_cfg.num_gpus, include_dashboard=False,
+                 object_store_memory=mem * 2**20 if mem else None, **kw)
+    return True
+
+
+_sessions = 0  # open ray_session blocks: pools inside one leave Ray up for the next phase
+
+
+@contextmanager
+def ray_session(ray_cfg: RayConfig | None) -> Iterator[None]:
+    """Keep Ray up across the pools (phases) opened inside; it is started by the first pool that
+    needs it (a rerun with nothing left to do starts nothing) and shut down here if so."""
+    global _sessions
+    if ray_cfg is None:
+        yield
+        return
+    import ray
+
+    was_up = ray.is_initialized()
+    _sessions += 1
+    try:
+        yield
+    finally:
+        _sessions -= 1
+        if not was_up and not _sessions and ray.is_initialized():
+            ray.shutdown()
+
+
+# -- the pool ---------------------------------------------------------------------
+
+
+@dataclass
+class Replica:
+    """One actor and what the pool knows of it."""
+
+    index: int
+    name: str
+    handle: Any
+    alive: bool = True
+    info: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+class RayPool:
+    """`replicas` Ray actors hosting `model`, usable wherever a ModelBackend is.
+
+    `with RayPool(model, ray_cfg) as backend:` creates the actors (per phase) and kills them
+    on exit. `score_choices` sends each group whole to one replica, balancing estimated tokens;
+    `generate` spreads requests the same way. Work on a replica that dies or hangs past
+    `call_timeout_s` is re-sent to a live one, at most `max_task_retries` times; then, or when
+    no replica is left, the call raises PoolError. Every wait has a timeout.
+    """
+
+    def __init__(self, model: ModelConfig, ray_cfg: RayConfig, *, phase: str = "serve", host: type | None = None):
+        self.model, self.ray_cfg, self.phase = model, ray_cfg, phase
+        self._host = host
+        self.replicas: list[Replica] = []
+        self._inflight: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self._started_ray = False
+        self._model_hash: str | None = None
+        self.stats: dict[str, Any] = {"ray_replicas": ray_cfg.replicas, "replica_failures": 0, "retried_items": 0}
+
+    def __repr__(self) -> str:
+        return f"RayPool({self.model.backend}:{self.model.model}, replicas={self.ray_cfg.replicas}, phase={self.phase!r})"
+
+    # lifecycle -------------------------------------------------------------------
+    def __enter__(self) -> RayPool:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> RayPool:
+        """Connect to Ray, create the actors, and wait (bounded) until each has loaded its model."""
+        import ray
+
+        self._started_ray = connect(self.ray_cfg)
+        try:
+            self._create_actors(ray)
+            self._await_ready(ray)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _create_actors(self, ray: Any) -> None:
+        from .actors import EngineHost
+
+        res = replica_resources(self.model, self.ray_cfg, ray.cluster_resources().get("GPU", 0.0))
+        env = {**self.ray_cfg.runtime_env}
+        if self.ray_cfg.env_vars:
+            env["env_vars"] = {**env.get("env_vars", {}), **self.ray_cfg.env_vars}
+        actor_cls = ray.remote(self._host or EngineHost)
+        threads = max(1, int(res["num_cpus"])) if res["num_gpus"] == 0 else None
+        run = uuid.uuid4().hex[:8]
+        for i in range(self.ray_cfg.replicas):
+            name = f"{self.phase}-{run}-{i}"
+            handle = actor_cls.options(
+                name=name, namespace=self.ray_cfg.namespace, max_restarts=self.ray_cfg.max_restarts,
+                runtime_env=env or None, **res,
+            ).remote(self.model, threads)
+            self.replicas.append(Replica(i, name, handle))
+            self._inflight[i] = 0.0
+
+    def _await_ready(self, ray: Any) -> None:
+        refs = {r.handle.ready.remote(): r for r in self.replicas}
+        done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=self.ray_cfg.startup_timeout_s)
+        for ref in pending:
+            self._drop(refs[ref], f"not ready after {self.ray_cfg.startup_timeout_s:g} s", kill=True)
+        for ref in done:
+            try:
+                refs[ref].info = ray.get(ref, timeout=10)
+            except Exception as e:  # a model that fails to load kills its actor at creation
+                self._drop(refs[ref], _short(e), kill=True)
+        live = self._live()
+        if not live:
+            raise PoolError(f"no replica of {self.model.model} started: {self._errors()}")
+        self._model_hash = live[0].info.get("model_hash")
+        log.info("%s: %d/%d replicas ready", self, len(live), len(self.replicas))
+
+    def close(self) -> None:
+        """Snapshot the replicas' engine counters, kill every actor, leave Ray if we started it."""
+        import ray
+
+        if self.replicas and ray.is_initialized():
+            self.stats.update(self._engine_stats(ray))
+            for r in self.replicas:
+                try:
+                    ray.kill(r.handle, no_restart=True)
+                except Exception as e:  # already gone
+                    log.debug("kill %s: %s", r.name, e)
+                r.alive = False
+        if self._started_ray and not _sessions and ray.is_initialized():
+            ray.shutdown()
+        self._started_ray = False
+
+    def _engine_stats(self, ray: Any) -> dict[str, Any]:
+        live = self._live()
+        refs = [r.handle.stats.remote() for r in live]
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=30) if refs else ([], [])
+        total: dict[str, Any] = {}
+        for ref in done:
+            try:
+                s = ray.get(ref, timeout=5)
+            except Exception:  # a replica that died has no counters to give
+                continue
+            for k, v in s.items():
+                total[k] = total.get(k, 0) + v if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+        if "kernel_seconds" in total:
+            total["kernel_seconds"] = round(total["kernel_seconds"], 3)
+        return total
+
+    # the protocol ----------------------------------------------------------------
+    def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
+        return self._run("score_choices", list(groups), [group_cost(g) for g in groups], lambda part: (part, list(choices)))
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        return self._run("generate", list(requests), [request_cost(r) for r in requests], lambda part: (part,))
+
+    def model_hash(self) -> str | None:
+        return self._model_hash
+
+    def served_keys(self) -> list[list[list[str]]]:
+        """Per replica, the group keys of each score_choices call it served (for checks and logs)."""
+        import ray
+
+        return [ray.get(r.handle.served_keys.remote(), timeout=30) if r.alive else [] for r in self.replicas]
+
+    # dispatch ---------------------------------------------------------------------
+    def _run(self, method: str, items: list, costs: list[float], args: Callable[[list], tuple]) -> list:
+        from lifesearch_local.retry import RetryableError, RetryPolicy, retry
+
+        results: dict[int, Any] = {}
+        attempts = 1 + self.ray_cfg.max_task_retries
+
+        def attempt() -> None:
+            todo = [i for i in range(len(items)) if i not in results]
+            failed = self._dispatch(method, items, costs, todo, args, results)
+            if failed:
+                self.stats["retried_items"] += failed
+                raise RetryableError(f"{failed} item(s) lost with their replica")
+
+        if not items:
+            return []
+        try:
+            retry(attempt, RetryPolicy(attempts=attempts, base_delay=0.05, max_delay=1.0))
+        except RetryableError:
+            raise PoolError(f"{method}: work still failing after {attempts} attempts; replicas: {self._errors()}") from None
+        return [results[i] for i in range(len(items))]
+
+    def _dispatch(self, method: str, items: list, costs: list[float], todo: list[int],
+                  args: Callable[[list], tuple], results: dict[int, Any]) -> int:
+        """Send `todo` to live replicas, wait (bounded), store results; returns how many items were lost."""
+        import ray
+
+        with self._lock:
+            live = self._live()
+            if not live:
+                raise PoolError(f"{method}: no live replica left; replicas: {self._errors()}")
+            shares = assign([costs[i] for i in todo], [self._inflight[r.index] for r in live])
+            calls: dict[Any, tuple[Replica, list[int], float]] = {}
+            for rep, share in zip(live, shares):
+                if share:
+                    idxs = [todo[k] for k in share]
+                    load = sum(costs[i] for i in idxs)
+                    self._inflight[rep.index] += load
+                    ref = getattr(rep.handle, method).remote(*args([items[i] for i in idxs]))
+                    calls[ref] = (rep, idxs, load)
+        try:
+            done, hung = ray.wait(list(calls), num_returns=len(calls), timeout=self.ray_cfg.call_timeout_s)
+            lost = 0
+            for ref in done:
+                rep, idxs, _ = calls[ref]
+                lost += self._take(ray, ref, rep, idxs, results)
+            for ref in hung:
+                rep, idxs, _ = calls[ref]
+                self._drop(rep, f"{method} took over {self.ray_cfg.call_timeout_s:g} s", kill=True)
+                lost += len(idxs)
+            return lost
+        finally:
+            with self._lock:
+                for rep, _, load in calls.values():
+                    self._inflight[rep.index] -= load
+
+    def _take(self, ray: Any, ref: Any, rep: Replica, idxs: list[int], results: dict[int, Any]) -> int:
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        try:
+            out = ray.get(ref, timeout=60)
+        except (RayActorError, GetTimeoutError) as e:  # died, unreachable, or restarting
+            self._drop(rep, _short(e), kill=isinstance(e, GetTimeoutError))
+            return len(idxs)
+        if len(out) != len(idxs):
+            raise PoolError(f"replica {rep.name} returned {len(out)} results for {len(idxs)} items")
+        results.update(zip(idxs, out))
+        return 0
+
+    def _drop(self, rep: Replica, why: str, *, kill: bool) -> None:
+        if rep.alive:
+            self.stats["replica_failures"] += 1
+            log.warning("replica %s out of the pool: %s", rep.name, why)
+        rep.alive, rep.error = False, why
+        if kill:
+            import ray
+
+            try:
+                ray.kill(rep.handle, no_restart=True)
+            except Exception as e:
+                log.debug("kill %s: %s", rep.name, e)
+
+    def _live(self) -> list[Replica]:
+        return [r for r in self.replicas if r.alive]
+
+    def _errors(self) -> str:
+        return "; ".join(f"{r.name}: {'alive' if r.alive else r.error or 'dead'}" for r in self.replicas) or "none"
+
+
+def _short(e: BaseException, limit: int = 300) -> str:
+    text = f"{type(e).__name__}: {e}".strip().replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+

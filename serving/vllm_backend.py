@@ -1,0 +1,215 @@
+"""The `vllm` backend: an in-process vLLM engine fed token ids, scoring choices from sampled-position logprobs.
+
+Request building and output parsing are plain functions over plain values, so they are tested
+on CPU with stand-ins for vLLM's output objects; only `VLLMBackend.__init__` imports vllm.
+
+Choice scoring runs each prompt with `max_tokens=1` and reads the candidate tokens' log-probs
+at that one sampled position, with prefix caching on: the rubric prompts of a report share
+their prefix, so after the first one the report is read from the cache. Prompt logprobs are
+never requested: they make vLLM skip prefix-cache reads. Candidates are the first token where
+the choices differ (`serving.hf.choice_items`), so hf and vllm score the same positions.
+Where the installed vLLM has `SamplingParams.logprob_token_ids` the exact candidate log-probs
+come back; otherwise the top-k log-probs are read and a candidate outside them counts as -inf
+(probability 0), and a prompt with no candidate in its top-k is an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .actors import clear_stray_vllm_env
+from .config import ModelConfig
+from .hf import choice_items, resolve_model_path, softmax
+from .kernel import Item
+from .protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
+
+
+# -- request building (pure) ------------------------------------------------------
+def engine_kwargs(cfg: ModelConfig) -> dict[str, Any]:
+    """`vllm.LLM(**...)` from the model config.
+
+    The executor is `uni` (one GPU) or `mp` (tensor parallel, worker processes), never `ray`:
+    inside a Ray actor vLLM must not create a nested placement group.
+    """
+    return {
+        "model": resolve_model_path(cfg.model, cfg.seed),
+        "revision": cfg.revision,
+        # "auto" means bf16 on GPU in this project (as for hf), not the checkpoint's dtype.
+        "dtype": "bfloat16" if cfg.dtype == "auto" else cfg.dtype,
+        "tensor_parallel_size": cfg.tensor_parallel_size,
+        "distributed_executor_backend": "mp" if cfg.tensor_parallel_size > 1 else "uni",
+        "gpu_memory_utilization": cfg.gpu_memory_utilization,
+        "max_model_len": cfg.max_model_len,
+        "enable_prefix_caching": cfg.enable_prefix_caching,
+        "seed": cfg.seed,
+        "load_format": cfg.load_format,
+        "trust_remote_code": cfg.trust_remote_code,
+        "enforce_eager": cfg.enforce_eager,
+    }
+
+
+def sampling_kwargs(req: ChatRequest) -> dict[str, Any]:
+    """`vllm.SamplingParams(**...)` for a chat request."""
+    greedy = req.temperature <= 0
+    return {
+        "temperature": 0.0 if greedy else req.temperature,
+        "top_p": 1.0 if greedy else req.top_p,
+        "max_tokens": req.max_tokens,
+        "seed": req.seed,
+        "stop": list(req.stop) or None,
+    }
+
+
+def choice_sampling_kwargs(item: Item, *, token_ids_supported: bool, top_k: int) -> dict[str, Any]:
+    """`SamplingParams(**...)` that reads the next-token log-probs of `item`'s candidates (no prompt logprobs)."""
+    kw: dict[str, Any] = {"max_tokens": 1, "temperature": 0.0}
+    if token_ids_supported:
+        kw["logprob_token_ids"] = list(item.candidates)
+    else:
+        kw["logprobs"] = top_k
+    return kw
+
+
+def token_prompt(ids: Sequence[int]) -> dict[str, list[int]]:
+    """A vLLM `TokensPrompt` (a TypedDict, so a plain dict): the prompt as token ids, no re-tokenizing."""
+    return {"prompt_token_ids": list(ids)}
+
+
+def has_logprob_token_ids(sampling_params_cls: Any) -> bool:
+    """Whether this vLLM's SamplingParams accepts `logprob_token_ids` (msgspec struct or plain class)."""
+    fields = getattr(sampling_params_cls, "__struct_fields__", None)
+    if fields is not None:
+        return "logprob_token_ids" in fields
+    try:
+        return "logprob_token_ids" in inspect.signature(sampling_params_cls).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def waves(groups: Sequence[Sequence[Item]], *, warm: bool) -> list[list[tuple[int, int]]]:
+    """(group, item) positions to send, in order; with `warm`, each group's first prompt goes
+    in a wave of its own before the rest.
+
+    Prompts scheduled in the same engine step all compute their shared prefix; one prompt per
+    report first fills the prefix cache that the report's other prompts then read.
+    """
+    everything = [(g, i) for g, items in enumerate(groups) for i in range(len(items))]
+    if not warm:
+        return [everything]
+    first = [(g, 0) for g, items in enumerate(groups) if items]
+    return [first, [(g, i) for g, i in everything if i > 0]]
+
+
+# -- output parsing (pure) --------------------------------------------------------
+def _logprob_value(entry: Any) -> float:
+    return float(entry.logprob if hasattr(entry, "logprob") else entry)
+
+
+def candidate_logprobs(output: Any, candidates: Sequence[int]) -> list[float]:
+    """Log-probs of `candidates` at the first generated position of a RequestOutput; -inf where absent."""
+    completions = getattr(output, "outputs", None) or []
+    rows = getattr(completions[0], "logprobs", None) if completions else None
+    if not rows:
+        raise RuntimeError("vLLM returned no logprobs for a choice prompt (was logprobs/logprob_token_ids set?)")
+    row = rows[0]
+    if not isinstance(row, Mapping):
+        raise RuntimeError(f"unexpected vLLM logprobs row type {type(row).__name__}")
+    out = [_logprob_value(row[c]) if c in row else -math.inf for c in candidates]
+    if all(v == -math.inf for v in out):
+        raise RuntimeError(
+            f"none of the candidate tokens {list(candidates)} is among the returned logprobs; "
+            "use a vLLM with SamplingParams.logprob_token_ids or raise choice_top_k"
+        )
+    return out
+
+
+def parse_generation(output: Any) -> Generation:
+    """A Generation from a vLLM RequestOutput (text after the prompt; vLLM already cut the stop string)."""
+    completions = getattr(output, "outputs", None) or []
+    if not completions:
+        raise RuntimeError("vLLM returned a request output without completions")
+    c = completions[0]
+    finish = {"stop": "stop", "length": "length"}.get(getattr(c, "finish_reason", None) or "", "error")
+    return Generation(
+        text=c.text,
+        prompt_tokens=len(getattr(output, "prompt_token_ids", None) or []),
+        output_tokens=len(getattr(c, "token_ids", None) or []),
+        finish_reason=finish,
+    )
+
+
+def results_from(logprobs: Sequence[Sequence[float]]) -> list[ChoiceResult]:
+    return [ChoiceResult(probs=softmax(lp), logprobs=list(lp)) for lp in logprobs]
+
+
+# -- the engine -------------------------------------------------------------------
+class VLLMBackend:
+    """vLLM's offline `LLM` engine: chat generation and prefix-cached choice scoring."""
+
+    def __init__(self, cfg: ModelConfig, *, llm: Any = None, sampling_params_cls: Any = None, tokenizer: Any = None):
+        """`llm`, `sampling_params_cls` and `tokenizer` replace the real ones (tests on CPU)."""
+        if llm is None:
+            clear_stray_vllm_env()
+            import vllm
+
+            llm = vllm.LLM(**engine_kwargs(cfg))
+            sampling_params_cls = vllm.SamplingParams
+        if tokenizer is None:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(cfg.model, cfg.seed), revision=cfg.revision,
+                                                      trust_remote_code=cfg.trust_remote_code)
+        self.cfg, self.llm, self.sp, self.tokenizer = cfg, llm, sampling_params_cls, tokenizer
+        self.token_ids_supported = has_logprob_token_ids(sampling_params_cls)
+        self.stats = {"generate_prompt_tokens": 0, "generate_output_tokens": 0, "choice_prompts": 0}
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig) -> VLLMBackend:
+        return cls(cfg)
+
+    def model_hash(self) -> str:
+        """Hash of the model reference and engine settings (vLLM loads the weights itself)."""
+        kw = engine_kwargs(self.cfg)
+        return hashlib.sha256(f"{kw['model']}|{kw['revision']}|{kw['dtype']}|{kw['load_format']}".encode()).hexdigest()[:16]
+
+    def render(self, messages: list[dict], *, prefill: str = "", tools: list | None = None, **kwargs: Any) -> str:
+        """The model's chat template up to the assistant turn, then the prefill (as the hf backend)."""
+        text = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True, **kwargs)
+        return text + prefill
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
+        items = [
+            choice_items(self.tokenizer, [
+                self.render(r.messages, prefill=r.prefill, **{**r.chat_template_kwargs, "enable_thinking": False})
+                for r in g.requests
+            ], choices)
+            for g in groups
+        ]
+        lps: dict[tuple[int, int], list[float]] = {}
+        for wave in waves(items, warm=self.cfg.enable_prefix_caching):
+            if not wave:
+                continue
+            params = [self.sp(**choice_sampling_kwargs(items[g][i], token_ids_supported=self.token_ids_supported,
+                                                       top_k=self.cfg.choice_top_k)) for g, i in wave]
+            outs = self.llm.generate([token_prompt(items[g][i].ids) for g, i in wave], params, use_tqdm=False)
+            for (g, i), out in zip(wave, outs):
+                lps[(g, i)] = candidate_logprobs(out, items[g][i].candidates)
+        self.stats["choice_prompts"] += len(lps)
+        return [results_from([lps[(g, i)] for i in range(len(its))]) for g, its in enumerate(items)]
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        prompts = [token_prompt(self._encode(self.render(
+            r.messages, prefill=r.prefill, tools=r.tools, **{**self.cfg.chat_template_kwargs, **r.chat_template_kwargs}
+        ))) for r in requests]
+        params = [self.sp(**sampling_kwargs(r)) for r in requests]
+        gens = [parse_generation(o) for o in self.llm.generate(prompts, params, use_tqdm=False)]
+        self.stats["generate_prompt_tokens"] += sum(g.prompt_tokens for g in gens)
+        self.stats["generate_output_tokens"] += sum(g.output_tokens for g in gens)
+        return gens
