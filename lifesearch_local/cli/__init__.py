@@ -18,10 +18,12 @@ COMMANDS: dict[str, str] = {
     "judge": "lifesearch_local.cli.judge:register",
     "demo": "lifesearch_local.cli.demo:register",
     "sweep": "lifesearch_local.cli.sweep:register",
+    "cluster": "lifesearch_local.cli.cluster:register",
     "bench": "lifesearch_local.cli.bench:register",
     "web": "lifesearch_local.web.cli:register",
     "agree": "lifesearch_local.cli.agree:register",
     "report": "lifesearch_local.cli.report:register",
+    "reporteval": "lifesearch_local.cli.reporteval:register",
 }
 
 

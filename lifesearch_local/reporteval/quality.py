@@ -90,8 +90,8 @@ def judge_quality(backend: ModelBackend, cfg: JudgeConfig, rcfg: ReportEvalConfi
                   items: Sequence[ReportItem]) -> list[ReportEvaluation]:
     """One record per report; empty reports are not sent to the judge (recorded ungraded with a note)."""
     todo = [it for it in items if it.report.text.strip()]
-    fn = _choice(backend, todo) if cfg.mode == "choice" else _generate(backend, cfg, rcfg, todo)
-    done = {id(it): r for it, r in zip(todo, fn)}
+    results = _choice(backend, todo) if cfg.mode == "choice" else _generate(backend, cfg, rcfg, todo)
+    done = {id(it): r for it, r in zip(todo, results)}
     h = quality_prompt("", "", None if cfg.mode == "generate" else DIMENSIONS[0][0])[1]
     out = []
     for it in items:

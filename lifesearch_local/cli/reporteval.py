@@ -1,0 +1,109 @@
+"""`lifesearch reporteval`: ReportEval quality, redundancy and factuality of reports with a local judge."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "reporteval",
+        help="ReportEval metrics: quality, redundancy, factuality",
+        description="Score reports on the DeepResearch-ReportEval metrics with a local judge: quality (five "
+        "dimensions, 0-4), redundancy (seeded sample of section pairs, 4 = none) and factuality (each cited "
+        "claim against each cited source fetched through the web cache: 1 / 0 / -1). Writes "
+        "DIR/reporteval.jsonl and DIR/reporteval_summary.json; rerunning the same command does only what is "
+        "missing. Sources are served from the bundled sample corpus and the web cache; --web-mode replay "
+        "(the default) never touches the network.",
+    )
+    p.add_argument("--reports", required=True, help="reports JSONL")
+    p.add_argument("--tasks", help="tasks JSONL: gives the quality judge the question and factuality the as-of date")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", help="YAML with a judge config (`judge:`/`judges:`), optional `reporteval:`, `web:` and `ray:` sections")
+    src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral, a local path or hub id")
+    p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
+    p.add_argument("--metrics", help="comma-separated subset of quality,redundancy,factuality (default all)")
+    p.add_argument("--mode", choices=["choice", "generate"], help="judge mode (default choice)")
+    p.add_argument("--web-mode", choices=["replay", "replay-or-live", "record", "live"],
+                   help="how cited sources are obtained (default replay: corpus and cache only)")
+    p.add_argument("--cache", help="web cache directory (default: the config's, else DIR/webcache)")
+    p.add_argument("--corpus", action="append", help="local corpus directory (repeatable; default the bundled data/corpus)")
+    p.add_argument("--seed", type=int, help="base seed of the redundancy pair sampler (default 0)")
+    p.add_argument("--max-pairs", type=int, help="redundancy pairs per report (default 30)")
+    p.add_argument("--kernel", choices=["auto", "dense", "flex", "two_stage", "naive", "single"], help="hf backend: choice-scoring form")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")
+    p.add_argument("--id", help="judge id recorded in the records (default: from config or model)")
+    p.add_argument("--json", action="store_true", help="print the stats and summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run, runs=None)
+
+
+def _settings(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """(ReportEvalConfig, WebConfig, ray settings) from the YAML sections and the flags over them."""
+    from ..config import load_yaml, validate_config
+    from ..reporteval.config import ReportEvalConfig
+    from ..resources import resource_path
+    from ..web.config import WebConfig
+
+    data = load_yaml(args.config) if args.config else {}
+    where = args.config or "flags"
+    rdata = dict(data.get("reporteval") or {})
+    flags = {"seed": args.seed, "max_pairs": args.max_pairs,
+             "metrics": [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None}
+    rcfg = validate_config(ReportEvalConfig, {**rdata, **{k: v for k, v in flags.items() if v is not None}}, where)
+    wdata = dict(data.get("web") or {})
+    wdata["mode"] = args.web_mode or wdata.get("mode") or "replay"
+    wdata["cache_dir"] = args.cache or wdata.get("cache_dir") or str(Path(args.out) / "webcache")
+    wdata["corpus_dirs"] = args.corpus or wdata.get("corpus_dirs") or [str(resource_path("data", "corpus"))]
+    return rcfg, validate_config(WebConfig, wdata, where), data.get("ray")
+
+
+def _fmt(x: Any, nd: int = 2) -> str:
+    return "-" if x is None else f"{x:.{nd}f}" if isinstance(x, float) else str(x)
+
+
+def print_summary(summary: dict[str, dict[str, Any]]) -> None:
+    """One row per agent: quality dimensions, redundancy, factuality."""
+    head = ["agent", "compr.", "coher.", "clarity", "insight", "overall", "redund.", "support", "full", "claims/rep",
+            "pairs", "unverif."]
+    rows = [head]
+    for agent, m in sorted(summary.items()):
+        q, r, f = m.get("quality", {}), m.get("redundancy", {}), m.get("factuality", {})
+        rows.append([agent, *(_fmt(q.get(k)) for k in ("comprehensiveness", "coherence", "clarity", "insightfulness", "overall")),
+                     _fmt(r.get("mean")), _fmt(f.get("mean_support")), _fmt(f.get("full_support_rate")),
+                     _fmt(f.get("claims_per_report"), 1), _fmt(f.get("pairs")), _fmt(f.get("unverifiable_share"))])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    for row in rows:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..jsonl import read_records
+    from ..records import Report
+    from ..reporteval.stage import RECORDS, report_items, reporteval_stage
+    from ..store import RunDir, sha256_file
+    from ..tasks import load_tasks
+    from .judge import judge_configs
+
+    rcfg, web, ray = _settings(args)
+    tasks = load_tasks(args.tasks) if args.tasks else None
+    items = report_items(read_records(args.reports, Report), tasks)
+    rd = RunDir(args.out)
+    rd.update_manifest(hashes={"reports": sha256_file(args.reports), **({"tasks": sha256_file(args.tasks)} if args.tasks else {})})
+    out = {}
+    for cfg in judge_configs(args):
+        res = reporteval_stage(rd, items, cfg, rcfg, web, ray=ray, show=not (args.quiet or args.json))
+        out[cfg.id] = res
+        if not args.json:
+            st = res["stats"]
+            print(f"reporteval {cfg.id} ({cfg.mode}, web {web.mode}): {st['wall_s']} s -> {rd.file(RECORDS)}")
+            print_summary(res["summary"])
+        if res["stats"]["stopped_early"]:
+            print("stopped by signal; rerun the same command to finish")
+            break
+    if args.json:
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+    return 0

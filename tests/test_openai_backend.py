@@ -1,0 +1,239 @@
+"""The openai backend against httpx.MockTransport and a loopback server: tools, choices, retries, secrets."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from serving.config import ModelConfig
+from serving.openai_backend import EndpointError, OpenAIBackend, retry_after
+from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest
+
+PREFILL = '{"satisfied": '
+
+
+def cfg(**kw) -> ModelConfig:
+    return ModelConfig(backend="openai", model="judge-x", base_url="http://endpoint.test/v1",
+                       retry_base_delay_s=0.01, **kw)
+
+
+def chat_reply(content=None, tool_calls=None, finish="stop", logprobs=None) -> dict:
+    choice = {"index": 0, "message": {"role": "assistant", "content": content, "tool_calls": tool_calls},
+              "finish_reason": finish}
+    if logprobs is not None:
+        choice["logprobs"] = {"content": [{"token": "x", "logprob": 0.0, "top_logprobs": logprobs}]}
+    return {"choices": [choice], "usage": {"prompt_tokens": 11, "completion_tokens": 3}}
+
+
+class Recorder:
+    """A MockTransport handler that records bodies and answers from a script of responses."""
+
+    def __init__(self, *responses):
+        self.responses = list(responses)
+        self.bodies: list[dict] = []
+        self.headers: list[httpx.Headers] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.bodies.append(json.loads(request.content))
+        self.headers.append(request.headers)
+        r = self.responses.pop(0) if len(self.responses) > 1 else self.responses[0]
+        return r(request) if callable(r) else r
+
+
+def backend(handler, **kw) -> OpenAIBackend:
+    return OpenAIBackend(cfg(**kw), transport=httpx.MockTransport(handler))
+
+
+def test_generate_sends_tools_and_returns_native_tool_calls():
+    call = {"id": "c1", "type": "function", "function": {"name": "web_search", "arguments": '{"q": "x"}'}}
+    rec = Recorder(httpx.Response(200, json=chat_reply(None, [call], finish="tool_calls")))
+    tools = [{"type": "function", "function": {"name": "web_search", "parameters": {"type": "object"}}}]
+    req = ChatRequest(messages=[{"role": "user", "content": "find x"}], tools=tools, max_tokens=64, seed=7, stop=["END"])
+    g = backend(rec).generate([req])[0]
+    assert g.tool_calls == [call] and g.text == "" and g.finish_reason == "stop"
+    assert (g.prompt_tokens, g.output_tokens) == (11, 3)
+    body = rec.bodies[0]
+    assert body["model"] == "judge-x" and body["tools"] == tools and body["max_tokens"] == 64
+    assert body["seed"] == 7 and body["stop"] == ["END"] and "continue_final_message" not in body
+
+
+def test_generate_with_prefill_asks_the_server_to_continue_the_assistant_turn():
+    rec = Recorder(httpx.Response(200, json=chat_reply("true, \"reason\": \"ok\"}", finish="length")))
+    req = ChatRequest(messages=[{"role": "user", "content": "q"}], prefill=PREFILL)
+    g = backend(rec).generate([req])[0]
+    body = rec.bodies[0]
+    assert body["messages"][-1] == {"role": "assistant", "content": PREFILL}
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    assert g.finish_reason == "length" and g.text.startswith("true")
+
+
+def test_choice_scoring_reads_top_logprobs_with_prefill_whitespace_moved_into_the_choices():
+    top = [{"token": " true", "logprob": -0.5}, {"token": " false", "logprob": -1.5},
+           {"token": " t", "logprob": -4.0},   # also only " true" can follow: counts for true
+           {"token": " ", "logprob": -3.0},    # a prefix of both: ambiguous, ignored
+           {"token": "maybe", "logprob": -2.0}]
+    rec = Recorder(httpx.Response(200, json=chat_reply("", logprobs=top)))
+    groups = [ChoiceGroup(key=f"g{k}", requests=[ChoiceRequest(messages=[{"role": "user", "content": f"r{k}{i}"}],
+                                                               prefill=PREFILL) for i in range(n)])
+              for k, n in ((0, 2), (1, 3))]
+    res = backend(rec, max_concurrency=2, choice_top_k=5).score_choices(groups, ["true", "false"])
+    assert [len(r) for r in res] == [2, 3]
+    lp_true = math.log(math.exp(-0.5) + math.exp(-4.0))
+    r = res[1][2]
+    assert r.logprobs == pytest.approx([lp_true, -1.5])
+    assert r.probs[0] == pytest.approx(math.exp(lp_true) / (math.exp(lp_true) + math.exp(-1.5)))
+    body = rec.bodies[0]
+    assert body["max_tokens"] == 1 and body["logprobs"] is True and body["top_logprobs"] == 5
+    assert body["messages"][-1] == {"role": "assistant", "content": '{"satisfied":'}
+    assert body["continue_final_message"] is True and body["chat_template_kwargs"]["enable_thinking"] is False
+    assert sorted(b["messages"][0]["content"] for b in rec.bodies) == ["r00", "r01", "r10", "r11", "r12"]
+
+
+def test_a_choice_missing_from_the_top_k_has_probability_zero_and_none_at_all_is_an_error():
+    rec = Recorder(httpx.Response(200, json=chat_reply("", logprobs=[{"token": " false", "logprob": -0.1}])))
+    grp = [ChoiceGroup(key="g", requests=[ChoiceRequest(messages=[{"role": "user", "content": "q"}], prefill=PREFILL)])]
+    r = backend(rec).score_choices(grp, ["true", "false"])[0][0]
+    assert r.probs == [0.0, 1.0] and r.logprobs[0] == -math.inf
+    rec = Recorder(httpx.Response(200, json=chat_reply("", logprobs=[{"token": "so", "logprob": -0.1}])))
+    with pytest.raises(EndpointError, match="none of the choices"):
+        backend(rec).score_choices(grp, ["true", "false"])
+
+
+def test_retries_429_and_500_honouring_retry_after_then_succeeds():
+    rec = Recorder(httpx.Response(429, headers={"Retry-After": "0"}, text="slow down"),
+                   httpx.Response(500, text="boom"), httpx.Response(200, json=chat_reply("ok")))
+    b = backend(rec)
+    t0 = time.monotonic()
+    g = b.generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])[0]
+    assert g.text == "ok" and len(rec.bodies) == 3 and b.stats["http_retries"] == 2
+    assert time.monotonic() - t0 < 5
+
+
+def test_retries_are_bounded_and_the_error_says_what_happened():
+    rec = Recorder(httpx.Response(503, text="overloaded"))
+    with pytest.raises(EndpointError, match=r"failed after 3 attempts: HTTP 503 .*overloaded"):
+        backend(rec, max_retries=3).generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])
+    assert len(rec.bodies) == 3
+
+
+def test_a_client_error_is_not_retried():
+    rec = Recorder(httpx.Response(400, text="bad request: max_tokens"))
+    with pytest.raises(EndpointError, match="HTTP 400"):
+        backend(rec).generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])
+    assert len(rec.bodies) == 1
+
+
+@pytest.mark.parametrize("resp, match", [
+    (httpx.Response(200, text="<html>gateway</html>"), "not JSON"),
+    (httpx.Response(200, json={"object": "error"}), r"no choices\[0\]"),
+    (httpx.Response(200, json={"choices": [{"finish_reason": "stop"}]}), "message missing"),
+])
+def test_a_malformed_response_gives_a_clear_error_without_retrying(resp, match):
+    rec = Recorder(resp)
+    with pytest.raises(EndpointError, match=f"malformed response.*{match}"):
+        backend(rec).generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])
+    assert len(rec.bodies) == 1
+
+
+def test_choice_scoring_without_logprobs_in_the_response_is_a_clear_error():
+    rec = Recorder(httpx.Response(200, json=chat_reply("true")))
+    grp = [ChoiceGroup(key="g", requests=[ChoiceRequest(messages=[{"role": "user", "content": "q"}], prefill=PREFILL)])]
+    with pytest.raises(EndpointError, match="malformed response.*top_logprobs"):
+        backend(rec).score_choices(grp, ["true", "false"])
+
+
+def test_concurrency_is_bounded_by_max_concurrency():
+    lock, state = threading.Lock(), {"now": 0, "max": 0}
+
+    def slow(request):
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.03)
+        with lock:
+            state["now"] -= 1
+        return httpx.Response(200, json=chat_reply("ok"))
+
+    reqs = [ChatRequest(messages=[{"role": "user", "content": f"q{i}"}]) for i in range(12)]
+    gens = backend(Recorder(slow), max_concurrency=3).generate(reqs)
+    assert len(gens) == 12 and 1 < state["max"] <= 3
+
+
+def test_api_key_comes_from_the_env_and_never_shows_in_reprs_errors_or_logs(monkeypatch, caplog):
+    secret = "sk-test-very-secret-0123456789"
+    monkeypatch.setenv("LS_TEST_API_KEY", secret)
+    rec = Recorder(httpx.Response(401, text=f"Incorrect API key provided: {secret}"))
+    b = backend(rec, api_key_env="LS_TEST_API_KEY")
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(EndpointError) as e:
+        b.generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])
+    assert rec.headers[0]["authorization"] == f"Bearer {secret}"
+    assert secret not in str(e.value) and "***" in str(e.value)
+    assert secret not in repr(b) and secret not in b.cfg.model_dump_json() and secret not in caplog.text
+    monkeypatch.delenv("LS_TEST_API_KEY")
+    with pytest.raises(ValueError, match="LS_TEST_API_KEY"):
+        backend(rec, api_key_env="LS_TEST_API_KEY")
+
+
+def test_retry_after_parses_seconds_and_http_dates():
+    assert retry_after("3") == 3.0 and retry_after(None) is None and retry_after("soon") is None
+    assert retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past: no wait
+
+
+class _SlowOnce(BaseHTTPRequestHandler):
+    """Loopback server: the first `stalls` requests stall past the client timeout, later ones answer at once."""
+
+    calls = 0
+    stalls = 1
+
+    def do_POST(self):
+        type(self).calls += 1
+        self.rfile.read(int(self.headers["Content-Length"]))
+        if type(self).calls <= type(self).stalls:
+            time.sleep(1.0)
+        body = json.dumps(chat_reply("late but fine")).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up on the stalled request
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def slow_server():
+    _SlowOnce.calls, _SlowOnce.stalls = 0, 1
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _SlowOnce)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_a_request_past_the_timeout_is_retried_on_a_real_socket(slow_server):
+    b = OpenAIBackend(ModelConfig(backend="openai", model="m", base_url=slow_server, timeout_s=0.3,
+                                  max_retries=2, retry_base_delay_s=0.01))
+    g = b.generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])[0]
+    assert g.text == "late but fine" and _SlowOnce.calls == 2 and b.stats["http_retries"] == 1
+    b.close()
+
+
+def test_timeouts_that_never_end_fail_with_a_clear_error(slow_server):
+    _SlowOnce.stalls = 100  # every request in this test stalls
+    b = OpenAIBackend(ModelConfig(backend="openai", model="m", base_url=slow_server, timeout_s=0.2,
+                                  max_retries=2, retry_base_delay_s=0.01))
+    with pytest.raises(EndpointError, match=r"failed after 2 attempts: timed out after 0.2 s"):
+        b.generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])
+    b.close()
