@@ -9,8 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from serving.config import ModelConfig, RayConfig
 
+from .agent.config import AgentConfig
 from .errors import InputError
 from .jsonl import validation_field
+from .web.config import WebConfig
 
 
 class JudgeConfig(BaseModel):
@@ -95,10 +97,10 @@ class RunConfig(BaseModel):
     """Independent agent runs per task (the paper uses 3)."""
     reports: str | None = None
     """Existing reports JSONL to judge (sweeps, re-judging) instead of running agents."""
-    agents: list[dict[str, Any]] = Field(default_factory=list)
-    """Agent configurations (validated by the agent harness)."""
-    web: dict[str, Any] = Field(default_factory=dict)
-    """Web layer settings: search backend, cache mode, limits (validated by the web layer)."""
+    agents: list[AgentConfig] = Field(default_factory=list)
+    """Agent configurations: model, budgets, tools, concurrency (each id tags its reports)."""
+    web: WebConfig = Field(default_factory=WebConfig)
+    """Web layer settings shared by the agents: search backend, cache mode, corpus, limits."""
     judge: JudgeConfig | None = None
     """The judge that grades the reports."""
     judges: list[JudgeConfig] = Field(default_factory=list)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import signal
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -86,13 +88,28 @@ def connect(ray_cfg: RayConfig) -> bool:
         return False
     kw: dict[str, Any] = {"namespace": ray_cfg.namespace, "log_to_driver": ray_cfg.log_to_driver,
                           "logging_level": logging.WARNING}
-    if ray_cfg.address:
-        ray.init(address=ray_cfg.address, **kw)
-    else:
-        mem = ray_cfg.object_store_memory_mb
-        ray.init(num_cpus=ray_cfg.num_cpus, num_gpus=ray_cfg.num_gpus, include_dashboard=False,
-                 object_store_memory=mem * 2**20 if mem else None, **kw)
+    with _keep_sigterm():
+        if ray_cfg.address:
+            ray.init(address=ray_cfg.address, **kw)
+        else:
+            mem = ray_cfg.object_store_memory_mb
+            ray.init(num_cpus=ray_cfg.num_cpus, num_gpus=ray_cfg.num_gpus, include_dashboard=False,
+                     object_store_memory=mem * 2**20 if mem else None, **kw)
     return True
+
+
+@contextmanager
+def _keep_sigterm() -> Iterator[None]:
+    """Ray's driver installs a SIGTERM handler that kills the process on the spot; put ours back
+    so that SIGTERM (Slurm preemption) still finishes the batch, flushes, and exits 0."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
 
 
 _sessions = 0  # open ray_session blocks: pools inside one leave Ray up for the next phase
@@ -180,7 +197,9 @@ class RayPool:
     def _create_actors(self, ray: Any) -> None:
         from .actors import EngineHost
 
-        res = replica_resources(self.model, self.ray_cfg, ray.cluster_resources().get("GPU", 0.0))
+        total = ray.cluster_resources()
+        res = replica_resources(self.model, self.ray_cfg, total.get("GPU", 0.0))
+        self._check_fits(res, total)
         env = {**self.ray_cfg.runtime_env}
         if self.ray_cfg.env_vars:
             env["env_vars"] = {**env.get("env_vars", {}), **self.ray_cfg.env_vars}
@@ -195,6 +214,18 @@ class RayPool:
             ).remote(self.model, threads)
             self.replicas.append(Replica(i, name, handle))
             self._inflight[i] = 0.0
+
+    def _check_fits(self, res: dict[str, float], total: dict[str, float]) -> None:
+        """Replicas that can never be placed would wait out startup_timeout_s: say so now."""
+        n = self.ray_cfg.replicas
+        short = [f"{n} x {res[k]:g} {name} > {total.get(name, 0):g} in the cluster"
+                 for k, name in (("num_cpus", "CPU"), ("num_gpus", "GPU")) if n * res[k] > total.get(name, 0)]
+        if not short:
+            return
+        msg = f"{n} replicas of {self.model.model} do not fit: {'; '.join(short)}"
+        if self.ray_cfg.address is None:  # a local cluster does not grow
+            raise PoolError(msg + " (lower ray.replicas or the per-replica resources, or raise ray.num_cpus)")
+        log.warning("%s; waiting for the cluster to grow (up to %g s)", msg, self.ray_cfg.startup_timeout_s)
 
     def _await_ready(self, ray: Any) -> None:
         refs = {r.handle.ready.remote(): r for r in self.replicas}
@@ -317,11 +348,17 @@ class RayPool:
                     self._inflight[rep.index] -= load
 
     def _take(self, ray: Any, ref: Any, rep: Replica, idxs: list[int], results: dict[int, Any]) -> int:
-        from ray.exceptions import GetTimeoutError, RayActorError
+        from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
         try:
             out = ray.get(ref, timeout=60)
-        except (RayActorError, GetTimeoutError) as e:  # died, unreachable, or restarting
+        except ActorUnavailableError as e:
+            if self.ray_cfg.max_restarts > 0:  # Ray is restarting it: keep it, re-send this work
+                log.warning("replica %s unavailable, retrying its work elsewhere: %s", rep.name, _short(e))
+                return len(idxs)
+            self._drop(rep, _short(e), kill=True)
+            return len(idxs)
+        except (RayActorError, GetTimeoutError) as e:  # died for good, or unreadable
             self._drop(rep, _short(e), kill=isinstance(e, GetTimeoutError))
             return len(idxs)
         if len(out) != len(idxs):
@@ -349,7 +386,9 @@ class RayPool:
         return "; ".join(f"{r.name}: {'alive' if r.alive else r.error or 'dead'}" for r in self.replicas) or "none"
 
 
-def _short(e: BaseException, limit: int = 300) -> str:
-    text = f"{type(e).__name__}: {e}".strip().replace("\n", " ")
+def _short(e: BaseException, limit: int = 400) -> str:
+    """One line for an error: Ray's first line (what died) and the traceback's last (why)."""
+    lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;]*m", "", str(e)).splitlines() if ln.strip()]
+    text = f"{type(e).__name__}: " + (lines[0] if len(lines) < 2 else f"{lines[0][:200]} … {lines[-1]}") if lines else type(e).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -36,8 +36,22 @@ def open_backend(cfg: ModelConfig, ray: RayConfig | None = None, *, phase: str =
             close = getattr(backend, "close", None)
             if close is not None:
                 close()
+            del backend
+            _release_memory()
         return
     from .pool import RayPool
 
     with RayPool(cfg, ray, phase=phase) as pool:
         yield pool
+
+
+def _release_memory() -> None:
+    """Free an in-process model's memory so the next phase (e.g. the judge after the agent)
+    can load its own model on the same GPU."""
+    import gc
+    import sys
+
+    gc.collect()
+    torch = sys.modules.get("torch")  # only if this process ever imported it
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()

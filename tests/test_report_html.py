@@ -381,3 +381,21 @@ def test_report_in_browser(browser, tmp_path):
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, dest / "report.png")
         shutil.copy(run / "report.html", dest / "report.html")
+
+
+def test_reporteval_summary_is_shown(tmp_path):
+    run = make_run_dir(tmp_path, extras=False)
+    summary = {"judge-x": {"agent-a": {
+        "quality": {"comprehensiveness": 3.25, "coherence": 2.0, "clarity": 1.5, "insightfulness": 0.75, "overall": 2.5},
+        "redundancy": {"mean": 3.875},
+        "factuality": {"mean_support": -0.125, "full_support_rate": 0.4375, "claims_per_report": 12.5,
+                       "unverifiable_share": None},
+    }}}
+    (run / "reporteval_summary.json").write_text(json.dumps(summary))
+    html = write_report(run).read_text()
+    section = html[html.index('id="reporteval"'):]
+    start = section.index("agent-a")
+    row = section[start:section.index("</tr>", start)]
+    for cell in ("3.25", "2.00", "1.50", "0.75", "2.50", "3.88", "-0.12", "43.8%", "12.5", "—"):
+        assert f">{cell}</td>" in row, cell
+    assert 'id="reporteval"' not in write_report(make_run_dir(tmp_path / "plain", extras=False)).read_text()

@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "validate": "lifesearch_local.cli.validate:register",
     "score": "lifesearch_local.cli.score:register",
     "judge": "lifesearch_local.cli.judge:register",
+    "run": "lifesearch_local.cli.run:register",
     "demo": "lifesearch_local.cli.demo:register",
     "sweep": "lifesearch_local.cli.sweep:register",
     "cluster": "lifesearch_local.cli.cluster:register",

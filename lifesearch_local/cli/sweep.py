@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from serving.open import open_backend
+    from serving.pool import ray_session
 
     from ..agreement import agreement
     from ..config import load_run_config
@@ -47,11 +47,12 @@ def run(args: argparse.Namespace) -> int:
     rd = RunDir(args.out or f"runs/{cfg.name}-sweep")
     rd.update_manifest(hashes={"tasks": sha256_file(cfg.tasks), "reports": sha256_file(cfg.reports),
                                "labels": sha256_file(cfg.labels), "config": sha256_file(args.config)})
-    for judge in judges:
-        judge = judge.model_copy(update={"runs": args.runs or judge.runs})
-        with open_backend(judge.model, cfg.ray) as backend:
-            stats = judge_stage(rd, tasks, reports, judge, backend, show=not args.quiet)
-        print(f"judge {judge.id} × {judge.runs} run(s): {stats['decisions']} new decisions in {stats['wall_s']} s")
+    with ray_session(cfg.ray):  # one Ray cluster for all judge phases
+        for judge in judges:
+            judge = judge.model_copy(update={"runs": args.runs or judge.runs})
+            # the model is loaded (in-process or as Ray actors) only if something is left to judge
+            stats = judge_stage(rd, tasks, reports, judge, ray=cfg.ray, show=not args.quiet)
+            print(f"judge {judge.id} × {judge.runs} run(s): {stats['decisions']} new decisions in {stats['wall_s']} s")
     ids = {j.id for j in judges}
     judgments = [j for j in rd.load("judgments.jsonl", Judgment) if j.judge in ids]
     result = agreement(tasks, judgments, label_index(labels))

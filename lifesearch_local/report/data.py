@@ -55,6 +55,7 @@ class RunData:
     agreement: dict[str, dict] | None = None
     agreement_error: str | None = None
     fetch: dict[str, FetchStats] = field(default_factory=dict)
+    reporteval: dict[str, dict[str, dict]] | None = None
 
 
 def load_run(run_dir: Path, labels_path: Path | None = None) -> RunData:
@@ -80,6 +81,8 @@ def load_run(run_dir: Path, labels_path: Path | None = None) -> RunData:
     _score(data)
     _agree(data)
     data.fetch = fetch_stats(run_dir, data.reports)
+    if (run_dir / "reporteval_summary.json").exists():  # written by `lifesearch reporteval`
+        data.reporteval = json.loads((run_dir / "reporteval_summary.json").read_text(encoding="utf-8"))
     return data
 
 

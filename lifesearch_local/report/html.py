@@ -71,6 +71,7 @@ def render(data: RunData) -> str:
         section_charts(data),
         section_agreement(data),
         section_failures(data),
+        section_reporteval(data),
         f"<h2 id=\"drilldown\">Per-task drill-down</h2>{drilldown(data)}",
         section_manifest(data),
     ]
@@ -233,6 +234,36 @@ def section_failures(data: RunData) -> str:
         rows.append(row)
     note = "" if has_fetch else '<p class="muted">No trajectories/ step logs: fetch failures not counted.</p>'
     return '<h2 id="failures">Failure modes</h2>' + table(head, rows, tid="failures") + note
+
+
+# -- ReportEval -----------------------------------------------------------------------------
+REPORTEVAL_COLUMNS = [  # (header, metric, field, format)
+    ("Compr.", "quality", "comprehensiveness", "{:.2f}"), ("Coher.", "quality", "coherence", "{:.2f}"),
+    ("Clarity", "quality", "clarity", "{:.2f}"), ("Insight", "quality", "insightfulness", "{:.2f}"),
+    ("Overall", "quality", "overall", "{:.2f}"), ("Redund. (4 = none)", "redundancy", "mean", "{:.2f}"),
+    ("Mean support", "factuality", "mean_support", "{:+.2f}"),
+    ("Full support", "factuality", "full_support_rate", "{:.1%}"),
+    ("Claims/report", "factuality", "claims_per_report", "{:.1f}"),
+    ("Unverifiable", "factuality", "unverifiable_share", "{:.1%}"),
+]
+
+
+def section_reporteval(data: RunData) -> str:
+    """DeepResearch-ReportEval metrics per judge and agent (0–4 scales; support in [−1, 1])."""
+    if not data.reporteval:
+        return ""
+    out = ['<h2 id="reporteval">Report quality, redundancy, factuality (ReportEval)</h2>']
+    for judge, agents in data.reporteval.items():
+        rows = []
+        for agent, metrics in agents.items():
+            cells = []
+            for _, metric, fld, fmt in REPORTEVAL_COLUMNS:
+                v = (metrics.get(metric) or {}).get(fld)
+                cells.append("—" if v is None else fmt.format(v))
+            rows.append([e(agent), *cells])
+        out.append(f"<h3>Judge {e(judge)}</h3>" + table(["Agent", *[c[0] for c in REPORTEVAL_COLUMNS]], rows,
+                                                          tid=f"reporteval-{slug(judge)}"))
+    return "".join(out)
 
 
 # -- manifest -------------------------------------------------------------------------------

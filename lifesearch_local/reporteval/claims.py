@@ -1,17 +1,19 @@
 """Claim extraction for factuality: cited sentences and table rows, with their sources resolved.
 
-Rules (documented in docs/reporteval.md):
+Rules (also in this package's README.md):
 - Reference list: a line `[n] …` (also `- [n] …`, `[^n]: …`) that holds a URL, anywhere, and
   inside a references section (heading References, Sources, 参考来源, 参考文献 …) also
   `n. …` lines; entry n cites the line's first URL (a markdown link's target, else a bare
-  URL). Reference lines, reference sections, `Sources: …` / `来源：…` lines, headings and
-  code blocks are never claims.
+  URL). Reference lines, reference sections, source lists (`Sources: …`, `来源：…`, a bold
+  `**References**` label, with the list under them), headings and code blocks are never claims.
 - A claim is a sentence with at least one citation: `[n]` markers (`[1]`, `[1][2]`,
   `[1, 3]`, `[1-3]`) resolved through the reference list, markdown links `[text](url)`, and
   bare `http(s)://` URLs. Sentences end at 。！？ and at . ! ? followed by a space (not
   after e.g./i.e./et al./vs. and similar, nor before a lowercase word); citation markers
   right after the end of a sentence (`… fact. [2]`) belong to it. List items are split on
-  their own; a table row with a citation is one claim written `header: cell; …`.
+  their own; a table row with a citation is one claim written `header: cell; …`. Rows and
+  list items without citations take those of the table header, of a source line right after
+  the table, or of a lead-in sentence ending with a colon just before them.
 - A claim cites each distinct source once; an `[n]` without entry n is kept as an
   unresolved citation (judged unverifiable).
 """
@@ -27,7 +29,8 @@ from .sections import REFERENCES, SOURCE_LINE, heading_key
 
 _HEADING = re.compile(r"^\s*#{1,6}\s+(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_NUM = r"\[\^?(\d+(?:\s*(?:[,，、;；]|[-–—~])\s*\d+)*)\](?!\()"
+# At most three digits: "[2025]" is a year, not reference 2025.
+_NUM = r"\[\^?(\d{1,3}(?:\s*(?:[,，、;；]|[-–—~])\s*\d{1,3})*)\](?!\()"
 _NUM_CITE = re.compile(_NUM)
 _TRAILING_CITES = re.compile(r"(?:\s*" + _NUM + r")+")
 _MD_LINK = re.compile(r"(?<!!)\[([^\]\n]*)\]\((https?://[^\s)]+)\)")
@@ -53,15 +56,20 @@ def _trim_url(url: str) -> str:
 
 
 def parse_references(text: str) -> dict[int, str]:
-    """Reference number -> URL, from `[n] …` lines anywhere and `n. …` lines in a references section."""
+    """Reference number -> URL: `[n] …` lines anywhere, `n. …` lines in a references section or source list."""
     refs: dict[int, str] = {}
-    in_refs = False
+    in_refs = in_label = False  # under a references heading / in the list after a "Sources:" label
     for line in text.splitlines():
         h = _HEADING.match(line)
         if h:
-            in_refs = bool(REFERENCES.match(heading_key(h.group(1))))
+            in_refs, in_label = bool(REFERENCES.match(heading_key(h.group(1)))), False
             continue
-        m = _REF_ENTRY.match(line) or (_NUMBERED_ENTRY.match(line) if in_refs else None)
+        if SOURCE_LINE.match(line):
+            in_label = True
+            continue
+        if in_label and line.strip() and not (_REF_ENTRY.match(line) or _BULLET.match(line)):
+            in_label = False
+        m = _REF_ENTRY.match(line) or (_NUMBERED_ENTRY.match(line) if in_refs or in_label else None)
         if m:
             url = _first_url(m.group(2))
             if url:
@@ -167,31 +175,36 @@ def _units(text: str) -> list[_Unit]:
     """Paragraphs, list items, tables and source lists, outside references, headings and code."""
     units: list[_Unit] = []
     cur: _Unit | None = None
-    in_refs = fenced = False
+    in_refs = fenced = in_sources = False
     for line in text.splitlines():
         if _FENCE.match(line):
-            fenced, cur = not fenced, None
+            fenced, cur, in_sources = not fenced, None, False
             continue
         h = _HEADING.match(line)
         if fenced or h or not line.strip():
-            cur = None
             if h:
-                in_refs = bool(REFERENCES.match(heading_key(h.group(1))))
+                in_refs, in_sources = bool(REFERENCES.match(heading_key(h.group(1)))), False
                 units.append(_Unit("break"))  # a lead-in's citations never reach past a heading
+            if not in_sources:  # a source list's items may follow its label after a blank line
+                cur = None
             continue
-        if in_refs or (_REF_ENTRY.match(line) and _first_url(line)):
-            cur = None
-            continue
-        if SOURCE_LINE.match(line):
-            cur = _Unit("sources", line.strip())  # its list items (until a blank line) join it
-            units.append(cur)
+        if in_refs:
             continue
         table_line = line.lstrip().startswith("|")
         kind = "table" if table_line else "item" if _BULLET.match(line) else "para"
-        # A line continues the unit above: same kind (each list item is its own unit), a source
-        # list's items, or the wrapped text of a list item.
-        continues = cur is not None and (
-            (cur.kind == kind != "item") or (cur.kind, kind) in (("sources", "item"), ("item", "para")))
+        if SOURCE_LINE.match(line) or (in_sources and (kind == "item" or _REF_ENTRY.match(line))):
+            if not in_sources:
+                cur, in_sources = _Unit("sources"), True
+                units.append(cur)
+            cur.text = f"{cur.text} {line.strip()}".strip()  # type: ignore[union-attr]
+            continue
+        in_sources = False
+        if _REF_ENTRY.match(line) and _first_url(line):
+            cur = None
+            continue
+        # A line continues the unit above if of the same kind (but each list item is its own
+        # unit), or if it is the wrapped text of a list item.
+        continues = cur is not None and (cur.kind == kind != "item" or (cur.kind, kind) == ("item", "para"))
         if not continues:
             cur = _Unit(kind)
             units.append(cur)

@@ -22,7 +22,7 @@ class ReportEvalConfig(BaseModel):
     """Factuality: estimated tokens of source text per prompt; longer sources are split into chunks."""
     context_reserve: int = Field(1024, ge=0)
     """Tokens kept free for the template, the claim and the answer when max_model_len caps chunk_tokens."""
-    quality_max_tokens: int = Field(1024, ge=16)
+    quality_max_tokens: int = Field(1024, ge=8)
     """generate mode: token cap of the quality answer (five scores with justifications)."""
 
     def chunk_budget(self, max_model_len: int | None) -> int:

@@ -66,6 +66,8 @@ def parse_redundancy(text: str) -> tuple[int, str] | None:
 
 
 def _choice(backend: ModelBackend, plans: Sequence[_Plan]) -> None:
+    # One group per report. Grouping by (report, first section) would put passage A in the
+    # shared prefix, but measured on CPU it saved 8% of the tokens and tripled the passes.
     live = [p for p in plans if p.result.pairs]
     groups = [ChoiceGroup(
         key=f"redundancy|{p.item.report.task_id}|{p.item.report.agent}|{p.item.report.run}",

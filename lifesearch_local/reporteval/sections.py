@@ -1,6 +1,6 @@
 """Split a report into sections for the redundancy metric, leave out intro/conclusion, sample pairs.
 
-Rules (documented in docs/reporteval.md):
+Rules (also in this package's README.md):
 - Markdown headings (`#`…`######`, outside code fences) cut the report. The section level is
   the shallowest heading level used at least twice, so a single `# Title` does not swallow
   the report; deeper headings stay inside their section. Text before the first
@@ -45,8 +45,10 @@ CONCLUSION = re.compile(
     r"^(conclusions?|concluding|in conclusion|in summary|summary|final (?:thoughts|remarks|word)|wrap[- ]?up|"
     r"bottom line|(?:key )?takeaways?|recommendations?|outlook|结论|总结|小结|结语|结束语|建议|展望|总体评价)",
     re.IGNORECASE)
+# A source-list label: "Sources: …", "来源：…", or a label alone on its line ("**References**").
 SOURCE_LINE = re.compile(
-    r"^\s*(?:\*\*)?(?:sources?|references?|参考来源|参考资料|参考文献|资料来源|数据来源|来源)(?:\*\*)?\s*[:：]", re.IGNORECASE)
+    r"^\s*(?:\*\*)?(?:sources?|references?|参考来源|参考资料|参考文献|资料来源|数据来源|来源)(?:\*\*)?\s*(?:[:：]|$)",
+    re.IGNORECASE)
 REF_LINE = re.compile(r"^\s*(?:[-*+]\s+)?\[\^?\d+\]")
 _BOLD_LABEL = re.compile(r"^\*\*[^*\n]+\*\*[:：]?$")
 

@@ -86,15 +86,38 @@ def _hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _run_metric(rd: RunDir, metric: str, todo: Sequence[ReportItem], backend: ModelBackend, cfg: JudgeConfig,
+                rcfg: ReportEvalConfig, web: WebConfig, stop: Any, show: bool) -> dict[str, Any]:
+    """Evaluate one metric over the pending reports, a batch at a time; returns its stats."""
+    t0, st = time.perf_counter(), {"reports": 0, "decisions": 0, "stopped_early": False}
+    sources: dict = {}
+    if metric == "factuality":
+        sources, st["fetch"] = fetch_sources(web, cited_sources(todo), rcfg.chunk_budget(cfg.model.max_model_len), show=show)
+        st["sources"], st["sources_unavailable"] = len(sources), sum(s.failure is not None for s in sources.values())
+    with progress_bar(len(todo), desc=f"reporteval {metric}", unit="report", show=show) as bar:
+        for i in range(0, len(todo), cfg.groups_per_call):
+            recs = _evaluate(metric, backend, cfg, rcfg, todo[i : i + cfg.groups_per_call], sources)
+            rd.append(RECORDS, recs)
+            st["reports"] += len(recs)
+            st["decisions"] += sum(decisions(r) for r in recs)
+            bar.advance(len(recs))
+            if stop:
+                st["stopped_early"] = True
+                break
+    st["wall_s"] = round(time.perf_counter() - t0, 3)
+    return st
+
+
 def reporteval_stage(
     rd: RunDir, items: Sequence[ReportItem], cfg: JudgeConfig, rcfg: ReportEvalConfig, web: WebConfig,
     backend: ModelBackend | None = None, *, ray: Any | None = None, show: bool = True,
 ) -> dict[str, Any]:
     """Evaluate every (metric, report) not yet in reporteval.jsonl; returns stats and this judge's summary.
 
-    SIGTERM stops after the current batch (records flushed); rerunning finishes the work.
+    The model is opened only if something is left to do. SIGTERM stops after the current
+    batch (records flushed); rerunning the same command finishes the work.
     """
-    from serving.open import open_backend
+    from serving.registry import open_backend
 
     done = rd.done_keys(RECORDS, ReportEvaluation, lambda r: r.key)
     stats: dict[str, Any] = {"mode": cfg.mode, "model": cfg.model.model, "backend": cfg.model.backend,
@@ -104,35 +127,18 @@ def reporteval_stage(
         lazy = LazyBackend(lambda: backend or stack.enter_context(open_backend(cfg.model, ray)))
         for metric in rcfg.metrics:
             todo = [it for it in items if (cfg.id, metric, *it.report.key) not in done]
-            if not todo:
-                continue
-            t0, st = time.perf_counter(), {"reports": 0, "decisions": 0}
-            sources: dict = {}
-            if metric == "factuality":
-                sources, st["fetch"] = fetch_sources(web, cited_sources(todo), rcfg.chunk_budget(cfg.model.max_model_len), show=show)
-                st["sources"], st["sources_unavailable"] = len(sources), sum(s.failure is not None for s in sources.values())
-            with progress_bar(len(todo), desc=f"reporteval {metric}", unit="report", show=show) as bar:
-                for i in range(0, len(todo), cfg.groups_per_call):
-                    recs = _evaluate(metric, lazy, cfg, rcfg, todo[i : i + cfg.groups_per_call], sources)
-                    rd.append(RECORDS, recs)
-                    st["reports"] += len(recs)
-                    st["decisions"] += sum(decisions(r) for r in recs)
-                    bar.advance(len(recs))
-                    if stop:
-                        stats["stopped_early"] = True
-                        break
-            st["wall_s"] = round(time.perf_counter() - t0, 3)
-            stats[metric] = st
-            if stats["stopped_early"]:
-                break
+            if todo:
+                stats[metric] = _run_metric(rd, metric, todo, lazy, cfg, rcfg, web, stop, show)
+                if stats[metric].pop("stopped_early"):
+                    stats["stopped_early"] = True
+                    break
     stats["wall_s"] = round(time.perf_counter() - t_all, 3)
     summary = summarize(rd.load(RECORDS, ReportEvaluation))
     rd.file(SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    inner = lazy.inner
     rd.update_manifest(
         hashes={**{f"prompts/{p}": load_template(p)[1] for p in PROMPTS},
                 f"config/reporteval/{cfg.id}": _hash([cfg.model_dump(), rcfg.model_dump()]),
-                **({f"model/{cfg.id}": inner.model_hash()} if hasattr(inner, "model_hash") else {})},
+                **({f"model/{cfg.id}": lazy.inner.model_hash()} if hasattr(lazy.inner, "model_hash") else {})},
         seeds={"reporteval/redundancy": rcfg.seed},
         stage=(f"reporteval/{cfg.id}", stats),
     )

@@ -83,9 +83,9 @@ def fake_judge_probs(key: str, i: int, req, choices: Sequence[str]) -> list[floa
 
 @pytest.fixture(scope="session")
 def tiny_backend():
-    """The tiny random Llama through serving.open.open_backend, loaded once for the session."""
+    """The tiny random Llama through serving.registry.open_backend, loaded once for the session."""
     from serving.config import ModelConfig
-    from serving.open import open_backend
+    from serving.registry import open_backend
 
     with open_backend(ModelConfig(model="tiny-llama", device="cpu")) as backend:
         yield backend

@@ -1,0 +1,183 @@
+"""The `python` tool: a snippet in a confined subprocess (see sandbox_runner), its process group killed after."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..records import Task
+from .config import PythonToolConfig, ToolsConfig
+from .observation import Observation, clip
+
+RUNNER = Path(__file__).with_name("sandbox_runner.py")
+MARKER = "#sandbox "
+
+# The child's whole environment: no proxies, no tokens, one thread per math library
+# (their per-thread arenas would otherwise eat the address-space limit).
+_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+
+# Last-line exception names of a failed snippet -> failure kind.
+_ERROR_KINDS = {"MemoryError": "memory_limit", "BlockingIOError": "process_limit",
+                "PermissionError: network access is disabled": "network_blocked", "PermissionError": "permission_denied",
+                "OSError: [Errno 27]": "file_size_limit", "OSError: [Errno 101]": "network_blocked",
+                "ConnectionRefusedError": "network_blocked"}
+
+
+@dataclass
+class SandboxResult:
+    """What one snippet did."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    seconds: float
+    isolation: dict[str, Any] = field(default_factory=dict)
+
+    def failure(self, cfg: PythonToolConfig) -> tuple[str, str] | None:
+        """(kind, explanation) when the snippet did not exit cleanly."""
+        if self.timed_out:
+            return "timeout", f"killed after {cfg.wall_s:g} s of wall time"
+        if self.returncode == 0:
+            return None
+        sig = -self.returncode if self.returncode < 0 else self.returncode - 128 if self.returncode > 128 else None
+        if sig == signal.SIGXCPU or sig == signal.SIGKILL:
+            return "cpu_limit", f"killed by {signal.Signals(sig).name} (CPU limit {cfg.cpu_s} s, or memory)"
+        if sig == signal.SIGXFSZ:
+            return "file_size_limit", f"killed by SIGXFSZ (file size limit {cfg.file_mb} MiB)"
+        last = self.stderr.strip().splitlines()[-1] if self.stderr.strip() else ""
+        for name, kind in _ERROR_KINDS.items():
+            if last.startswith(name):
+                return kind, f"{last} (limits: {cfg.memory_mb} MiB memory, {cfg.max_procs} processes)"
+        return "exit_status", f"exit code {self.returncode}"
+
+
+async def run_snippet(code: str, cfg: PythonToolConfig, *, namespaces: bool = True) -> SandboxResult:
+    """Run `code` under the limits of `cfg` in a throwaway directory; nothing survives the call.
+
+    `namespaces=False` skips the network/PID namespaces, to exercise the fallback layers.
+    """
+    loop = asyncio.get_running_loop()
+    with tempfile.TemporaryDirectory(prefix="lifesearch-py-") as base:
+        work = _prepare(Path(base), code)
+        spec = {"code": str(Path(base) / "snippet.py"), "workdir": str(work), "cpu_s": cfg.cpu_s,
+                "memory_mb": cfg.memory_mb, "file_mb": cfg.file_mb, "max_files": cfg.max_files,
+                "max_procs": cfg.max_procs, "namespaces": namespaces}
+        env = {**_ENV, "HOME": str(work), "TMPDIR": str(work)}
+        t0 = loop.time()
+        with open(Path(base) / "out", "w+b") as out, open(Path(base) / "err", "w+b") as err:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-I", str(RUNNER), json.dumps(spec), stdin=asyncio.subprocess.DEVNULL,
+                stdout=out, stderr=err, cwd=work, env=env, start_new_session=True,
+            )
+            timed_out = await _wait(proc, cfg.wall_s)
+            seconds = loop.time() - t0
+            stdout, stderr = _read(out, cfg), _read(err, cfg)
+    isolation, stderr = _split_marker(stderr)
+    return SandboxResult(proc.returncode, stdout, stderr, timed_out, seconds, isolation)
+
+
+def _prepare(base: Path, code: str) -> Path:
+    work = base / "work"
+    work.mkdir()
+    (base / "snippet.py").write_text(code, encoding="utf-8")
+    if os.geteuid() == 0:  # the runner drops to an unprivileged uid (and hands it work/): let it in
+        os.chmod(base, 0o711)
+        os.chmod(base / "snippet.py", 0o644)
+    return work
+
+
+async def _wait(proc: asyncio.subprocess.Process, wall_s: float) -> bool:
+    """Wait up to wall_s; always kill the whole process group after (also on cancellation)."""
+    try:
+        await asyncio.wait_for(proc.wait(), wall_s)
+        return False
+    except asyncio.TimeoutError:
+        return True
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await asyncio.shield(proc.wait())
+        await _gone(proc.pid)
+
+
+async def _gone(pgid: int, limit_s: float = 5.0) -> None:
+    """Wait (bounded) until no live process is left in the group. The PID namespace's init is in
+    it and exits only after the kernel has killed and reaped everything in its namespace."""
+    for _ in range(int(limit_s / 0.01)):
+        if not _alive_in_group(pgid):
+            return
+        await asyncio.sleep(0.01)
+
+
+def _alive_in_group(pgid: int) -> bool:
+    if not os.path.isdir("/proc"):  # not Linux: the group was killed, nothing more to check
+        return False
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != b"Z":  # fields: state, ppid, pgrp, …
+            return True
+    return False
+
+
+def _read(f, cfg: PythonToolConfig) -> str:
+    f.seek(0)
+    return f.read(cfg.file_mb << 20).decode("utf-8", errors="replace")
+
+
+def _split_marker(stderr: str) -> tuple[dict[str, Any], str]:
+    first, _, rest = stderr.partition("\n")
+    if first.startswith(MARKER):
+        with contextlib.suppress(ValueError):
+            return json.loads(first[len(MARKER):]), rest
+    return {}, stderr
+
+
+class PythonTool:
+    """Runs Python code in a sandbox: no network, a temporary working directory, hard limits."""
+
+    name = "python"
+    schema: dict[str, Any] = {
+        "type": "function",
+        "function": {
+            "name": "python",
+            "description": "Run a Python 3 snippet and return its stdout and stderr. Use print() for results. "
+            "No network access; files live in a temporary directory that is deleted afterwards.",
+            "parameters": {"type": "object", "properties": {"code": {"type": "string", "description": "Python source"}},
+                           "required": ["code"]},
+        },
+    }
+
+    def __init__(self, settings: ToolsConfig, web: Any = None):
+        self.cfg = settings.python
+
+    async def run(self, arguments: dict[str, Any], task: Task) -> Observation:
+        res = await run_snippet(str(arguments["code"]), self.cfg)
+        failure = res.failure(self.cfg)
+        head = f"[python: {failure[0]}: {failure[1]}]" if failure else "[python: exit code 0]"
+        body = clip(_streams(res.stdout, res.stderr), self.cfg.max_output_chars)
+        data = {"returncode": res.returncode, "seconds": round(res.seconds, 3), "isolation": res.isolation,
+                "stdout_chars": len(res.stdout), "stderr_chars": len(res.stderr)}
+        summary = f"{failure[0] if failure else 'ok'} in {res.seconds:.2f} s, {len(res.stdout)} chars out"
+        return Observation(text=f"{head}\n{body}".rstrip(), ok=failure is None, failure=failure[0] if failure else None,
+                           summary=summary, data=data)
+
+
+def _streams(stdout: str, stderr: str) -> str:
+    parts = [f"stdout:\n{stdout.rstrip()}"] if stdout.strip() else []
+    parts += [f"stderr:\n{stderr.rstrip()}"] if stderr.strip() else []
+    return "\n".join(parts) or "(no output)"

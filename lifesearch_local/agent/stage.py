@@ -1,0 +1,119 @@
+"""The agent stage of a run directory: every (task, run) of one agent, concurrently, resumable."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from serving.protocol import ModelBackend
+
+from ..concurrency import map_bounded, run_sync
+from ..progress import progress_bar
+from ..prompts import load_template
+from ..records import Report, Task
+from ..signals import StopFlag, graceful_stop
+from ..store import RunDir
+from ..web.config import WebConfig
+from .config import AgentConfig
+from .loop import run_task
+from .tools import Tool, WebHandles, build_tools
+from .trajectory import TrajectoryLog
+
+
+def pending_runs(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, runs: int) -> list[tuple[Task, int]]:
+    """(task, run) pairs of this agent with no report yet; unfinished ones restart from scratch."""
+    done = rd.done_keys("reports.jsonl", Report, lambda r: r.key)
+    return [(t, r) for r in range(runs) for t in tasks if (t.id, cfg.id, r) not in done]
+
+
+def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: ModelBackend, web: WebConfig, *,
+                runs: int = 1, show: bool = True, web_handles: WebHandles | None = None,
+                today: dt.date | None = None) -> dict[str, Any]:
+    """Run every pending (task, run) of one agent; reports go to reports.jsonl as each finishes.
+
+    SIGTERM: every task finishes its current step, nothing new starts, unfinished runs write
+    no report (a rerun restarts them); returns with `stopped_early`. Returns the stage stats,
+    also merged into the manifest under `agent/<id>`.
+    """
+    work = pending_runs(rd, tasks, cfg, runs)
+    t0 = time.perf_counter()
+    with graceful_stop() as stop:
+        reports, counters = run_sync(lambda: _run_all(rd, work, cfg, backend, web, stop, show, web_handles, today))
+    stats = _stats(cfg, work, reports, counters, time.perf_counter() - t0, bool(stop))
+    rd.update_manifest(
+        hashes={f"config/agent/{cfg.id}": hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()[:16],
+                "prompts/agent_system": load_template("agent_system")[1],
+                **({f"model/{cfg.id}": backend.model_hash()} if hasattr(backend, "model_hash") else {})},
+        seeds={f"agent/{cfg.id}": cfg.seed},
+        stage=(f"agent/{cfg.id}", stats),
+    )
+    return stats
+
+
+async def _run_all(rd: RunDir, work: list[tuple[Task, int]], cfg: AgentConfig, backend: ModelBackend, web: WebConfig,
+                   stop: StopFlag, show: bool, handles: WebHandles | None, today: dt.date | None):
+    from serving.batching import BatchingBackend
+
+    if not work:
+        return [], {}
+    batcher = BatchingBackend(backend, max_batch=cfg.batch.max_batch, max_wait_s=cfg.batch.max_wait_ms / 1000,
+                              max_inflight=cfg.batch.max_inflight)
+    needs_web = any(n.startswith("web_") for n in cfg.tools.enabled)
+    own = handles is None and needs_web
+    handles = WebHandles(web, offline=cfg.tools.offline) if own else handles
+    try:
+        tools = build_tools(cfg, handles)
+        if needs_web:  # build the search index (if any) before the clock of the first task starts
+            await asyncio.to_thread(_warm, handles)
+        reports = await _run_tasks(rd, work, cfg, batcher, tools, stop, show, today)
+        await batcher.aclose()
+        return reports, {"engine": batcher.stats, **(handles.stats() if handles else {})}
+    finally:
+        if own:
+            await handles.aclose()
+
+
+def _warm(handles: WebHandles) -> None:
+    # A backend that cannot start reports its error on each search instead.
+    with contextlib.suppress(Exception):
+        handles.searcher.backend  # noqa: B018 - built on first access
+
+
+async def _run_tasks(rd: RunDir, work: list[tuple[Task, int]], cfg: AgentConfig, batcher: Any, tools: dict[str, Tool],
+                     stop: StopFlag, show: bool, today: dt.date | None) -> list[Report]:
+    with progress_bar(len(work), desc=f"agent {cfg.id}", unit="task", show=show) as bar:
+
+        async def one(item: tuple[Task, int]) -> Report | None:
+            task, run = item
+            log = TrajectoryLog(rd.path, task.id, cfg.id, run)
+            report = await run_task(task, run, cfg, batcher.generate, tools, log, stop=stop, today=today,
+                                    on_step=lambda n: bar.advance(0, iterations=1, tokens=n))
+            if report is not None:
+                rd.append("reports.jsonl", [report])
+                bar.advance(1)
+            return report
+
+        results = await map_bounded(one, work, limit=cfg.concurrency, show=False)
+    return [r for r in results if r is not None]
+
+
+def _stats(cfg: AgentConfig, work: list, reports: list[Report], counters: dict[str, Any], wall: float, stopped: bool) -> dict[str, Any]:
+    engine = counters.get("engine", {})
+    iterations = sum(r.iterations or 0 for r in reports)
+    out_tokens = engine.get("output_tokens", 0)
+    return {
+        "backend": cfg.model.backend, "model": cfg.model.model, "pending": len(work), "finished": len(reports),
+        "status": dict(Counter(r.status for r in reports)), "iterations": iterations,
+        "model_calls": engine.get("requests", 0), "batches": engine.get("batches", 0),
+        "max_batch": engine.get("max_batch", 0), "prompt_tokens": engine.get("prompt_tokens", 0),
+        "output_tokens": out_tokens, "engine_s": round(engine.get("engine_s", 0.0), 3), "wall_s": round(wall, 3),
+        "iterations_per_s": round(engine.get("requests", 0) / wall, 3) if wall and work else 0.0,
+        "tokens_per_s": round(out_tokens / wall, 1) if wall and work else 0.0,
+        "web": {k: v for k, v in counters.items() if k != "engine"}, "stopped_early": stopped,
+    }

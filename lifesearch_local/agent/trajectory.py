@@ -1,0 +1,45 @@
+"""Per-run step logs: `trajectories/<task>__<agent>__r<run>.jsonl`, one JSON line per step, fsynced."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..jsonl import append_lines
+from .observation import Observation
+from .toolcalls import CallError, ToolCall
+
+_UNSAFE = re.compile(r"[^\w.-]+")
+
+
+def trajectory_name(task_id: str, agent: str, run: int) -> str:
+    """Path of a run's log relative to the run directory."""
+    return f"trajectories/{_UNSAFE.sub('_', task_id)}__{_UNSAFE.sub('_', agent)}__r{run}.jsonl"
+
+
+class TrajectoryLog:
+    """The step log of one (task, agent, run); `reset` starts it over (an unfinished run restarts from scratch)."""
+
+    def __init__(self, run_dir: str | Path, task_id: str, agent: str, run: int):
+        self.rel = trajectory_name(task_id, agent, run)
+        self.path = Path(run_dir) / self.rel
+
+    def reset(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_bytes(b"")
+
+    def write(self, record: dict[str, Any]) -> None:
+        append_lines(self.path, [record])
+
+
+def call_record(call: ToolCall, obs: Observation, start_s: float, end_s: float) -> dict[str, Any]:
+    """One executed tool call. `tool` + `ok`/`failure` is what the HTML report counts for web_fetch."""
+    return {"id": call.id, "tool": call.name, "arguments": call.arguments, "ok": obs.ok, "failure": obs.failure,
+            "summary": obs.summary, "data": obs.data, "start_s": round(start_s, 4), "end_s": round(end_s, 4),
+            "seconds": round(end_s - start_s, 4)}
+
+
+def error_record(err: CallError) -> dict[str, Any]:
+    # `called`, not `name`/`tool`: a call that never ran must not count as a fetch in the report.
+    return {"message": err.message, "raw": err.raw, "called": err.name}

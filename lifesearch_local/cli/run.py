@@ -1,0 +1,71 @@
+"""`lifesearch run`: the whole pipeline of a run YAML — agents, judges, scores, HTML report — resumable."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run agents, judge their reports, score, write report.html",
+        description="Run every agent of a run YAML over its tasks (ReAct loop with web_search, web_fetch and "
+        "a sandboxed python tool), judge the reports with every judge, score them as the paper does (Table 4) "
+        "and write report.html, one model per phase (in-process, or Ray actors when the YAML has `ray:`). "
+        "Resumable: rerunning the same command skips finished work; SIGTERM finishes the current step, "
+        "flushes and exits 0.",
+    )
+    p.add_argument("--config", required=True, help="run YAML (tasks, agents, web, judge, ray)")
+    p.add_argument("--out", help="run directory (default: the config's `out`, else runs/<name>)")
+    p.add_argument("--no-ray", action="store_true", help="ignore the `ray:` block: load models in-process")
+    p.add_argument("--fresh", action="store_true", help="delete the run directory first")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import shutil
+
+    from ..config import load_run_config
+    from ..pipeline import run_pipeline
+    from ..tables import print_scores
+
+    cfg = load_run_config(args.config)
+    update: dict = {"out": args.out} if args.out else {}
+    if args.no_ray:
+        update["ray"] = None
+    cfg = cfg.model_copy(update=update)
+    if args.fresh:
+        shutil.rmtree(cfg.out_dir(), ignore_errors=True)
+    _tiny_note(cfg)
+    result = run_pipeline(cfg, show=not args.quiet)
+    for name, stats in result.stages.items():
+        print(_stage_line(name, stats))
+    if result.stopped:
+        print(f"stopped by signal after {result.wall_s} s; rerun the same command to finish ({result.run_dir})")
+        return 0
+    if result.scores:
+        print_scores(result.scores)
+    html = f"  (report: {result.report_html})" if result.report_html else ""
+    print(f"run finished in {result.wall_s} s; run directory: {result.run_dir}{html}")
+    return 0
+
+
+def _tiny_note(cfg) -> None:
+    from serving.tiny import TINY_MODELS
+
+    tiny = sorted({m.model for m in [a.model for a in cfg.agents] + [j.model for j in cfg.all_judges()]} & set(TINY_MODELS))
+    if tiny:
+        print(f"NOTE: {', '.join(tiny)} = tiny model(s) with RANDOM weights, built locally so the run works offline on a "
+              "CPU. Their reports and verdicts are noise: the scores only show the pipeline working. Put real models "
+              "in the config's agents/judge blocks for meaningful numbers.")
+
+
+def _stage_line(name: str, s: dict) -> str:
+    if name.startswith("agent/"):
+        web = s.get("web", {}).get("fetch", {})
+        return (f"{name}: {s['finished']}/{s['pending']} runs {s['status']}, {s['iterations']} iterations, "
+                f"{s['output_tokens']} output tokens ({s['tokens_per_s']} tok/s), max batch {s['max_batch']}, "
+                f"pages: {web.get('corpus', 0)} corpus, {web.get('cached', 0)} cache, {web.get('live', 0)} live, "
+                f"{web.get('archive', 0)} archive; {s['wall_s']} s")
+    return f"{name}: {s.get('decisions', 0)} decisions in {s.get('wall_s', 0)} s"
