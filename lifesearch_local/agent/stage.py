@@ -46,14 +46,22 @@ def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: Mo
     with graceful_stop() as stop:
         reports, counters = run_sync(lambda: _run_all(rd, work, cfg, backend, web, stop, show, web_handles, today))
     stats = _stats(cfg, work, reports, counters, time.perf_counter() - t0, bool(stop))
+    engine = getattr(backend, "stats", None)  # e.g. the Ray pool's replicas and retries, hf token counts
+    if isinstance(engine, dict):
+        stats["backend_stats"] = {k: v for k, v in engine.items() if isinstance(v, (int, float, str))}
     rd.update_manifest(
         hashes={f"config/agent/{cfg.id}": hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()[:16],
                 "prompts/agent_system": load_template("agent_system")[1],
-                **({f"model/{cfg.id}": backend.model_hash()} if hasattr(backend, "model_hash") else {})},
+                **_model_hash(cfg, backend)},
         seeds={f"agent/{cfg.id}": cfg.seed},
         stage=(f"agent/{cfg.id}", stats),
     )
     return stats
+
+
+def _model_hash(cfg: AgentConfig, backend: Any) -> dict[str, str]:
+    digest = backend.model_hash() if hasattr(backend, "model_hash") else None
+    return {f"model/{cfg.id}": digest} if digest else {}
 
 
 async def _run_all(rd: RunDir, work: list[tuple[Task, int]], cfg: AgentConfig, backend: ModelBackend, web: WebConfig,
