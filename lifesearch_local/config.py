@@ -12,6 +12,7 @@ from serving.config import ModelConfig, RayConfig
 from .agent.config import AgentConfig
 from .errors import InputError
 from .jsonl import validation_field
+from .reporteval.config import ReportEvalConfig
 from .web.config import WebConfig
 
 
@@ -107,6 +108,9 @@ class RunConfig(BaseModel):
     """Several judges (sweeps); `judge` is shorthand for one."""
     ray: RayConfig | None = None
     """Ray cluster settings; absent means models run in-process."""
+    reporteval: ReportEvalConfig | None = None
+    """ReportEval metrics (quality, redundancy, factuality) of every report with each judge;
+    absent means the stage is skipped."""
     labels: str | None = None
     """Reference labels for the agreement table in the report."""
     seed: int = 0

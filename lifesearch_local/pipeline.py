@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import functools
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,6 @@ from .errors import LifesearchError
 from .records import Judgment, Report, Task
 from .signals import StopFlag, graceful_stop
 from .store import RunDir, sha256_file
-
-OpenModel = Callable[..., Any]  # (ModelConfig, RayConfig | None) -> context manager yielding a ModelBackend
 
 
 @dataclass
@@ -32,33 +32,77 @@ class PipelineResult:
     wall_s: float = 0.0
 
 
-def run_pipeline(cfg: RunConfig, *, open_model: OpenModel | None = None, show: bool = True,
-                 today: dt.date | None = None) -> PipelineResult:
-    """Run (or resume) the whole pipeline of `cfg` in its run directory."""
-    from serving.open import open_backend
+PHASES = ("agent", "judge", "reporteval")
+OpenModel = Callable[..., Any]  # (ModelConfig, RayConfig | None) -> context manager yielding a ModelBackend
 
-    open_model = open_model or open_backend
+
+@dataclass
+class _Run:
+    """What every phase of one pipeline invocation needs."""
+
+    rd: RunDir
+    cfg: RunConfig
+    tasks: list[Task]
+    stop: StopFlag
+    show: bool
+    today: dt.date | None
+    result: PipelineResult
+    open_model: OpenModel | None
+
+
+def run_pipeline(cfg: RunConfig, *, show: bool = True, today: dt.date | None = None,
+                 phases: tuple[str, ...] = PHASES, open_model: OpenModel | None = None) -> PipelineResult:
+    """Run (or resume) the pipeline of `cfg` in its run directory: agents, judges, ReportEval,
+    scores, report (`phases` picks a subset). Each phase loads its model (in-process or as Ray
+    actors; `open_model` replaces that in tests) only if it has work left, and releases it
+    before the next phase."""
+    from serving.pool import ray_session
+
     t0 = time.perf_counter()
     cfg = resolve(cfg)
     rd = prepare_run_dir(cfg)
-    tasks = _load_tasks(rd)
     result = PipelineResult(run_dir=rd.path)
     import_reports(rd, cfg)
-    with graceful_stop() as stop:  # a signal while a model loads stops the run before its phase starts
-        for agent in cfg.agents:
-            result.stopped = _agent_phase(rd, cfg, agent, tasks, open_model, stop, show, today, result)
+    # One Ray cluster for all phases; a signal while a model loads stops before its phase starts.
+    with ray_session(cfg.ray), graceful_stop() as stop:
+        run = _Run(rd, cfg, _load_tasks(rd), stop, show, today, result, open_model)
+        steps = [functools.partial(_agent_phase, agent=a) for a in cfg.agents if "agent" in phases]
+        steps += [functools.partial(_judge_phase, judge=j) for j in cfg.all_judges() if "judge" in phases]
+        if cfg.reporteval is not None and "reporteval" in phases:
+            steps += [functools.partial(_reporteval_phase, judge=j) for j in cfg.all_judges()]
+        for step in steps:
+            result.stopped = step(run)
             if result.stopped:
                 return _done(result, t0)
-        reports = rd.load("reports.jsonl", Report)
-        for judge in cfg.all_judges():
-            result.stopped = _judge_phase(rd, judge, tasks, reports, open_model, cfg, stop, show, result)
-            if result.stopped:
-                return _done(result, t0)
-    result.scores = write_scores(rd, cfg, tasks, reports)
+    result.scores = write_scores(rd, cfg, run.tasks, rd.load("reports.jsonl", Report))
     from .report_html import write_report
 
     result.report_html = write_report(rd.path)
     return _done(result, t0)
+
+
+@contextlib.contextmanager
+def _phase(run: _Run, name: str, model: Any) -> Iterator[Any]:
+    """Open the phase's model, and record what the phase held: wall seconds (model load
+    included) and GPU-seconds (wall × GPUs held), the cost a rerun from cache avoids."""
+    from serving.registry import open_backend
+
+    t0 = time.perf_counter()
+    opened = (run.open_model(model, run.cfg.ray) if run.open_model
+              else open_backend(model, run.cfg.ray, phase=name.replace("/", "-")))
+    with opened as backend:
+        yield backend
+    _record_cost(run, name, model, time.perf_counter() - t0)
+
+
+def _record_cost(run: _Run, name: str, model: Any, wall: float) -> dict[str, Any]:
+    from serving.pool import gpus_held
+
+    gpus = gpus_held(model, run.cfg.ray)
+    cost = {"phase_wall_s": round(wall, 3), "gpus": gpus, "gpu_s": round(wall * gpus, 1)}
+    run.result.stages.setdefault(name, {}).update(cost)
+    run.rd.update_manifest(stage=(name, cost))
+    return cost
 
 
 def resolve(cfg: RunConfig) -> RunConfig:
@@ -139,36 +183,55 @@ def import_reports(rd: RunDir, cfg: RunConfig) -> None:
     rd.update_manifest(hashes={"reports_source": sha256_file(cfg.reports)})
 
 
-def _agent_phase(rd: RunDir, cfg: RunConfig, agent: Any, tasks: list[Task], open_model: OpenModel, stop: StopFlag,
-                 show: bool, today: dt.date | None, result: PipelineResult) -> bool:
+def _agent_phase(run: _Run, *, agent: Any) -> bool:
     """One agent over every pending (task, run), its model loaded for this phase only. True if stopped."""
     from .agent.stage import agent_stage, pending_runs
 
-    if stop or not pending_runs(rd, tasks, agent, cfg.runs):
-        return bool(stop)
-    with open_model(agent.model, cfg.ray) as backend:
-        if stop:
+    if run.stop or not pending_runs(run.rd, run.tasks, agent, run.cfg.runs):
+        return bool(run.stop)
+    name = f"agent/{agent.id}"
+    with _phase(run, name, agent.model) as backend:
+        if run.stop:
             return True
-        stats = agent_stage(rd, tasks, agent, backend, cfg.web, runs=cfg.runs, show=show, today=today)
-    result.stages[f"agent/{agent.id}"] = stats
+        stats = agent_stage(run.rd, run.tasks, agent, backend, run.cfg.web, runs=run.cfg.runs, show=run.show,
+                            today=run.today)
+    run.result.stages.setdefault(name, {}).update(stats)
     return bool(stats.get("stopped_early"))
 
 
-def _judge_phase(rd: RunDir, judge: Any, tasks: list[Task], reports: list[Report], open_model: OpenModel,
-                 cfg: RunConfig, stop: StopFlag, show: bool, result: PipelineResult) -> bool:
+def _judge_phase(run: _Run, *, judge: Any) -> bool:
     """One judge over every report's unjudged rubrics, its model loaded only if something is left. True if stopped."""
     from .judge import pending_work
     from .judging import judge_stage
 
-    done = rd.done_keys("judgments.jsonl", Judgment, lambda j: j.key)
-    by_id = {t.id: t for t in tasks}
-    if stop or not any(pending_work(by_id, reports, done, judge.id, r) for r in range(judge.runs)):
-        return bool(stop)
-    with open_model(judge.model, cfg.ray) as backend:
-        if stop:
+    reports = run.rd.load("reports.jsonl", Report)
+    done = run.rd.done_keys("judgments.jsonl", Judgment, lambda j: j.key)
+    by_id = {t.id: t for t in run.tasks}
+    if run.stop or not any(pending_work(by_id, reports, done, judge.id, r) for r in range(judge.runs)):
+        return bool(run.stop)
+    name = f"judge/{judge.id}"
+    with _phase(run, name, judge.model) as backend:
+        if run.stop:
             return True
-        stats = judge_stage(rd, tasks, reports, judge, backend, show=show)
-    result.stages[f"judge/{judge.id}"] = stats
+        stats = judge_stage(run.rd, run.tasks, reports, judge, backend, show=run.show)
+    run.result.stages.setdefault(name, {}).update(stats)
+    return bool(stats.get("stopped_early"))
+
+
+def _reporteval_phase(run: _Run, *, judge: Any) -> bool:
+    """ReportEval quality / redundancy / factuality of every report with this judge. True if stopped."""
+    from .reporteval.stage import report_items, reporteval_stage
+
+    if run.stop:
+        return True
+    items = report_items(run.rd.load("reports.jsonl", Report), run.tasks)
+    name, t0 = f"reporteval/{judge.id}", time.perf_counter()
+    # The stage opens the model itself, and only if it has work left.
+    stats = reporteval_stage(run.rd, items, judge, run.cfg.reporteval, run.cfg.web, ray=run.cfg.ray,
+                             show=run.show)["stats"]
+    if any(m in stats for m in run.cfg.reporteval.metrics):
+        stats = {**stats, **_record_cost(run, name, judge.model, time.perf_counter() - t0)}
+    run.result.stages.setdefault(name, {}).update(stats)
     return bool(stats.get("stopped_early"))
 
 
@@ -188,5 +251,9 @@ def write_scores(rd: RunDir, cfg: RunConfig, tasks: list[Task], reports: list[Re
 
 def _done(result: PipelineResult, t0: float) -> PipelineResult:
     result.wall_s = round(time.perf_counter() - t0, 3)
-    RunDir(result.run_dir).update_manifest(stage=("run", {"wall_s": result.wall_s, "stopped_early": result.stopped}))
+    rd = RunDir(result.run_dir)
+    before = ((rd.manifest().stages if rd.manifest() else {}).get("run") or {})
+    rd.update_manifest(stage=("run", {  # totals over every invocation (a resumed run adds up)
+        "wall_s": round(before.get("wall_s", 0.0) + result.wall_s, 3), "last_wall_s": result.wall_s,
+        "invocations": before.get("invocations", 0) + 1, "stopped_early": result.stopped}))
     return result

@@ -77,6 +77,24 @@ def replica_resources(model: ModelConfig, ray_cfg: RayConfig, cluster_gpus: floa
     return {"num_cpus": ray_cfg.num_cpus_per_replica, "num_gpus": gpus}
 
 
+def gpus_held(model: ModelConfig, ray_cfg: RayConfig | None) -> float:
+    """GPUs a phase holds while its model is loaded (GPU-seconds = wall × this, in the manifest)."""
+    if model.backend == "openai":
+        return 0.0  # a remote endpoint: its GPUs are not this run's to count
+    if ray_cfg is not None:
+        import ray
+
+        cluster = ray.cluster_resources().get("GPU", 0.0) if ray.is_initialized() else 0.0
+        return ray_cfg.replicas * replica_resources(model, ray_cfg, cluster)["num_gpus"]
+    if model.backend == "vllm":
+        return float(model.tensor_parallel_size)
+    if model.device == "auto":
+        import torch
+
+        return 1.0 if torch.cuda.is_available() else 0.0
+    return 1.0 if model.device == "cuda" else 0.0
+
+
 # -- the Ray session --------------------------------------------------------------
 
 

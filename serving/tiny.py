@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 TINY_MODELS = ("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral")
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"]
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# Single tokens, but not special (as in Qwen's tokenizers): decoding keeps them, so the
+# harness sees the model's <tool_call> tags.
+MARKUP_TOKENS = ["<think>", "</think>", "<tool_call>", "</tool_call>"]
 VOCAB_SIZE = 8192
-BUILD_VERSION = "2"  # bump when the recipe below changes
+BUILD_VERSION = "3"  # bump when the recipe below changes
 
 # A Qwen-style ChatML template with a thinking switch and Hermes tool calls, so the
 # harness's template handling is exercised by the tiny models exactly as by real ones.
@@ -112,7 +115,7 @@ def train_tokenizer(texts: list[str], vocab_size: int = VOCAB_SIZE, *, add_prefi
     `fuse_words=True` skips the regex pre-split, so merges may fuse punctuation, spaces and
     words (e.g. `": true`); tests use it to check the first-differing-token logic.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space, use_regex=not fuse_words)
@@ -125,6 +128,7 @@ def train_tokenizer(texts: list[str], vocab_size: int = VOCAB_SIZE, *, add_prefi
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
     return tok
 
 

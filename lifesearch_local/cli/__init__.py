@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "score": "lifesearch_local.cli.score:register",
     "judge": "lifesearch_local.cli.judge:register",
     "run": "lifesearch_local.cli.run:register",
+    "agent": "lifesearch_local.cli.run:register_agent",
     "demo": "lifesearch_local.cli.demo:register",
     "sweep": "lifesearch_local.cli.sweep:register",
     "cluster": "lifesearch_local.cli.cluster:register",

@@ -1,4 +1,4 @@
-"""`lifesearch demo`: judge the bundled sample reports offline, score them, write a run directory."""
+"""`lifesearch demo`: the whole pipeline offline on the bundled samples — agent, judge, scores, report."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import shutil
 import time
 
 TINY_NOTE = (
-    "NOTE: {model} is a tiny model with RANDOM weights, built locally so the demo runs offline on a CPU. "
-    "Its verdicts are noise: the scores below only show the pipeline working (prompts -> packed kernel -> "
-    "judgments -> eq. 1 -> tables). Pass --model with a real judge (a local path or hub name, e.g. "
-    "Qwen/Qwen3-8B) to get meaningful scores."
+    "NOTE: {models} = tiny model(s) with RANDOM weights, built locally so the demo runs offline on a CPU. "
+    "Their reports and verdicts are noise: the numbers below only show the pipeline working (agent loop -> "
+    "prompts -> packed kernel -> judgments -> eq. 1 -> tables). Pass --model (judge) and --agent-model with "
+    "real models (local paths or hub names, e.g. Qwen/Qwen3-8B) for meaningful scores."
 )
 
 
@@ -18,81 +18,88 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
         help="offline end-to-end demo on the bundled samples",
-        description="Judge the bundled SAMPLE reports (two sample agents, data/sample/) against their "
-        "rubrics with the packed judge kernel, score them as the paper does, compare with the sample "
-        "labels, and write a run directory with report.html. Runs offline on a CPU; by default with a "
-        "tiny random-weight model (the scores then only demonstrate the pipeline).",
+        description="Offline, on a CPU: a tiny agent researches the bundled SAMPLE tasks (data/sample/) on the "
+        "bundled web corpus (local BM25 search, no network) for a few iterations; then the judge grades "
+        "its reports and those of two sample agents against every rubric with the packed judge kernel; "
+        "scores are computed as the paper does, compared with the sample labels, and written with "
+        "report.html to a run directory. By default the models are tiny random-weight ones, so the "
+        "numbers only demonstrate the pipeline.",
     )
     p.add_argument("--model", default="tiny-qwen3", help="judge model: tiny-*, a local path or a hub name")
+    p.add_argument("--agent-model", default="tiny-qwen3", help="agent model: tiny-*, a local path or a hub name")
+    p.add_argument("--no-agent", action="store_true", help="skip the agent phase (judge the sample reports only)")
+    p.add_argument("--iterations", type=int, default=3, help="agent iteration budget per task")
     p.add_argument("--out", default="runs/demo", help="run directory (reused to resume)")
     p.add_argument("--kernel", default="auto", choices=["auto", "dense", "flex", "two_stage", "naive", "single"])
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
 
-def prepare_run_dir(out: str, fresh: bool):
-    """Copy the sample tasks, reports and labels into the run directory (the run's own inputs)."""
-    from pathlib import Path
+def demo_config(args: argparse.Namespace):
+    """The demo as a RunConfig over the bundled sample tasks, reports, labels and corpus."""
+    from serving.config import ModelConfig
 
+    from ..agent.config import AgentConfig
+    from ..config import JudgeConfig, RunConfig
     from ..resources import resource_path
-    from ..store import RunDir, sha256_file
+    from ..web.config import WebConfig
 
-    if fresh:
-        shutil.rmtree(out, ignore_errors=True)
-    rd = RunDir(out)
-    for name in ("tasks.jsonl", "reports.jsonl", "labels.jsonl"):
-        src = resource_path("data", "sample", name)
-        dst = rd.file(name)
-        if not dst.exists() or sha256_file(dst) != sha256_file(src):
-            if dst.exists() and Path(rd.file("judgments.jsonl")).exists():
-                rd.file("judgments.jsonl").unlink()  # inputs changed: old judgments no longer apply
-            shutil.copyfile(src, dst)
-    return rd
+    sample = resource_path("data", "sample")
+    agents = [] if args.no_agent else [AgentConfig(
+        id=f"{_short(args.agent_model)}-agent",
+        model=ModelConfig(model=args.agent_model, device=args.device),
+        max_iterations=args.iterations, max_tokens=64, context_tokens=8192, wall_s=120, concurrency=10,
+        tools={"offline": True, "python": {"wall_s": 10, "cpu_s": 5, "memory_mb": 512}},
+    )]
+    return RunConfig(
+        name="demo", out=args.out, tasks=str(sample / "tasks.jsonl"), reports=str(sample / "reports.jsonl"),
+        labels=str(sample / "labels.jsonl"), agents=agents,
+        web=WebConfig(mode="replay-or-live", corpus_dirs=[resource_path("data", "corpus")],
+                      search={"backend": "local"}),
+        judge=JudgeConfig(id=f"{_short(args.model)}-choice",
+                          model=ModelConfig(model=args.model, kernel=args.kernel, device=args.device)),
+    )
+
+
+def _short(model: str) -> str:
+    return model.rstrip("/").split("/")[-1]
 
 
 def run(args: argparse.Namespace) -> int:
-    import yaml
-
-    from serving.config import ModelConfig
     from serving.tiny import TINY_MODELS
 
-    from ..config import JudgeConfig
-    from ..jsonl import read_records
-    from ..judging import judge_stage
-    from ..records import Judgment, Report
-    from ..report_html import write_report
-    from ..scoring import score_by_judge
-    from ..store import sha256_file
+    from ..pipeline import run_pipeline
+    from ..records import Judgment
     from ..tables import print_scores
     from ..tasks import load_tasks
     from .agree import print_agreement_summary
-    from .score import scores_json
+    from .run import _stage_line
 
     t0 = time.perf_counter()
-    if args.model in TINY_MODELS:
-        print(TINY_NOTE.format(model=args.model))
-    rd = prepare_run_dir(args.out, args.fresh)
-    cfg = JudgeConfig(id=f"{args.model.rstrip('/').split('/')[-1]}-choice",
-                      model=ModelConfig(model=args.model, kernel=args.kernel, device=args.device))
-    rd.file("config.yaml").write_text(yaml.safe_dump({"judge": cfg.model_dump(mode="json")}, sort_keys=False))
-    tasks = load_tasks(rd.file("tasks.jsonl"))
-    reports = read_records(rd.file("reports.jsonl"), Report)
-    rd.update_manifest(hashes={n: sha256_file(rd.file(f"{n}.jsonl")) for n in ("tasks", "reports", "labels")}
-                       | {"config": sha256_file(rd.file("config.yaml"))})
-    stats = judge_stage(rd, tasks, reports, cfg, show=not args.quiet)
-    judgments = [j for j in rd.load("judgments.jsonl", Judgment) if j.judge == cfg.id]
-    by_judge = score_by_judge(tasks, judgments, reports=reports)
-    import json
-
-    rd.file("scores.json").write_text(json.dumps(scores_json(by_judge), indent=2, ensure_ascii=False) + "\n")
-    print_scores(by_judge)
-    print_agreement_summary(tasks, judgments, rd.file("labels.jsonl"))
-    html = write_report(rd.path)
-    print(
-        f"{stats['decisions']} new decisions ({stats.get('kernel_form', cfg.mode)}, "
-        f"{stats['decisions_per_s']} decisions/s); total {time.perf_counter() - t0:.1f} s\n"
-        f"run directory: {rd.path}  (report: {html})"
-    )
+    tiny = sorted({args.model} | ({args.agent_model} if not args.no_agent else set()))
+    if set(tiny) & set(TINY_MODELS):
+        print(TINY_NOTE.format(models=", ".join(m for m in tiny if m in TINY_MODELS)))
+    if args.fresh:
+        shutil.rmtree(args.out, ignore_errors=True)
+    cfg = demo_config(args)
+    result = run_pipeline(cfg, show=not args.quiet)
+    for name, stats in result.stages.items():
+        print(_stage_line(name, stats))
+    if result.stopped:
+        print(f"stopped by signal; rerun the same command to finish ({result.run_dir})")
+        return 0
+    if result.scores:
+        print_scores(result.scores)
+    rd = result.run_dir
+    judgments = [j for j in _load(rd / "judgments.jsonl", Judgment) if j.judge == cfg.judge.id]
+    print_agreement_summary(load_tasks(rd / "tasks.jsonl"), judgments, rd / "labels.jsonl")
+    print(f"demo finished in {time.perf_counter() - t0:.1f} s; run directory: {rd}  (report: {result.report_html})")
     return 0
+
+
+def _load(path, model):
+    from ..jsonl import read_records
+
+    return read_records(path, model) if path.exists() else []

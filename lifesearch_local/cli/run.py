@@ -23,22 +23,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def register_agent(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "agent",
+        help="run the agents only (reports, no judging)",
+        description="The agent phase of `lifesearch run`: every agent of the YAML over the given tasks, "
+        "`--runs` independent runs each, reports to DIR/reports.jsonl and step logs to DIR/trajectories/. "
+        "Resumable; judge the reports later with `lifesearch judge` or `lifesearch run`.",
+    )
+    p.add_argument("--tasks", required=True, help="tasks JSONL")
+    p.add_argument("--config", required=True, help="run YAML (its agents, web and ray blocks are used)")
+    p.add_argument("--out", required=True, help="run directory")
+    p.add_argument("--runs", type=int, help="independent runs per task (the paper uses 3)")
+    p.add_argument("--no-ray", action="store_true", help="ignore the `ray:` block: load models in-process")
+    p.add_argument("--fresh", action="store_true", help="delete the run directory first")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run_agents)
+
+
+def run_agents(args: argparse.Namespace) -> int:
+    return run(args, phases=("agent",), update={"tasks": args.tasks, "task_ids": None,
+                                                **({"runs": args.runs} if args.runs else {})})
+
+
+def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update: dict | None = None) -> int:
     import shutil
 
     from ..config import load_run_config
-    from ..pipeline import run_pipeline
+    from ..pipeline import PHASES, run_pipeline
     from ..tables import print_scores
 
     cfg = load_run_config(args.config)
-    update: dict = {"out": args.out} if args.out else {}
+    update = {**(update or {}), **({"out": args.out} if args.out else {})}
     if args.no_ray:
         update["ray"] = None
     cfg = cfg.model_copy(update=update)
     if args.fresh:
         shutil.rmtree(cfg.out_dir(), ignore_errors=True)
     _tiny_note(cfg)
-    result = run_pipeline(cfg, show=not args.quiet)
+    result = run_pipeline(cfg, show=not args.quiet, phases=phases or PHASES)
     for name, stats in result.stages.items():
         print(_stage_line(name, stats))
     if result.stopped:
@@ -68,4 +91,8 @@ def _stage_line(name: str, s: dict) -> str:
                 f"{s['output_tokens']} output tokens ({s['tokens_per_s']} tok/s), max batch {s['max_batch']}, "
                 f"pages: {web.get('corpus', 0)} corpus, {web.get('cached', 0)} cache, {web.get('live', 0)} live, "
                 f"{web.get('archive', 0)} archive; {s['wall_s']} s")
-    return f"{name}: {s.get('decisions', 0)} decisions in {s.get('wall_s', 0)} s"
+    if name.startswith("reporteval/"):
+        parts = [f"{m} {s[m].get('decisions', 0)}" for m in ("quality", "redundancy", "factuality") if m in s]
+        return f"{name}: decisions {', '.join(parts) or 'none left'} in {s.get('wall_s', 0)} s"
+    cost = f"; {s['gpu_s']} GPU-s" if s.get("gpus") else ""
+    return f"{name}: {s.get('decisions', 0)} decisions in {s.get('wall_s', 0)} s{cost}"
