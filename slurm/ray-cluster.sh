@@ -20,6 +20,15 @@ ray_ports() {
 # Node-local and short: Ray's unix socket paths must stay under ~107 characters.
 ray_temp_dir() { echo "${LIFESEARCH_RAY_TMP:-/tmp}/ray-${SLURM_JOB_ID}"; }
 
+# Ray >= 2.59 authenticates nodes with a shared token: one per job, in a file on the shared
+# filesystem ($HOME by default) that only the user can read; srun passes the variables on.
+ray_token() {
+  export RAY_AUTH_MODE=token
+  export RAY_AUTH_TOKEN_PATH="${LIFESEARCH_RAY_TOKEN_DIR:-$HOME/.ray}/lifesearch-${SLURM_JOB_ID}.token"
+  mkdir -p "$(dirname "$RAY_AUTH_TOKEN_PATH")"
+  (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$RAY_AUTH_TOKEN_PATH")
+}
+
 node_ip() {  # the address a node is reached at, asked on the node itself
   srun --nodes=1 --ntasks=1 -w "$1" hostname --ip-address | awk '{print $1}'
 }
@@ -28,6 +37,7 @@ start_ray() {  # start_ray NODE... : the first node is the head
   local nodes=("$@") head=$1 gpus=${SLURM_GPUS_ON_NODE:-0} cpus=${SLURM_CPUS_ON_NODE:-1} tmp
   tmp=$(ray_temp_dir)
   ray_ports
+  ray_token
   HEAD_IP=$(node_ip "$head")
   export RAY_ADDRESS="$HEAD_IP:$RAY_PORT"
   echo "ray head: $head ($RAY_ADDRESS), ${#nodes[@]} node(s), $gpus GPU(s) and $cpus CPU(s) per node"
@@ -54,6 +64,7 @@ stop_ray() {
     if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
   done
   wait 2>/dev/null || true
+  rm -f "${RAY_AUTH_TOKEN_PATH:-}"
 }
 
 # SIGTERM (preemption, or --signal=B:TERM@120 before the time limit) goes to the driver,

@@ -25,9 +25,13 @@ def stubs(tmp_path: Path, run_seconds: float = 0) -> Path:
     bin_.mkdir()
     bodies = {
         # srun runs the hostname probe (answering a fake IP per node) and logs everything else
-        "srun": 'case "$*" in *"hostname --ip-address"*) n="${*: -3:1}"; echo "10.0.0.${n: -1}";; esac',
+        "srun": 'case "$*" in *"hostname --ip-address"*) n="${*: -3:1}"; echo "10.0.0.${n: -1}";; '
+                '*"ray start"*) echo "auth $RAY_AUTH_MODE $(stat -c %a "$RAY_AUTH_TOKEN_PATH") '
+                '$(wc -c < "$RAY_AUTH_TOKEN_PATH")" >> "$STUB_LOG";; esac',
         "scontrol": '[ "$1" = show ] && printf "node01\\nnode02\\n"; true',
-        "lifesearch": f'[ "$1" = run ] && exec sleep {run_seconds}; true',
+        # `cluster wait` takes a moment, as the real one does: the backgrounded `srun ray start`
+        # stubs log before the script moves on
+        "lifesearch": f'[ "$1" = cluster ] && sleep 0.5; [ "$1" = run ] && exec sleep {run_seconds}; true',
     }
     for name, body in bodies.items():
         p = bin_ / name
@@ -41,7 +45,7 @@ def env(tmp_path: Path, job_id: int, nodes: int) -> dict:
         **os.environ, "PATH": f"{stubs(tmp_path)}:{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "log"),
         "SLURM_JOB_ID": str(job_id), "SLURM_JOB_NODELIST": "node[01-02]", "SLURM_NNODES": str(nodes),
         "SLURM_GPUS_ON_NODE": "8", "SLURM_CPUS_ON_NODE": "64", "SLURM_SUBMIT_DIR": str(ROOT),
-        "LIFESEARCH_RAY_HEAD_WAIT": "0",
+        "LIFESEARCH_RAY_HEAD_WAIT": "0.3", "LIFESEARCH_RAY_TOKEN_DIR": str(tmp_path / "tokens"),
     }
 
 
@@ -68,6 +72,9 @@ def test_two_node_dry_run_shows_the_commands(tmp_path):
     worker = next(x for x in log if "ray start --address" in x)
     assert "-w node02" in worker and f"--address=10.0.0.1:{port}" in worker and "--node-ip-address=10.0.0.2" in worker
     assert "lifesearch cluster wait --nodes 2 --timeout 600" in log
+    # every node gets token auth, from a 64-hex-char file only the user can read, removed at the end
+    assert [x for x in log if x.startswith("auth")] == ["auth token 600 64"] * 2
+    assert not list((tmp_path / "tokens").iterdir())
     assert log[-1] == "lifesearch run --config configs/cluster.yaml"
     assert log.index("lifesearch cluster wait --nodes 2 --timeout 600") < log.index(log[-1])
 
