@@ -1,0 +1,25 @@
+"""Every shipped config validates, and unknown keys are rejected with the field named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lifesearch_local.config import load_run_config
+from lifesearch_local.errors import InputError
+
+CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_shipped_configs_validate(path):
+    cfg = load_run_config(path)
+    assert cfg.all_judges() or cfg.agents
+
+
+def test_unknown_keys_are_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\njudge:\n  id: j\n  model:\n    model: tiny-llama\n    temprature: 0.1\n")
+    with pytest.raises(InputError, match=r"judge\.model\.temprature: Extra inputs are not permitted"):
+        load_run_config(bad)
