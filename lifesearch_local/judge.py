@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ModelBackend
 
 from .config import JudgeConfig
 from .prompts import render
 from .records import Judgment, Report, Rubric, Task
+
+T = TypeVar("T")
 
 # Choice mode pre-fills the assistant turn up to the decision of the paper's JSON answer.
 PREFILL = '{"satisfied": '
@@ -91,56 +94,75 @@ def judge_choice(backend: ModelBackend, cfg: JudgeConfig, batch: Sequence[Pendin
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 
 
-def parse_verdict(text: str) -> tuple[bool, str] | None:
-    """(satisfied, reason) from a judge's JSON answer, or None if there is no usable verdict.
-
-    Accepts the paper's object with or without a code fence and with text around it;
-    `satisfied` must be a JSON boolean (or the strings "true"/"false").
-    """
+def parse_object(text: str, accept: Callable[[dict], T | None]) -> T | None:
+    """The first JSON object in `text` that `accept` turns into a value (fences and chatter tolerated)."""
     body = _FENCE.sub("", text.strip())
     start = body.find("{")
     while start != -1:  # bounded: each turn moves past one opening brace
         try:
             obj, _ = json.JSONDecoder().raw_decode(body[start:])
         except json.JSONDecodeError:
-            start = body.find("{", start + 1)
-            continue
-        if isinstance(obj, dict) and "satisfied" in obj:
-            s = obj["satisfied"]
-            if isinstance(s, str) and s.strip().lower() in ("true", "false"):
-                s = s.strip().lower() == "true"
-            if isinstance(s, bool):
-                return s, str(obj.get("reason", ""))
+            obj = None
+        if isinstance(obj, dict):
+            value = accept(obj)
+            if value is not None:
+                return value
         start = body.find("{", start + 1)
     return None
 
 
-def judge_generate(backend: ModelBackend, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:
-    """Full JSON answers; unparseable ones are retried (bounded), then recorded as ungraded."""
-    work = [(bi, ri) for bi, p in enumerate(batch) for ri in range(len(p.rubrics))]
-    prompts = {(bi, ri): judge_prompt(batch[bi].task, batch[bi].rubrics[ri], batch[bi].report.text) for bi, ri in work}
-    verdicts: dict[tuple[int, int], tuple[bool, str] | None] = {}
-    raws: dict[tuple[int, int], str] = {}
+def _verdict(obj: dict) -> tuple[bool, str] | None:
+    s = obj.get("satisfied")
+    if isinstance(s, str) and s.strip().lower() in ("true", "false"):
+        s = s.strip().lower() == "true"
+    return (s, str(obj.get("reason", ""))) if isinstance(s, bool) else None
+
+
+def parse_verdict(text: str) -> tuple[bool, str] | None:
+    """(satisfied, reason) from a judge's JSON answer, or None if there is no usable verdict.
+
+    Accepts the paper's object with or without a code fence and with text around it;
+    `satisfied` must be a JSON boolean (or the strings "true"/"false").
+    """
+    return parse_object(text, _verdict)
+
+
+def generate_parsed(
+    backend: ModelBackend, cfg: JudgeConfig, prompts: Sequence[str], parse: Callable[[str], T | None], *,
+    max_tokens: int, seed: int = 0,
+) -> list[tuple[T | None, str | None]]:
+    """Generate an answer per prompt; unparseable ones are retried (cfg.retries times, a new seed
+    and at least temperature 0.7), then left None. Returns (parsed, raw text) per prompt."""
+    parsed: list[T | None] = [None] * len(prompts)
+    raws: list[str | None] = [None] * len(prompts)
     for attempt in range(cfg.retries + 1):
-        todo = [k for k in work if verdicts.get(k) is None]
+        todo = [i for i, v in enumerate(parsed) if v is None]
         if not todo:
             break
         reqs = [ChatRequest(
-            messages=[{"role": "user", "content": prompts[k][0]}], max_tokens=cfg.max_tokens,
+            messages=[{"role": "user", "content": prompts[i]}], max_tokens=max_tokens,
             temperature=cfg.temperature if attempt == 0 else max(cfg.temperature, 0.7),
-            seed=cfg.model.seed + 1000 * judge_run + attempt,
-        ) for k in todo]
-        for k, gen in zip(todo, backend.generate(reqs)):
-            raws[k] = gen.text
-            verdicts[k] = parse_verdict(gen.text)
+            seed=cfg.model.seed + seed + attempt,
+        ) for i in todo]
+        for i, gen in zip(todo, backend.generate(reqs)):
+            raws[i] = gen.text
+            parsed[i] = parse(gen.text)
+    return list(zip(parsed, raws))
+
+
+def judge_generate(backend: ModelBackend, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:
+    """Full JSON answers; unparseable ones are retried (bounded), then recorded as ungraded."""
+    prompts = [[judge_prompt(p.task, r, p.report.text) for r in p.rubrics] for p in batch]
+    flat = [text for row in prompts for text, _ in row]
+    results = iter(generate_parsed(backend, cfg, flat, parse_verdict, max_tokens=cfg.max_tokens, seed=1000 * judge_run))
     out = []
-    for bi, p in enumerate(batch):
-        row = []
-        for ri, r in enumerate(p.rubrics):
-            v = verdicts.get((bi, ri))
-            row.append(_judgment(p, r, cfg, judge_run, prompts[(bi, ri)][1], satisfied=v[0] if v else None,
-                                 reason=v[1] if v else "ungraded: no valid JSON verdict", raw=raws.get((bi, ri))))
-        out.append(row)
+    for p, row in zip(batch, prompts):
+        judged = []
+        for r, (_, h) in zip(p.rubrics, row):
+            v, raw = next(results)
+            judged.append(_judgment(p, r, cfg, judge_run, h, satisfied=v[0] if v else None,
+                                    reason=v[1] if v else "ungraded: no valid JSON verdict", raw=raw))
+        out.append(judged)
     return out
 
 

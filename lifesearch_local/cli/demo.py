@@ -72,10 +72,9 @@ def run(args: argparse.Namespace) -> int:
 
     from ..pipeline import run_pipeline
     from ..records import Judgment
-    from ..tables import print_scores
     from ..tasks import load_tasks
     from .agree import print_agreement_summary
-    from .run import _stage_line
+    from .run import print_result
 
     t0 = time.perf_counter()
     tiny = sorted({args.model} | ({args.agent_model} if not args.no_agent else set()))
@@ -85,13 +84,8 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(args.out, ignore_errors=True)
     cfg = demo_config(args)
     result = run_pipeline(cfg, show=not args.quiet)
-    for name, stats in result.stages.items():
-        print(_stage_line(name, stats))
-    if result.stopped:
-        print(f"stopped by signal; rerun the same command to finish ({result.run_dir})")
+    if not print_result(result):
         return 0
-    if result.scores:
-        print_scores(result.scores)
     rd = result.run_dir
     judgments = [j for j in _load(rd / "judgments.jsonl", Judgment) if j.judge == cfg.judge.id]
     print_agreement_summary(load_tasks(rd / "tasks.jsonl"), judgments, rd / "labels.jsonl")

@@ -51,7 +51,6 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
 
     from ..config import load_run_config
     from ..pipeline import PHASES, run_pipeline
-    from ..tables import print_scores
 
     cfg = load_run_config(args.config)
     update = {**(update or {}), **({"out": args.out} if args.out else {})}
@@ -62,16 +61,24 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
         shutil.rmtree(cfg.out_dir(), ignore_errors=True)
     _tiny_note(cfg)
     result = run_pipeline(cfg, show=not args.quiet, phases=phases or PHASES)
+    if print_result(result):
+        html = f"  (report: {result.report_html})" if result.report_html else ""
+        print(f"run finished in {result.wall_s} s; run directory: {result.run_dir}{html}")
+    return 0
+
+
+def print_result(result) -> bool:
+    """Per-stage lines, then the score tables; False (after saying so) when a signal stopped the run."""
+    from ..tables import print_scores
+
     for name, stats in result.stages.items():
         print(_stage_line(name, stats))
     if result.stopped:
         print(f"stopped by signal after {result.wall_s} s; rerun the same command to finish ({result.run_dir})")
-        return 0
+        return False
     if result.scores:
         print_scores(result.scores)
-    html = f"  (report: {result.report_html})" if result.report_html else ""
-    print(f"run finished in {result.wall_s} s; run directory: {result.run_dir}{html}")
-    return 0
+    return True
 
 
 def _tiny_note(cfg) -> None:

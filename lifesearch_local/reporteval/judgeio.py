@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from serving.protocol import ChatRequest, ChoiceRequest, ModelBackend
+from serving.protocol import ChoiceRequest
 
 from ..config import JudgeConfig
+from ..judge import generate_parsed, parse_object  # noqa: F401  (shared with the rubric judge)
 from ..records import Report
 from .records import Metric, ReportEvaluation
 
@@ -64,42 +64,3 @@ def as_int(value: Any, allowed: Sequence[int]) -> int | None:
     return value if isinstance(value, int) and value in allowed else None
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
-
-
-def parse_object(text: str, accept: Callable[[dict], T | None]) -> T | None:
-    """The first JSON object in `text` that `accept` turns into a value (fences and chatter tolerated)."""
-    body = _FENCE.sub("", text.strip())
-    start = body.find("{")
-    while start != -1:  # bounded: each turn moves past one opening brace
-        try:
-            obj, _ = json.JSONDecoder().raw_decode(body[start:])
-        except json.JSONDecodeError:
-            obj = None
-        if isinstance(obj, dict):
-            value = accept(obj)
-            if value is not None:
-                return value
-        start = body.find("{", start + 1)
-    return None
-
-
-def generate_parsed(
-    backend: ModelBackend, cfg: JudgeConfig, prompts: Sequence[str], parse: Callable[[str], T | None], *, max_tokens: int
-) -> list[tuple[T | None, str | None]]:
-    """Generate an answer per prompt; unparseable ones are retried (cfg.retries times, new seed), then left None."""
-    parsed: list[T | None] = [None] * len(prompts)
-    raws: list[str | None] = [None] * len(prompts)
-    for attempt in range(cfg.retries + 1):
-        todo = [i for i, v in enumerate(parsed) if v is None]
-        if not todo:
-            break
-        reqs = [ChatRequest(
-            messages=[{"role": "user", "content": prompts[i]}], max_tokens=max_tokens,
-            temperature=cfg.temperature if attempt == 0 else max(cfg.temperature, 0.7),
-            seed=cfg.model.seed + attempt,
-        ) for i in todo]
-        for i, gen in zip(todo, backend.generate(reqs)):
-            raws[i] = gen.text
-            parsed[i] = parse(gen.text)
-    return list(zip(parsed, raws))
