@@ -91,7 +91,7 @@ def training_texts() -> list[str]:
         for line in p.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 texts.extend(_strings(json.loads(line)))
-    for p in sorted((root / "data" / "corpus").rglob("*.html")):
+    for p in sorted((root / "data" / "web").rglob("*.html")):
         raw = p.read_bytes()
         enc = "gb18030" if b"charset=gbk" in raw[:2000].lower() else "utf-8"
         texts.append(re.sub(r"<[^>]+>", " ", raw.decode(enc, errors="replace")))

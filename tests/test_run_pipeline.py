@@ -42,7 +42,7 @@ def config(tmp_path: Path, **kw) -> RunConfig:
         task_ids=["sample-en-02", "sample-zh-04"],
         agents=[AgentConfig(id="scripted", model=ModelConfig(model="agent-model"), model_retries=0,
                             tools=ToolsConfig(enabled=["web_search", "web_fetch"], offline=True))],
-        web=WebConfig(mode="replay-or-live", corpus_dirs=[ROOT / "data/corpus"], search=SearchConfig(backend="local")),
+        web=WebConfig(mode="replay-or-live", corpus_dirs=[ROOT / "data/web"], search=SearchConfig(backend="local")),
         judge=JudgeConfig(id="j", model=ModelConfig(model="judge-model")), **kw)
 
 

@@ -56,7 +56,7 @@ def demo_config(args: argparse.Namespace):
     return RunConfig(
         name="demo", out=args.out, tasks=str(sample / "tasks.jsonl"), reports=str(sample / "reports.jsonl"),
         labels=str(sample / "labels.jsonl"), agents=agents,
-        web=WebConfig(mode="replay-or-live", corpus_dirs=[resource_path("data", "corpus")],
+        web=WebConfig(mode="replay-or-live", corpus_dirs=[resource_path("data", "web")],
                       search={"backend": "local"}),
         judge=JudgeConfig(id=f"{_short(args.model)}-choice",
                           model=ModelConfig(model=args.model, kernel=args.kernel, device=args.device)),

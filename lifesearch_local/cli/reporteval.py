@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--web-mode", choices=["replay", "replay-or-live", "record", "live"],
                    help="how cited sources are obtained (default replay: corpus and cache only)")
     p.add_argument("--cache", help="web cache directory (default: the config's, else DIR/webcache)")
-    p.add_argument("--corpus", action="append", help="local corpus directory (repeatable; default the bundled data/corpus)")
+    p.add_argument("--corpus", action="append", help="local corpus directory (repeatable; default the bundled data/web)")
     p.add_argument("--seed", type=int, help="base seed of the redundancy pair sampler (default 0)")
     p.add_argument("--max-pairs", type=int, help="redundancy pairs per report (default 30)")
     p.add_argument("--kernel", choices=["auto", "dense", "flex", "two_stage", "naive", "single"], help="hf backend: choice-scoring form")
@@ -57,7 +57,7 @@ def _settings(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     wdata = dict(data.get("web") or {})
     wdata["mode"] = args.web_mode or wdata.get("mode") or "replay"
     wdata["cache_dir"] = args.cache or wdata.get("cache_dir") or str(Path(args.out) / "webcache")
-    wdata["corpus_dirs"] = args.corpus or wdata.get("corpus_dirs") or [str(resource_path("data", "corpus"))]
+    wdata["corpus_dirs"] = args.corpus or wdata.get("corpus_dirs") or [str(resource_path("data", "web"))]
     return rcfg, validate_config(WebConfig, wdata, where), data.get("ray")
 
 

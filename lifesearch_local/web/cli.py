@@ -1,4 +1,4 @@
-"""`lifesearch web …`: fetch a URL, search, and build the local search index."""
+"""`lifesearch fetch`, `search` and `corpus build|search`: the local web layer from the shell."""
 
 from __future__ import annotations
 
@@ -8,30 +8,48 @@ import json
 import sys
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("web", help="fetch pages, search, build the local index", description="The local web layer.")
-    wsub = p.add_subparsers(dest="web_command", metavar="WEB_COMMAND")
-
-    f = wsub.add_parser("fetch", help="fetch one URL as markdown (exit 1 on a typed failure)")
+def register_fetch(sub: argparse._SubParsersAction) -> None:
+    f = sub.add_parser("fetch", help="fetch one URL as markdown (exit 1 on a typed failure)",
+                       description="Fetch one URL through the local web layer (SSRF guard, caps, robots.txt, "
+                       "charset detection, trafilatura to markdown, PDF text) and print the document, or the "
+                       "typed failure with exit code 1. --as-of fetches the last archived capture at or before "
+                       "the date.")
     f.add_argument("url")
     _common(f)
     f.set_defaults(func=run_fetch)
 
-    s = wsub.add_parser("search", help="search with a backend (searxng, serper, local, replay)")
+
+def register_search(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("search", help="search with a backend (searxng, serper, local, replay)",
+                       description="Search and print Serper-shaped results (title, link, snippet, date, "
+                       "position); --as-of drops results dated after the date.")
+    _search_args(s)
+    s.set_defaults(func=run_search)
+
+
+def register_corpus(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("corpus", help="build or search a local BM25 index",
+                       description="The local search backend: a BM25 index over corpora (manifest.jsonl + "
+                       "pages, e.g. the bundled data/web) and/or the pages of a web cache.")
+    csub = p.add_subparsers(dest="corpus_command", metavar="CMD")
+    b = csub.add_parser("build", help="build a local BM25 index from corpora and/or a cache")
+    b.add_argument("--out", required=True, help="directory to write the index into")
+    b.add_argument("--corpus", action="append", default=[], help="corpus directory with manifest.jsonl (repeatable)")
+    b.add_argument("--cache", help="also index the documents in this web cache")
+    b.set_defaults(func=run_index)
+    s = csub.add_parser("search", help="search a saved index (or corpora directly) with the local backend")
+    _search_args(s)
+    s.set_defaults(func=run_search, backend="local")
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def _search_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("query")
     s.add_argument("--backend", help="search backend (default: the config's, else local)")
     s.add_argument("--num", type=int, help="results wanted")
     s.add_argument("--index", help="saved local index directory (for --backend local)")
     s.add_argument("--searxng-url", help="base URL of a SearXNG instance")
     _common(s)
-    s.set_defaults(func=run_search)
-
-    i = wsub.add_parser("index", help="build a local BM25 index from corpora and/or a cache")
-    i.add_argument("--out", required=True, help="directory to write the index into")
-    i.add_argument("--corpus", action="append", default=[], help="corpus directory with manifest.jsonl (repeatable)")
-    i.add_argument("--cache", help="also index the documents in this web cache")
-    i.set_defaults(func=run_index)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -48,7 +48,7 @@ class SearchConfig(_Cfg):
     serper_key_env: str = "SERPER_API_KEY"
     """Environment variable holding the Serper API key."""
     index_dir: Path | None = None
-    """Saved local BM25 index (from `lifesearch web index build`); built from `corpus_dirs` if absent."""
+    """Saved local BM25 index (from `lifesearch corpus build`); built from `corpus_dirs` if absent."""
     replay_backend: str | None = None
     """For `replay`: serve only results recorded from this backend (any backend when unset)."""
     timeout_s: float = Field(20.0, gt=0)

@@ -15,7 +15,7 @@ from lifesearch_local.web.config import SearchConfig, WebConfig
 from serving.protocol import ChatRequest, Generation
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT / "data" / "corpus"
+CORPUS = ROOT / "data" / "web"
 
 
 def call(name: str, **arguments) -> str:

@@ -15,7 +15,7 @@ from serving.protocol import ChatRequest, ChoiceGroup, ChoiceResult
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "reporteval"
-CORPUS = ROOT / "data" / "corpus"
+CORPUS = ROOT / "data" / "web"
 SAMPLE_TASKS = ROOT / "data" / "sample" / "tasks.jsonl"
 SAMPLE_REPORTS = ROOT / "data" / "sample" / "reports.jsonl"
 
