@@ -1,39 +1,79 @@
-"""`lifesearch demo` (the README's first command) end to end, offline, with the tiny models."""
+"""`lifesearch demo` (the README's first command) end to end, offline, with the tiny models;
+its report checked in a real headless browser, with a screenshot kept under the run directory
+(and under $LIFESEARCH_ARTIFACTS when CI sets it)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+from test_report_html import TABLES_JS, Browser, find_chromium
 
 from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment, Report
 from lifesearch_local.tasks import load_tasks
 
+AGENTS = {"sample-thorough", "sample-shallow", "tiny-qwen3-agent"}
 
-def test_demo_runs_offline_and_writes_a_complete_run_directory(tmp_path):
-    out = tmp_path / "demo"
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> tuple[Path, str]:
+    artifacts = os.environ.get("LIFESEARCH_ARTIFACTS")
+    out = Path(artifacts) / "demo-run" if artifacts else tmp_path_factory.mktemp("demo") / "run"
+    shutil.rmtree(out, ignore_errors=True)
     r = subprocess.run([sys.executable, "-m", "lifesearch_local", "demo", "--out", str(out), "--quiet"],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "RANDOM weights" in r.stdout and "Judge agreement with 342 labels" in r.stdout
+    return out, r.stdout
+
+
+def test_demo_runs_offline_and_writes_a_complete_run_directory(demo):
+    out, stdout = demo
+    assert "RANDOM weights" in stdout and "Judge agreement with 342 labels" in stdout
     for name in ("config.yaml", "manifest.json", "tasks.jsonl", "reports.jsonl", "labels.jsonl",
                  "judgments.jsonl", "scores.json", "report.html"):
         assert (out / name).is_file(), name
     tasks = load_tasks(out / "tasks.jsonl")
     reports = read_records(out / "reports.jsonl", Report)
-    agents = {"sample-thorough", "sample-shallow", "tiny-qwen3-agent"}
-    assert {rep.agent for rep in reports} == agents and len(reports) == 3 * len(tasks)
+    assert {rep.agent for rep in reports} == AGENTS and len(reports) == 3 * len(tasks)
     assert len(list((out / "trajectories").glob("*__tiny-qwen3-agent__r0.jsonl"))) == len(tasks)
     judgments = read_records(out / "judgments.jsonl", Judgment)
     per_report = sum(1 for t in tasks for rub in t.rubrics if rub.weight > 0)
     assert len(judgments) == len({j.key for j in judgments}) == 3 * per_report
-    scores = json.loads((out / "scores.json").read_text())
-    assert set(scores["agents"]) == agents
+    assert set(json.loads((out / "scores.json").read_text())["agents"]) == AGENTS
     stages = json.loads((out / "manifest.json").read_text())["stages"]
     assert stages["judge/tiny-qwen3-choice"]["kernel_form"] == "two_stage"
     assert stages["agent/tiny-qwen3-agent"]["finished"] == len(tasks)
+    assert "gpu_s" in stages["judge/tiny-qwen3-choice"]
     # rerun: nothing left to do, no model loaded, same judgments
     r2 = subprocess.run([sys.executable, "-m", "lifesearch_local", "demo", "--out", str(out), "--quiet"],
                         capture_output=True, text=True, timeout=300)
     assert r2.returncode == 0 and len(read_records(out / "judgments.jsonl", Judgment)) == len(judgments)
+
+
+def test_demo_report_in_a_real_browser(demo, tmp_path):
+    out, _ = demo
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("no Chromium binary (install Debian's `chromium`; .ci/run does) — browser checks not run")
+    browser = Browser(binary, tmp_path / "profile")
+    try:
+        url = (out / "report.html").as_uri()
+        page = browser.open(url, height=3000)
+        assert page.errors() == [] and page.requests() == [url]
+        tables = json.loads(page.eval(TABLES_JS))
+        rows = {r[0]: r for r in tables["scores-tiny-qwen3-choice"]}
+        scores = json.loads((out / "scores.json").read_text())["agents"]
+        assert set(rows) == AGENTS
+        for agent, s in scores.items():
+            assert rows[agent][8] == f"{100 * s['overall_mean']:.2f}"  # the Score (%) column
+        assert page.eval("document.querySelectorAll('#chart-scatter circle').length") == len(AGENTS)
+        shot = page.screenshot(out / "report.png")
+        assert shot.stat().st_size > 10_000
+    finally:
+        browser.close()
