@@ -192,6 +192,10 @@ class VLLMBackend:
             ], choices)
             for g in groups
         ]
+        return [results_from(lp) for lp in self.score_items(items)]
+
+    def score_items(self, items: Sequence[Sequence[Item]]) -> list[list[list[float]]]:
+        """Candidate log-probs of every item of every group (token ids in, as the packed kernel takes them)."""
         lps: dict[tuple[int, int], list[float]] = {}
         for wave in waves(items, warm=self.cfg.enable_prefix_caching):
             if not wave:
@@ -202,7 +206,7 @@ class VLLMBackend:
             for (g, i), out in zip(wave, outs):
                 lps[(g, i)] = candidate_logprobs(out, items[g][i].candidates)
         self.stats["choice_prompts"] += len(lps)
-        return [results_from([lps[(g, i)] for i in range(len(its))]) for g, its in enumerate(items)]
+        return [[lps[(g, i)] for i in range(len(its))] for g, its in enumerate(items)]
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         prompts = [token_prompt(self._encode(self.render(

@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--form", default="auto", choices=["auto", "dense", "flex", "two_stage"],
                    help="packed form (auto: flex on CUDA, two_stage on CPU)")
     p.add_argument("--baseline", default="naive", choices=["naive", "single"], help="baseline form")
+    p.add_argument("--backend", default="hf", choices=["hf", "vllm"],
+                   help="vllm (GPU, `vllm` extra): also time vLLM with prefix caching, max_tokens=1 and sampled-"
+                   "position logprobs on the same token ids, as a third column")
     p.add_argument("--token-budget", type=int, default=16384, help="tokens per forward pass (both forms)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
@@ -116,8 +119,8 @@ def run(args: argparse.Namespace) -> int:
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     model = load_model(args.model, device, args.dtype, args.seed)
-    cfg = model.config
-    groups = make_groups(cfg.vocab_size, args.reports, args.rubrics, args.prefix_tokens, args.suffix_tokens, args.seed)
+    groups = make_groups(model.config.vocab_size, args.reports, args.rubrics, args.prefix_tokens, args.suffix_tokens,
+                         args.seed)
     packed_s, packed, p_packed = timed(model, args.form, groups, args.token_budget, device)
     naive_s, naive, p_naive = timed(model, args.baseline, groups, args.token_budget, device)
     decisions = args.reports * args.rubrics
@@ -134,8 +137,73 @@ def run(args: argparse.Namespace) -> int:
     }
     if device == "cuda":
         res.update(_peak_fraction(model, groups, packed_s, packed.stats.forward_tokens, args.peak_tflops))
+    if args.backend == "vllm":
+        config = model.config
+        del model, packed, naive  # the GPU goes to vLLM now
+        _free_gpu()
+        res.update(vllm_baseline(args, config, groups, p_packed, packed_s))
     print(json.dumps(res) if args.json else _text(res))
     return 0
+
+
+def _free_gpu() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def vllm_model_dir(args: argparse.Namespace, config) -> tuple[str, str]:
+    """(model directory, load_format) for vLLM: tiny-*/paths as they are; a shape:* model as its
+    config and the tiny tokenizer in a temporary directory, loaded with random (dummy) weights."""
+    import tempfile
+
+    from transformers import AutoTokenizer
+
+    from serving.hf import resolve_model_path
+    from serving.tiny import build_tiny
+
+    if args.model not in SHAPES:
+        return resolve_model_path(args.model, args.seed), "auto"
+    out = tempfile.mkdtemp(prefix="lifesearch-shape-")
+    config.save_pretrained(out)
+    AutoTokenizer.from_pretrained(build_tiny("tiny-llama")).save_pretrained(out)
+    return out, "dummy"
+
+
+def vllm_baseline(args: argparse.Namespace, config, groups, p_packed: list[float], packed_s: float) -> dict:
+    """vLLM on the same token ids: prefix caching, max_tokens=1, the candidates' sampled-position logprobs."""
+    from serving.config import ModelConfig
+    from serving.vllm_backend import VLLMBackend
+
+    path, load_format = vllm_model_dir(args, config)
+    longest = max(len(it.ids) for g in groups for it in g)
+    cfg = ModelConfig(backend="vllm", model=path, dtype="bfloat16" if args.dtype == "auto" else args.dtype,
+                      enable_prefix_caching=True, load_format=load_format, max_model_len=longest + 16,
+                      gpu_memory_utilization=0.85, seed=args.seed)
+    try:
+        engine = VLLMBackend(cfg)
+    except ImportError as e:
+        from ..errors import LifesearchError
+
+        raise LifesearchError(f"--backend vllm needs vLLM (GPU machines: pip install -e '.[vllm]'): {e}") from None
+    engine.score_items([groups[0][:2]])  # warm-up (CUDA graphs, allocator)
+    reset = getattr(engine.llm, "reset_prefix_cache", None)
+    if reset is not None:
+        reset()  # the timed run must not read the warm-up's cache
+    t0 = time.perf_counter()
+    lps = engine.score_items(groups)
+    vllm_s = time.perf_counter() - t0
+    p_vllm = [1 / (1 + math.exp(b - a)) for g in lps for a, b in g]
+    decisions = len(p_vllm)
+    out = {"vllm_s": round(vllm_s, 4), "vllm_decisions_per_s": round(decisions / vllm_s, 2),
+           "speedup_vs_vllm": round(vllm_s / packed_s, 2), "vllm_load_format": load_format}
+    if load_format != "dummy":  # same weights: the answers must agree (bf16 tolerance)
+        out["max_abs_diff_vllm"] = max(abs(a - b) for a, b in zip(p_packed, p_vllm))
+    return out
 
 
 def _peak_fraction(model, groups, seconds: float, tokens: int, peak: float | None) -> dict:
@@ -162,6 +230,10 @@ def _text(r: dict) -> str:
         f"{'baseline (' + r['baseline_form'] + ')':<22}{r['naive_tokens']:>10}{r['naive_s']:>10.3f}{r['naive_decisions_per_s']:>14.1f}",
         f"speedup {r['speedup']}× (tokens {r['token_ratio']}× fewer); max |Δ p_true| = {r['max_abs_diff']:.2e}",
     ]
+    if "vllm_s" in r:
+        diff = f"; max |Δ p_true| vs packed {r['max_abs_diff_vllm']:.2e}" if "max_abs_diff_vllm" in r else " (dummy weights)"
+        lines.append(f"{'vllm (prefix cache)':<22}{'':>10}{r['vllm_s']:>10.3f}{r['vllm_decisions_per_s']:>14.1f}"
+                     f"   packed is {r['speedup_vs_vllm']}× faster{diff}")
     if "fraction_of_peak" in r:
         lines.append(f"{r['gpu']}: {r['packed_tflops']} TFLOP/s = {100 * r['fraction_of_peak']:.1f}% of bf16 peak")
     return "\n".join(lines)
