@@ -69,6 +69,12 @@ def judge_stage(
             if stopped:
                 break
     stats = _stats(backend, cfg, decisions, time.perf_counter() - t0, stopped)
+    _record(rd, cfg, backend, stats)
+    return stats
+
+
+def _record(rd: RunDir, cfg: JudgeConfig, backend: ModelBackend | None, stats: dict) -> None:
+    """What this judge stage was run with (config, prompts, model) and what it did, in the manifest."""
     rd.update_manifest(
         hashes={
             f"config/judge/{cfg.id}": _config_hash(cfg),
@@ -79,7 +85,6 @@ def judge_stage(
         seeds={f"judge/{cfg.id}": cfg.model.seed},
         stage=(f"judge/{cfg.id}", stats),
     )
-    return stats
 
 
 def _stats(backend, cfg: JudgeConfig, decisions: int, wall: float, stopped: bool) -> dict:

@@ -106,48 +106,47 @@ def score_agents(
     rubric with positive weight and no judgment makes the run incomplete: an error unless
     `allow_missing`, in which case it counts as not satisfied and is counted in `missing`.
     """
-    by_id = {t.id: t for t in tasks}
-    decisions = _decisions(by_id, judgments)
-    rows: dict[str, AgentScore] = {}
-    for agent, runs in decisions.items():
-        run_scores: dict[int, float] = {}
-        per_task: dict[str, list[float]] = defaultdict(list)
-        per_domain: dict[Domain, list[float]] = defaultdict(list)
-        missing: list[tuple[int, str, str]] = []
-        for run in sorted(runs):
-            run_task_scores = []
-            dom_run: dict[Domain, list[float]] = defaultdict(list)
-            for task in tasks:
-                got = runs[run].get(task.id, {})
-                missing += [(run, task.id, r.id) for r in task.rubrics if r.weight > 0 and r.id not in got]
-                s = task_score(task.rubrics, got)
-                run_task_scores.append(s)
-                per_task[task.id].append(s)
-                dom_run[task.domain].append(s)
-            run_scores[run] = statistics.fmean(run_task_scores)
-            for d, vals in dom_run.items():
-                per_domain[d].append(statistics.fmean(vals))
-        if missing and not allow_missing:
-            run, tid, rid = missing[0]
-            raise IncompleteRunError(
-                f"incomplete run: {len(missing)} rubric(s) of agent {agent!r} have no judgment "
-                f"(first: run {run}, task {tid}, rubric {rid}); judge them or pass --allow-missing"
-            )
-        mean, std = mean_std([run_scores[r] for r in sorted(run_scores)])
-        agent_judgments = [j for j in judgments if j.agent == agent]
-        rows[agent] = AgentScore(
-            agent=agent,
-            runs=run_scores,
-            overall_mean=mean,
-            overall_std=std,
-            domains={d.value: statistics.fmean(v) for d, v in sorted(per_domain.items(), key=lambda kv: list(Domain).index(kv[0]))},
-            tasks={tid: statistics.fmean(v) for tid, v in per_task.items()},
-            ungraded=sum(1 for j in agent_judgments if j.satisfied is None),
-            missing=len(missing),
-            judged=len(agent_judgments),
-        )
+    decisions = _decisions({t.id: t for t in tasks}, judgments)
+    rows = {agent: _score_agent(agent, runs, tasks, allow_missing) for agent, runs in decisions.items()}
+    for agent, row in rows.items():
+        mine = [j for j in judgments if j.agent == agent]
+        row.ungraded, row.judged = sum(1 for j in mine if j.satisfied is None), len(mine)
     _attach_resources(rows, reports)
     return dict(sorted(rows.items(), key=lambda kv: -kv[1].overall_mean))
+
+
+def _score_agent(agent: str, runs: Mapping[int, Mapping[str, Mapping[str, bool | None]]], tasks: Sequence[Task],
+                 allow_missing: bool) -> AgentScore:
+    """One agent: run-level scores, their mean ± sample std, per-domain and per-task means."""
+    run_scores: dict[int, float] = {}
+    per_task: dict[str, list[float]] = defaultdict(list)
+    per_domain: dict[Domain, list[float]] = defaultdict(list)
+    missing: list[tuple[int, str, str]] = []
+    for run in sorted(runs):
+        dom_run: dict[Domain, list[float]] = defaultdict(list)
+        for task in tasks:
+            got = runs[run].get(task.id, {})
+            missing += [(run, task.id, r.id) for r in task.rubrics if r.weight > 0 and r.id not in got]
+            s = task_score(task.rubrics, got)
+            per_task[task.id].append(s)
+            dom_run[task.domain].append(s)
+        run_scores[run] = statistics.fmean(per_task[t.id][-1] for t in tasks)
+        for d, vals in dom_run.items():
+            per_domain[d].append(statistics.fmean(vals))
+    if missing and not allow_missing:
+        run, tid, rid = missing[0]
+        raise IncompleteRunError(
+            f"incomplete run: {len(missing)} rubric(s) of agent {agent!r} have no judgment "
+            f"(first: run {run}, task {tid}, rubric {rid}); judge them or pass --allow-missing"
+        )
+    mean, std = mean_std([run_scores[r] for r in sorted(run_scores)])
+    order = list(Domain)
+    return AgentScore(
+        agent=agent, runs=run_scores, overall_mean=mean, overall_std=std,
+        domains={d.value: statistics.fmean(v) for d, v in sorted(per_domain.items(), key=lambda kv: order.index(kv[0]))},
+        tasks={tid: statistics.fmean(v) for tid, v in per_task.items()},
+        missing=len(missing),
+    )
 
 
 def _attach_resources(rows: dict[str, AgentScore], reports: Sequence[Report]) -> None:
