@@ -93,6 +93,10 @@ def _phase(run: _Run, name: str, model: Any) -> Iterator[Any]:
     with opened as backend:
         yield backend
     _record_cost(run, name, model, time.perf_counter() - t0)
+    engine = getattr(backend, "stats", None)  # a Ray pool gathers its replicas' counters on close
+    if isinstance(engine, dict) and engine.get("ray_replicas"):
+        run.rd.update_manifest(stage=(name, {"engine": dict(engine)}))
+        run.result.stages[name]["engine"] = dict(engine)
 
 
 def _record_cost(run: _Run, name: str, model: Any, wall: float) -> dict[str, Any]:
