@@ -45,17 +45,22 @@ def score_table(rows: Mapping[str, AgentScore], title: str = ""):
     return t
 
 
-def print_scores(by_judge: Mapping[str, Mapping[str, AgentScore]]) -> None:
+def console():
+    """A rich console on stdout; piped output gets 160 columns instead of rich's 80, which
+    would wrap the paper's wide tables."""
     from rich.console import Console
 
-    console = Console()
-    if not console.is_terminal:  # piped output: don't wrap the table at 80 columns
-        console = Console(width=160)
+    out = Console()
+    return out if out.is_terminal else Console(width=160)
+
+
+def print_scores(by_judge: Mapping[str, Mapping[str, AgentScore]]) -> None:
+    console_ = console()
     for judge, rows in by_judge.items():
-        console.print(score_table(rows, title=f"LifeSearch scores — judge {judge}"))
+        console_.print(score_table(rows, title=f"LifeSearch scores — judge {judge}"))
         ungraded = sum(r.ungraded for r in rows.values())
         missing = sum(r.missing for r in rows.values())
-        console.print(
+        console_.print(
             f"judge {judge}: {ungraded} ungraded judgment(s) counted as not satisfied"
             + (f"; {missing} missing judgment(s) counted as not satisfied (--allow-missing)" if missing else "")
         )

@@ -119,12 +119,10 @@ def breakdown_table(result: Mapping[str, Mapping], attr: str):
 
 
 def print_agreement(result: Mapping[str, Mapping], source: str, n_labels: int) -> None:
-    from rich.console import Console
-
     from ..agreement import BREAKDOWNS, TABLE3_LEGEND
+    from ..tables import console as wide_console
 
-    # A pipe gets rich's 80-column default, too narrow for the Table 3 layout.
-    console = Console() if sys.stdout.isatty() else Console(width=140)
+    console = wide_console()
     console.print(agreement_table(result, title=f"Judge agreement with {n_labels} labels ({source})"))
     console.print(TABLE3_LEGEND, style="dim")
     for attr in BREAKDOWNS:
@@ -139,13 +137,12 @@ def print_agreement_summary(tasks, judgments, labels_path) -> None:
     without a labels file, a warning (never an exception) when the labels do not match."""
     from pathlib import Path
 
-    from rich.console import Console
-
     from ..agreement import TABLE3_LEGEND, agreement
     from ..errors import LifesearchError
     from ..jsonl import read_records
     from ..labels import label_index
     from ..records import Label
+    from ..tables import console as wide_console
 
     if labels_path is None or not Path(labels_path).exists():
         return
@@ -156,6 +153,6 @@ def print_agreement_summary(tasks, judgments, labels_path) -> None:
         print(f"judge agreement not computed: {e}", file=sys.stderr)
         return
     source = ", ".join(sorted({lab.source for lab in labels}))
-    console = Console() if sys.stdout.isatty() else Console(width=140)
+    console = wide_console()
     console.print(agreement_table(result, title=f"Judge agreement with {len(labels)} labels ({source})"))
     console.print(TABLE3_LEGEND, style="dim")

@@ -68,32 +68,24 @@ def _short(model: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from serving.tiny import TINY_MODELS
-
     from ..pipeline import run_pipeline
     from ..records import Judgment
+    from ..store import RunDir
     from ..tasks import load_tasks
     from .agree import print_agreement_summary
-    from .run import print_result
+    from .run import print_result, tiny_models
 
     t0 = time.perf_counter()
-    tiny = sorted({args.model} | ({args.agent_model} if not args.no_agent else set()))
-    if set(tiny) & set(TINY_MODELS):
-        print(TINY_NOTE.format(models=", ".join(m for m in tiny if m in TINY_MODELS)))
+    cfg = demo_config(args)
+    if tiny_models(cfg):
+        print(TINY_NOTE.format(models=", ".join(tiny_models(cfg))))
     if args.fresh:
         shutil.rmtree(args.out, ignore_errors=True)
-    cfg = demo_config(args)
     result = run_pipeline(cfg, show=not args.quiet)
     if not print_result(result):
         return 0
     rd = result.run_dir
-    judgments = [j for j in _load(rd / "judgments.jsonl", Judgment) if j.judge == cfg.judge.id]
+    judgments = [j for j in RunDir(rd).load("judgments.jsonl", Judgment) if j.judge == cfg.judge.id]
     print_agreement_summary(load_tasks(rd / "tasks.jsonl"), judgments, rd / "labels.jsonl")
     print(f"demo finished in {time.perf_counter() - t0:.1f} s; run directory: {rd}  (report: {result.report_html})")
     return 0
-
-
-def _load(path, model):
-    from ..jsonl import read_records
-
-    return read_records(path, model) if path.exists() else []

@@ -81,10 +81,15 @@ def print_result(result) -> bool:
     return True
 
 
-def _tiny_note(cfg) -> None:
+def tiny_models(cfg) -> list[str]:
+    """The built-in random-weight models a run config uses."""
     from serving.tiny import TINY_MODELS
 
-    tiny = sorted({m.model for m in [a.model for a in cfg.agents] + [j.model for j in cfg.all_judges()]} & set(TINY_MODELS))
+    return sorted({m.model for m in [a.model for a in cfg.agents] + [j.model for j in cfg.all_judges()]} & set(TINY_MODELS))
+
+
+def _tiny_note(cfg) -> None:
+    tiny = tiny_models(cfg)
     if tiny:
         print(f"NOTE: {', '.join(tiny)} = tiny model(s) with RANDOM weights, built locally so the run works offline on a "
               "CPU. Their reports and verdicts are noise: the scores only show the pipeline working. Put real models "
