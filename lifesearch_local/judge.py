@@ -6,8 +6,9 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
+from serving.config import ModelConfig
 from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ModelBackend
 
 from .config import JudgeConfig
@@ -71,17 +72,20 @@ def _judgment(p: Pending, rubric: Rubric, cfg: JudgeConfig, judge_run: int, prom
     )
 
 
+def choice_group(p: Pending) -> tuple[ChoiceGroup, str]:
+    """The rubrics of one report as a choice group (they share the report as a prefix), and the prompt hash."""
+    prompts = [judge_prompt(p.task, r, p.report.text) for r in p.rubrics]
+    group = ChoiceGroup(
+        key=f"{p.task.id}|{p.report.agent}|{p.report.run}",
+        requests=[ChoiceRequest(messages=[{"role": "user", "content": text}], prefill=PREFILL) for text, _ in prompts],
+    )
+    return group, prompts[0][1]
+
+
 def judge_choice(backend: ModelBackend, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:
     """One forward pass per packed group: p_true from the next-token probabilities."""
-    groups, hashes = [], []
-    for p in batch:
-        prompts = [judge_prompt(p.task, r, p.report.text) for r in p.rubrics]
-        hashes.append(prompts[0][1])
-        groups.append(ChoiceGroup(
-            key=f"{p.task.id}|{p.report.agent}|{p.report.run}",
-            requests=[ChoiceRequest(messages=[{"role": "user", "content": text}], prefill=PREFILL) for text, _ in prompts],
-        ))
-    results = backend.score_choices(groups, CHOICES)
+    groups, hashes = zip(*(choice_group(p) for p in batch)) if batch else ((), ())
+    results = backend.score_choices(list(groups), CHOICES)
     out = []
     for p, res, h in zip(batch, results, hashes):
         out.append([
@@ -127,14 +131,24 @@ def parse_verdict(text: str) -> tuple[bool, str] | None:
     return parse_object(text, _verdict)
 
 
-def generate_parsed(
-    backend: ModelBackend, cfg: JudgeConfig, prompts: Sequence[str], parse: Callable[[str], T | None], *,
+class RetrySettings(Protocol):
+    """What the retrying generators read from a config (JudgeConfig, CurateConfig, …)."""
+
+    retries: int
+    temperature: float
+    model: ModelConfig
+
+
+def generate_attempts(
+    backend: ModelBackend, cfg: RetrySettings, prompts: Sequence[str], parses: Sequence[Callable[[str], T | None]], *,
     max_tokens: int, seed: int = 0,
-) -> list[tuple[T | None, str | None]]:
-    """Generate an answer per prompt; unparseable ones are retried (cfg.retries times, a new seed
-    and at least temperature 0.7), then left None. Returns (parsed, raw text) per prompt."""
+) -> list[tuple[T | None, list[str]]]:
+    """`generate_parsed` with one parser per prompt, keeping every attempt's raw text.
+
+    Returns (parsed or None, raw texts of all attempts in order) per prompt.
+    """
     parsed: list[T | None] = [None] * len(prompts)
-    raws: list[str | None] = [None] * len(prompts)
+    raws: list[list[str]] = [[] for _ in prompts]
     for attempt in range(cfg.retries + 1):
         todo = [i for i, v in enumerate(parsed) if v is None]
         if not todo:
@@ -145,9 +159,19 @@ def generate_parsed(
             seed=cfg.model.seed + seed + attempt,
         ) for i in todo]
         for i, gen in zip(todo, backend.generate(reqs)):
-            raws[i] = gen.text
-            parsed[i] = parse(gen.text)
+            raws[i].append(gen.text)
+            parsed[i] = parses[i](gen.text)
     return list(zip(parsed, raws))
+
+
+def generate_parsed(
+    backend: ModelBackend, cfg: RetrySettings, prompts: Sequence[str], parse: Callable[[str], T | None], *,
+    max_tokens: int, seed: int = 0,
+) -> list[tuple[T | None, str | None]]:
+    """Generate an answer per prompt; unparseable ones are retried (cfg.retries times, a new seed
+    and at least temperature 0.7), then left None. Returns (parsed, raw text) per prompt."""
+    results = generate_attempts(backend, cfg, prompts, [parse] * len(prompts), max_tokens=max_tokens, seed=seed)
+    return [(v, raws[-1] if raws else None) for v, raws in results]
 
 
 def judge_generate(backend: ModelBackend, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:

@@ -56,7 +56,7 @@ def run_pipeline(cfg: RunConfig, *, show: bool = True, today: dt.date | None = N
     scores, report (`phases` picks a subset). Each phase loads its model (in-process or as Ray
     actors; `open_model` replaces that in tests) only if it has work left, and releases it
     before the next phase."""
-    from serving.pool import ray_session
+    from serving.ray_session import ray_session
 
     t0 = time.perf_counter()
     cfg = resolve(cfg)
@@ -100,7 +100,7 @@ def _phase(run: _Run, name: str, model: Any) -> Iterator[Any]:
 
 
 def _record_cost(run: _Run, name: str, model: Any, wall: float) -> dict[str, Any]:
-    from serving.pool import gpus_held
+    from serving.ray_session import gpus_held
 
     gpus = gpus_held(model, run.cfg.ray)
     cost = {"phase_wall_s": round(wall, 3), "gpus": gpus, "gpu_s": round(wall * gpus, 1)}

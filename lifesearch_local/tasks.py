@@ -50,6 +50,42 @@ _ENUMS = {
 }
 _LANGUAGES = {"en": "en", "english": "en", "enus": "en", "zh": "zh", "chinese": "zh", "zhcn": "zh", "中文": "zh"}
 
+# Chinese names of the domains: what the Chinese-query classifier (prompts/curate_domain_zh.txt,
+# our translation of the paper's B.2) asks for.
+DOMAIN_NAMES_ZH: dict[Domain, str] = {
+    Domain.financial: "金融市场分析",
+    Domain.academic: "学术与专业文献",
+    Domain.company: "公司与竞品调研",
+    Domain.industry: "行业资讯与趋势聚合",
+    Domain.policy: "政策法规与政府数据",
+    Domain.technical: "技术工具与开发者资源",
+    Domain.everyday: "日常事实",
+}
+# Other Chinese spellings a classifier may answer with.
+_DOMAIN_ALIASES_ZH: dict[str, Domain] = {
+    "金融市场": Domain.financial,
+    "学术文献": Domain.academic,
+    "学术与专业文献检索": Domain.academic,
+    "公司与竞争对手调研": Domain.company,
+    "公司与竞品研究": Domain.company,
+    "公司与竞争对手研究": Domain.company,
+    "行业新闻与趋势聚合": Domain.industry,
+    "行业资讯与趋势": Domain.industry,
+    "政策与政府数据": Domain.policy,
+    "政策、法规与政府数据": Domain.policy,
+    "技术工具与开发资源": Domain.technical,
+    "技术工具": Domain.technical,
+    "日常生活事实": Domain.everyday,
+}
+
+
+def parse_language(value: Any) -> str:
+    """`en` or `zh` from any accepted spelling (ValueError if unknown)."""
+    lang = _LANGUAGES.get(_norm(str(value)))
+    if lang is None:
+        raise ValueError(f"unknown language {value!r} (expected en or zh)")
+    return lang
+
 
 def _domain_keys() -> dict[str, Domain]:
     keys: dict[str, Domain] = {}
@@ -61,6 +97,11 @@ def _domain_keys() -> dict[str, Domain]:
     keys[_norm("Financial markets")] = Domain.financial
     keys[_norm("Policy, regulation and government data")] = Domain.policy
     keys[_norm("Industry news & trends")] = Domain.industry
+    # The classifier (prompts/curate_domain_*.txt) answers with the English or Chinese name.
+    for d, name in DOMAIN_NAMES_ZH.items():
+        keys[_norm(name)] = d
+    for name, d in _DOMAIN_ALIASES_ZH.items():
+        keys[_norm(name)] = d
     return keys
 
 
@@ -115,14 +156,18 @@ def _normalize_rubric(raw: Any, index: int, where: tuple[str, int]) -> dict[str,
     return r
 
 
-def parse_task(obj: dict[str, Any], path: str, lineno: int) -> Task:
-    """Validate one task object from line `lineno` of `path`."""
+def parse_task(obj: dict[str, Any], path: str, lineno: int, *, draft: bool = False) -> Task:
+    """Validate one task object from line `lineno` of `path`.
+
+    With `draft`, a task without rubrics (missing or empty list) is accepted: the output of
+    `lifesearch curate`, waiting for experts to write its rubrics.
+    """
     t = _pick(obj, TASK_ALIASES)
     if "language" in t:
-        lang = _LANGUAGES.get(_norm(str(t["language"])))
-        if lang is None:
-            raise InputError(path, lineno, "language", f"unknown language {t['language']!r} (expected en or zh)")
-        t["language"] = lang
+        try:
+            t["language"] = parse_language(t["language"])
+        except ValueError as e:
+            raise InputError(path, lineno, "language", str(e)) from None
     if "domain" in t:
         try:
             t["domain"] = parse_domain(t["domain"])
@@ -131,8 +176,11 @@ def parse_task(obj: dict[str, Any], path: str, lineno: int) -> Task:
     if isinstance(t.get("id"), int):
         t["id"] = str(t["id"])
     rubrics = t.get("rubrics")
-    if not isinstance(rubrics, list) or not rubrics:
-        raise InputError(path, lineno, "rubrics", "a non-empty list of rubrics is required")
+    if draft and rubrics in (None, []):
+        rubrics = []
+    elif not isinstance(rubrics, list) or not rubrics:
+        hint = " (a draft without rubrics validates with --draft)" if rubrics in (None, []) else ""
+        raise InputError(path, lineno, "rubrics", "a non-empty list of rubrics is required" + hint)
     t["rubrics"] = [_normalize_rubric(r, i, (path, lineno)) for i, r in enumerate(rubrics)]
     if t.get("as_of") in ("", None):
         t.pop("as_of", None)
@@ -146,20 +194,23 @@ def parse_task(obj: dict[str, Any], path: str, lineno: int) -> Task:
         if r.id in seen:
             raise InputError(path, lineno, f"rubrics[{i}].id", f"duplicate rubric id {r.id!r} in task {task.id!r}")
         seen.add(r.id)
-    if task.total_weight <= 0:
+    if task.rubrics and task.total_weight <= 0:
         raise InputError(path, lineno, "rubrics", f"task {task.id!r} has zero total rubric weight")
     return task
 
 
-def load_tasks(path: str | Path) -> list[Task]:
-    """Load and validate a task JSONL file; raises InputError on the first problem."""
+def load_tasks(path: str | Path, draft: bool = False) -> list[Task]:
+    """Load and validate a task JSONL file; raises InputError on the first problem.
+
+    `draft` accepts tasks without rubrics (see `parse_task`); normal mode requires them.
+    """
     path = str(path)
     if not Path(path).is_file():
         raise InputError(path, None, None, "no such file")
     tasks: list[Task] = []
     seen: dict[str, int] = {}
     for lineno, obj in iter_json_lines(path):
-        task = parse_task(obj, path, lineno)
+        task = parse_task(obj, path, lineno, draft=draft)
         if task.id in seen:
             raise InputError(path, lineno, "id", f"duplicate task id {task.id!r} (first on line {seen[task.id]})")
         seen[task.id] = lineno

@@ -52,6 +52,19 @@ def choice_items(tokenizer: Any, texts: Sequence[str], choices: Sequence[str]) -
     return out
 
 
+def render_chat(tokenizer: Any, messages: list[dict], *, prefill: str = "", tools: list | None = None,
+                **kwargs: Any) -> str:
+    """The chat template applied up to the assistant turn, then the prefill."""
+    text = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True, **kwargs)
+    return text + prefill
+
+
+def choice_texts(tokenizer: Any, group: ChoiceGroup) -> list[str]:
+    """The rendered text of each request of a choice group, thinking disabled."""
+    return [render_chat(tokenizer, r.messages, prefill=r.prefill, **{**r.chat_template_kwargs, "enable_thinking": False})
+            for r in group.requests]
+
+
 def softmax(xs: Sequence[float]) -> list[float]:
     import math
 
@@ -98,22 +111,11 @@ class HFBackend:
 
     def render(self, messages: list[dict], *, prefill: str = "", tools: list | None = None, **kwargs: Any) -> str:
         """The chat template applied up to the assistant turn, then the prefill."""
-        text = self.tokenizer.apply_chat_template(
-            messages, tools=tools, tokenize=False, add_generation_prompt=True, **kwargs
-        )
-        return text + prefill
+        return render_chat(self.tokenizer, messages, prefill=prefill, tools=tools, **kwargs)
 
     # -- choice scoring -------------------------------------------------------------
     def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
-        items = [
-            choice_items(
-                self.tokenizer,
-                [self.render(r.messages, prefill=r.prefill, **{**r.chat_template_kwargs, "enable_thinking": False})
-                 for r in g.requests],
-                choices,
-            )
-            for g in groups
-        ]
+        items = [choice_items(self.tokenizer, choice_texts(self.tokenizer, g), choices) for g in groups]
         lps = self.scorer.score(items)
         return [[ChoiceResult(probs=softmax(lp), logprobs=lp) for lp in group] for group in lps]
 

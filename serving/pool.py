@@ -5,16 +5,15 @@ from __future__ import annotations
 import logging
 import os
 import re
-import signal
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .config import ModelConfig, RayConfig
 from .protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
+from .ray_session import connect, in_session, replica_resources
 
 log = logging.getLogger(__name__)
 
@@ -60,97 +59,6 @@ def assign(costs: Sequence[float], loads: Sequence[float]) -> list[list[int]]:
         out[r].append(i)
         load[r] += costs[i]
     return [sorted(x) for x in out]
-
-
-def replica_resources(model: ModelConfig, ray_cfg: RayConfig, cluster_gpus: float) -> dict[str, float]:
-    """Ray resources of one replica: GPUs = tensor-parallel size for vllm, CPU-only for hf on CPU."""
-    gpus = ray_cfg.num_gpus_per_replica
-    if gpus is None:
-        if model.backend == "vllm":
-            gpus = float(model.tensor_parallel_size)
-        elif model.backend == "hf" and model.device == "cuda":
-            gpus = 1.0
-        elif model.backend == "hf" and model.device == "auto":
-            gpus = 1.0 if cluster_gpus > 0 else 0.0
-        else:
-            gpus = 0.0
-    return {"num_cpus": ray_cfg.num_cpus_per_replica, "num_gpus": gpus}
-
-
-def gpus_held(model: ModelConfig, ray_cfg: RayConfig | None) -> float:
-    """GPUs a phase holds while its model is loaded (GPU-seconds = wall × this, in the manifest)."""
-    if model.backend == "openai":
-        return 0.0  # a remote endpoint: its GPUs are not this run's to count
-    if ray_cfg is not None:
-        import ray
-
-        cluster = ray.cluster_resources().get("GPU", 0.0) if ray.is_initialized() else 0.0
-        return ray_cfg.replicas * replica_resources(model, ray_cfg, cluster)["num_gpus"]
-    if model.backend == "vllm":
-        return float(model.tensor_parallel_size)
-    if model.device == "auto":
-        import torch
-
-        return 1.0 if torch.cuda.is_available() else 0.0
-    return 1.0 if model.device == "cuda" else 0.0
-
-
-# -- the Ray session --------------------------------------------------------------
-
-
-def connect(ray_cfg: RayConfig) -> bool:
-    """Join the configured cluster or start a local one; False when Ray was already up here."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    kw: dict[str, Any] = {"namespace": ray_cfg.namespace, "log_to_driver": ray_cfg.log_to_driver,
-                          "logging_level": logging.WARNING}
-    with _keep_sigterm():
-        if ray_cfg.address:
-            ray.init(address=ray_cfg.address, **kw)
-        else:
-            mem = ray_cfg.object_store_memory_mb
-            ray.init(num_cpus=ray_cfg.num_cpus, num_gpus=ray_cfg.num_gpus, include_dashboard=False,
-                     object_store_memory=mem * 2**20 if mem else None, **kw)
-    return True
-
-
-@contextmanager
-def _keep_sigterm() -> Iterator[None]:
-    """Ray's driver installs a SIGTERM handler that kills the process on the spot; put ours back
-    so that SIGTERM (Slurm preemption) still finishes the batch, flushes, and exits 0."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.getsignal(signal.SIGTERM)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
-
-
-_sessions = 0  # open ray_session blocks: pools inside one leave Ray up for the next phase
-
-
-@contextmanager
-def ray_session(ray_cfg: RayConfig | None) -> Iterator[None]:
-    """Keep Ray up across the pools (phases) opened inside; it is started by the first pool that
-    needs it (a rerun with nothing left to do starts nothing) and shut down here if so."""
-    global _sessions
-    if ray_cfg is None:
-        yield
-        return
-    import ray
-
-    was_up = ray.is_initialized()
-    _sessions += 1
-    try:
-        yield
-    finally:
-        _sessions -= 1
-        if not was_up and not _sessions and ray.is_initialized():
-            ray.shutdown()
 
 
 # -- the pool ---------------------------------------------------------------------
@@ -273,7 +181,7 @@ class RayPool:
                 except Exception as e:  # already gone
                     log.debug("kill %s: %s", r.name, e)
                 r.alive = False
-        if self._started_ray and not _sessions and ray.is_initialized():
+        if self._started_ray and not in_session() and ray.is_initialized():
             ray.shutdown()
         self._started_ray = False
 

@@ -38,3 +38,33 @@ def test_vllm_baseline_without_vllm_is_a_clear_error():
         pytest.skip("vLLM is installed: the GPU tests cover the real baseline")
     r = cli("--backend", "vllm")
     assert r.returncode == 2 and "needs vLLM" in r.stderr
+
+
+def test_reports_from_uses_the_real_judge_prompts(tmp_path):
+    """Shapes come from real reports: one group per report, one decision per judged rubric, and the
+    packed kernel still agrees with the baseline on those real token ids."""
+    from lifesearch_local.jsonl import read_records
+    from lifesearch_local.judge import judged_rubrics
+    from lifesearch_local.records import Report
+    from lifesearch_local.tasks import load_tasks
+
+    reports = read_records("data/sample/reports.jsonl", Report)[:2]
+    tasks = {t.id: t for t in load_tasks("data/sample/tasks.jsonl")}
+    r = subprocess.run([sys.executable, "-m", "lifesearch_local", "bench", "judge", "--model", "tiny-llama",
+                        "--reports-from", "data/sample/reports.jsonl", "--limit", "2", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["reports"] == 2
+    assert out["decisions"] == sum(len(judged_rubrics(tasks[x.task_id])) for x in reports)
+    # the report is inside every prompt's shared prefix, so the prefix is longer than the report's bare text tokens
+    assert out["prefix_tokens_min"] > 200 and out["suffix_tokens_mean"] > 0
+    assert out["packed_tokens"] < out["naive_tokens"] and out["max_abs_diff"] <= 1e-4
+
+
+def test_reports_from_unknown_task_is_an_input_error(tmp_path):
+    bad = tmp_path / "reports.jsonl"
+    bad.write_text(json.dumps({"task_id": "nope", "agent": "a", "text": "x"}) + "\n")
+    r = subprocess.run([sys.executable, "-m", "lifesearch_local", "bench", "judge", "--reports-from", str(bad),
+                        "--tasks", "data/sample/tasks.jsonl"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "reports.jsonl:1: task_id" in r.stderr and "nope" in r.stderr

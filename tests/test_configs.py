@@ -9,13 +9,22 @@ import pytest
 from lifesearch_local.config import load_run_config
 from lifesearch_local.errors import InputError
 
-CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
+ALL = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
+CURATE = [p for p in ALL if p.name.startswith("curate_")]  # `lifesearch curate` configs, not run configs
+CONFIGS = [p for p in ALL if p not in CURATE]
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_shipped_configs_validate(path):
     cfg = load_run_config(path)
     assert cfg.all_judges() or cfg.agents
+
+
+@pytest.mark.parametrize("path", CURATE, ids=lambda p: p.name)
+def test_shipped_curate_configs_validate(path):
+    from lifesearch_local.curate.config import load_curate_config
+
+    assert load_curate_config(path).model.model
 
 
 def test_unknown_keys_are_errors(tmp_path):

@@ -89,3 +89,40 @@ def test_rerun_of_a_finished_run_does_nothing(inputs, tmp_path):
     assert "nothing left to judge" in stdout
     assert lines(out / "judgments.jsonl") == N_REPORTS * N_RUBRICS
     assert os.path.exists(out / "manifest.json")
+
+
+def judge_limited(inputs, out: Path, limit: int) -> str:
+    t, r, cfg = inputs
+    cmd = [sys.executable, "-m", "lifesearch_local", "judge", "--tasks", str(t), "--reports", str(r),
+           "--config", str(cfg), "--out", str(out), "--quiet", "--limit", str(limit)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_limit_judges_the_first_tasks_only_and_resumes(inputs, tmp_path):
+    out = tmp_path / "limited"
+    stdout = judge_limited(inputs, out, 2)
+    assert "--limit 2: judging 2 of 5 tasks (t0, t1) and their 4 of 10 reports" in stdout
+    js = read_records(out / "judgments.jsonl", Judgment)
+    assert {(j.task_id, j.agent) for j in js} == {(t, a) for t in ("t0", "t1") for a in ("a", "b")}
+    assert len(js) == len({j.key for j in js}) == 2 * 2 * N_RUBRICS
+    # the same line again finds nothing to do; a larger N adds only the next task's reports
+    assert "nothing left to judge" in judge_limited(inputs, out, 2)
+    assert lines(out / "judgments.jsonl") == 2 * 2 * N_RUBRICS
+    assert f"judge tiny: {2 * N_RUBRICS} decisions" in judge_limited(inputs, out, 3)
+    js = read_records(out / "judgments.jsonl", Judgment)
+    assert {j.task_id for j in js} == {"t0", "t1", "t2"}
+    assert len(js) == len({j.key for j in js}) == 3 * 2 * N_RUBRICS
+
+
+def test_limit_must_be_positive(inputs, tmp_path, capsys):
+    from lifesearch_local.cli import main
+
+    t, r, cfg = inputs
+    with pytest.raises(SystemExit) as exc:
+        main(["judge", "--tasks", str(t), "--reports", str(r), "--config", str(cfg), "--out", str(tmp_path / "x"),
+              "--limit", "0"])
+    assert exc.value.code == 2
+    assert "--limit: must be at least 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

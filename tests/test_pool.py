@@ -31,8 +31,9 @@ from lifesearch_local.tasks import load_tasks  # noqa: E402
 from serving.actors import EngineHost  # noqa: E402
 from serving.config import ModelConfig, RayConfig  # noqa: E402
 from serving.hf import HFBackend  # noqa: E402
-from serving.pool import PoolError, RayPool, assign, connect, group_cost, replica_resources  # noqa: E402
+from serving.pool import PoolError, RayPool, assign, group_cost  # noqa: E402
 from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest  # noqa: E402
+from serving.ray_session import connect, replica_resources  # noqa: E402
 
 MODEL = ModelConfig(model="tiny-llama", device="cpu")
 N_TASKS, N_RUBRICS = 4, 3

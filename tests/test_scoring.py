@@ -127,6 +127,28 @@ def test_cli_score_json_and_table():
     assert r.returncode == 0 and "59.32 ± 24.87" in r.stdout and "1 ungraded" in r.stdout
 
 
+def test_cli_score_limit_scores_only_the_first_tasks(tmp_path):
+    """After `judge --limit 1` only the first task has judgments: the full file is incomplete,
+    --limit 1 scores that task alone: R1 (w 0.5) passed, R2 (w 1.0) failed, so 0.5 / 1.5."""
+    tasks = tmp_path / "tasks.jsonl"
+    rub = [{"id": "R1", "criterion": "a", "type": "Objective", "necessity": "Explicit", "priority": "Must Have",
+            "weight": 0.5},
+           {"id": "R2", "criterion": "b", "type": "Objective", "necessity": "Explicit", "priority": "Must Have",
+            "weight": 1.0}]
+    tasks.write_text("".join(json.dumps({"id": t, "language": "en", "domain": "company", "question": "q",
+                                         "rubrics": rub}) + "\n" for t in ("first", "second")))
+    judg = tmp_path / "judgments.jsonl"
+    judg.write_text("".join(json.dumps({"task_id": "first", "agent": "a", "rubric_id": r, "judge": "j",
+                                        "satisfied": ok}) + "\n" for r, ok in (("R1", True), ("R2", False))))
+    r = cli("score", "--tasks", str(tasks), "--judgments", str(judg), "--json")
+    assert r.returncode == 2 and "no judgment" in r.stderr
+    r = cli("score", "--tasks", str(tasks), "--judgments", str(judg), "--json", "--limit", "1")
+    assert r.returncode == 0, r.stderr
+    assert math.isclose(json.loads(r.stdout)["agents"]["a"]["overall_mean"], 0.5 / 1.5)
+    assert "scoring the first 1 tasks" in r.stderr
+    assert cli("score", "--tasks", str(tasks), "--judgments", str(judg), "--limit", "0").returncode == 2
+
+
 def test_cli_validate_and_errors(tmp_path):
     r = cli("validate", str(TASKS))
     assert r.returncode == 0 and "2 tasks, 14 rubrics" in r.stdout

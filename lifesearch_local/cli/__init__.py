@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "agree": "lifesearch_local.cli.agree:register",
     "report": "lifesearch_local.cli.report:register",
     "reporteval": "lifesearch_local.cli.reporteval:register",
+    "import": "lifesearch_local.cli.importer:register",
+    "curate": "lifesearch_local.cli.curate:register",
 }
 
 

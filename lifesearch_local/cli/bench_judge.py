@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rubrics", type=int, default=20)
     p.add_argument("--suffix-tokens", type=int, default=128)
     p.add_argument("--reports", type=int, default=1)
+    p.add_argument("--reports-from", metavar="FILE",
+                   help="real shapes instead of synthetic ones: every report in FILE (reports JSONL) with its "
+                   "task's rubrics, rendered with the judge prompt and the model's tokenizer exactly as "
+                   "`lifesearch judge` does; replaces --prefix-tokens/--rubrics/--suffix-tokens/--reports")
+    p.add_argument("--tasks", help="with --reports-from: the tasks JSONL (default: tasks.jsonl next to FILE)")
+    p.add_argument("--limit", type=int, help="with --reports-from: only the first N reports of FILE")
     p.add_argument("--form", default="auto", choices=["auto", "dense", "flex", "two_stage"],
                    help="packed form (auto: flex on CUDA, two_stage on CPU)")
     p.add_argument("--baseline", default="naive", choices=["naive", "single"], help="baseline form")
@@ -51,9 +57,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def load_model(name: str, device: str, dtype_name: str, seed: int):
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
+    from transformers.utils import logging as hf_logging
 
     from serving.hf import attn_implementation, resolve_model_path
 
+    hf_logging.disable_progress_bar()
     dtype = {"auto": torch.bfloat16 if device == "cuda" else torch.float32,
              "float32": torch.float32, "bfloat16": torch.bfloat16}[dtype_name]
     torch.manual_seed(seed)
@@ -76,6 +84,44 @@ def make_groups(vocab: int, k: int, n: int, p: int, s: int, seed: int):
         prefix = [rng.randrange(lo, vocab) for _ in range(p)]
         groups.append([Item(prefix + [rng.randrange(lo, vocab) for _ in range(s)], [lo + 1, lo + 2]) for _ in range(n)])
     return groups
+
+
+def real_groups(args: argparse.Namespace) -> tuple[list, dict]:
+    """Token-id groups of real judge prompts (one group per report of --reports-from) and their shape."""
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from serving.hf import choice_items, choice_texts, resolve_model_path
+    from serving.kernel import common_prefix_len
+
+    from ..errors import InputError
+    from ..jsonl import read_records
+    from ..judge import CHOICES, Pending, choice_group, judged_rubrics
+    from ..records import Report
+    from ..tasks import load_tasks
+
+    tasks_path = args.tasks or str(Path(args.reports_from).parent / "tasks.jsonl")
+    tasks = {t.id: t for t in load_tasks(tasks_path)}
+    reports = read_records(args.reports_from, Report)[: args.limit]
+    for i, rep in enumerate(reports):
+        if rep.task_id not in tasks:
+            raise InputError(args.reports_from, i + 1, "task_id", f"task {rep.task_id!r} is not in {tasks_path}")
+    # The random shape:* models have no tokenizer of their own: use the tiny one (its ids fit their vocab).
+    tok_name = "tiny-llama" if args.model in SHAPES else args.model
+    tok = AutoTokenizer.from_pretrained(resolve_model_path(tok_name, args.seed))
+    groups = []
+    for rep in reports:
+        task = tasks[rep.task_id]
+        group, _ = choice_group(Pending(task, rep, judged_rubrics(task)))
+        groups.append(choice_items(tok, choice_texts(tok, group), CHOICES))
+    prefixes = sorted(common_prefix_len([it.ids for it in g]) for g in groups)
+    suffixes = [len(it.ids) - common_prefix_len([x.ids for x in g]) for g in groups for it in g]
+    shape = {"reports_from": args.reports_from, "reports": len(groups), "rubrics_total": sum(len(g) for g in groups),
+             "prefix_tokens_median": prefixes[len(prefixes) // 2], "prefix_tokens_max": prefixes[-1],
+             "prefix_tokens_min": prefixes[0], "suffix_tokens_mean": round(sum(suffixes) / len(suffixes), 1),
+             "rubrics_min": min(len(g) for g in groups), "rubrics_max": max(len(g) for g in groups)}
+    return groups, shape
 
 
 def attention_pairs(groups, packed: bool) -> int:
@@ -115,15 +161,19 @@ def run(args: argparse.Namespace) -> int:
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     model = load_model(args.model, device, args.dtype, args.seed)
-    groups = make_groups(model.config.vocab_size, args.reports, args.rubrics, args.prefix_tokens, args.suffix_tokens,
-                         args.seed)
+    if args.reports_from:
+        groups, shape = real_groups(args)
+    else:
+        groups = make_groups(model.config.vocab_size, args.reports, args.rubrics, args.prefix_tokens,
+                             args.suffix_tokens, args.seed)
+        shape = {"prefix_tokens": args.prefix_tokens, "rubrics": args.rubrics, "suffix_tokens": args.suffix_tokens,
+                 "reports": args.reports}
     packed_s, packed, p_packed = timed(model, args.form, groups, args.token_budget, device)
     naive_s, naive, p_naive = timed(model, args.baseline, groups, args.token_budget, device)
-    decisions = args.reports * args.rubrics
+    decisions = sum(len(g) for g in groups)
     res = {
         "model": args.model, "device": device, "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
-        "threads": torch.get_num_threads(), "prefix_tokens": args.prefix_tokens, "rubrics": args.rubrics,
-        "suffix_tokens": args.suffix_tokens, "reports": args.reports, "decisions": decisions,
+        "threads": torch.get_num_threads(), **shape, "decisions": decisions,
         "packed_form": packed.form, "baseline_form": naive.form,
         "packed_s": round(packed_s, 4), "naive_s": round(naive_s, 4), "speedup": round(naive_s / packed_s, 2),
         "packed_tokens": packed.stats.forward_tokens, "naive_tokens": naive.stats.forward_tokens,
@@ -218,9 +268,16 @@ def _peak_fraction(model, groups, seconds: float, tokens: int, peak: float | Non
 
 
 def _text(r: dict) -> str:
+    if "reports_from" in r:
+        inputs = (f"inputs: {r['reports']} real report(s) from {r['reports_from']}, {r['decisions']} rubrics "
+                  f"({r['rubrics_min']}–{r['rubrics_max']} per report); report prefix tokens median "
+                  f"{r['prefix_tokens_median']} (min {r['prefix_tokens_min']}, max {r['prefix_tokens_max']}), rubric "
+                  f"suffix mean {r['suffix_tokens_mean']} tokens")
+    else:
+        inputs = (f"inputs: {r['reports']} report(s) × {r['rubrics']} rubrics, prefix {r['prefix_tokens']} + suffix "
+                  f"{r['suffix_tokens']} tokens")
     lines = [
-        f"inputs: {r['reports']} report(s) × {r['rubrics']} rubrics, prefix {r['prefix_tokens']} + suffix "
-        f"{r['suffix_tokens']} tokens; model {r['model']} ({r['dtype']}, {r['device']}, {r['threads']} threads)",
+        f"{inputs}; model {r['model']} ({r['dtype']}, {r['device']}, {r['threads']} threads)",
         f"{'':<22}{'tokens':>10}{'seconds':>10}{'decisions/s':>14}",
         f"{'packed (' + r['packed_form'] + ')':<22}{r['packed_tokens']:>10}{r['packed_s']:>10.3f}{r['packed_decisions_per_s']:>14.1f}",
         f"{'baseline (' + r['baseline_form'] + ')':<22}{r['naive_tokens']:>10}{r['naive_s']:>10.3f}{r['naive_decisions_per_s']:>14.1f}",

@@ -30,8 +30,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ray", action=argparse.BooleanOptionalAction, default=None,
                    help="run the judge as Ray actors (the config's `ray:` block, else a local cluster with "
                    "one replica); --no-ray runs in-process even when the config has a `ray:` block")
+    p.add_argument("--limit", type=positive_int, metavar="N",
+                   help="judge only the first N tasks of the tasks file (file order) and only their reports; "
+                   "rerun with the same N to resume, or with a larger N to extend the run")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
+
+
+def positive_int(value: str) -> int:
+    """argparse type: an integer ≥ 1."""
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def limit_work(tasks: list, reports: list, limit: int | None) -> tuple[list, list]:
+    """The first `limit` tasks (file order) and only their reports; printed when it cuts anything."""
+    if limit is None:
+        return tasks, reports
+    if limit >= len(tasks):
+        print(f"--limit {limit}: the tasks file has {len(tasks)} tasks, judging all of them")
+        return tasks, reports
+    kept = tasks[:limit]
+    ids = {t.id for t in kept}
+    mine = [r for r in reports if r.task_id in ids]
+    print(f"--limit {limit}: judging {len(kept)} of {len(tasks)} tasks ({', '.join(t.id for t in kept[:5])}"
+          f"{', …' if limit > 5 else ''}) and their {len(mine)} of {len(reports)} reports")
+    return kept, mine
 
 
 def judge_configs(args: argparse.Namespace):
@@ -67,7 +93,7 @@ def ray_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from serving.pool import ray_session
+    from serving.ray_session import ray_session
 
     from ..jsonl import read_records
     from ..judging import judge_stage
@@ -75,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from ..store import RunDir, sha256_file
     from ..tasks import load_tasks
 
-    tasks = load_tasks(args.tasks)
-    reports = read_records(args.reports, Report)
+    tasks, reports = limit_work(load_tasks(args.tasks), read_records(args.reports, Report), args.limit)
     rd = RunDir(args.out)
     rd.update_manifest(hashes={"tasks": sha256_file(args.tasks), "reports": sha256_file(args.reports)})
     ray = ray_config(args)

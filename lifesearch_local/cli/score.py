@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+
+from .judge import positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reports", help="reports JSONL: adds iterations and output tokens per task")
     p.add_argument("--judge", help="score only this judge config id")
     p.add_argument("--allow-missing", action="store_true", help="count unjudged rubrics as not satisfied")
+    p.add_argument("--limit", type=positive_int, metavar="N",
+                   help="score only the first N tasks of the tasks file (what `lifesearch judge --limit N` judged)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=run)
 
@@ -39,6 +44,11 @@ def run(args: argparse.Namespace) -> int:
 
     tasks = load_tasks(args.tasks)
     judgments = read_records(args.judgments, Judgment)
+    if args.limit is not None and args.limit < len(tasks):
+        tasks = tasks[: args.limit]
+        ids = {t.id for t in tasks}
+        judgments = [j for j in judgments if j.task_id in ids]
+        print(f"--limit {args.limit}: scoring the first {len(tasks)} tasks", file=sys.stderr)
     reports = read_records(args.reports, Report) if args.reports else []
     by_judge = score_by_judge(tasks, judgments, judge=args.judge, allow_missing=args.allow_missing, reports=reports)
     if args.json:

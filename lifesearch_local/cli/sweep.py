@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from serving.pool import ray_session
+    from serving.ray_session import ray_session
 
     from ..agreement import agreement
     from ..config import load_run_config

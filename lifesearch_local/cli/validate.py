@@ -14,12 +14,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "outside [0, 1], duplicate ids, zero total weight).",
     )
     p.add_argument("tasks", help="tasks JSONL (LifeSearch schema; see data/README.md)")
+    p.add_argument("--draft", action="store_true",
+                   help="draft mode: tasks without rubrics (missing or empty `rubrics`) are valid, e.g. the "
+                   "tasks.draft.jsonl written by `lifesearch curate` before experts write the rubrics; "
+                   "rubrics that are present are checked as usual")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..tasks import load_tasks, summarize
 
-    tasks = load_tasks(args.tasks)
-    print(f"{args.tasks}: ok: {summarize(tasks)}")
+    tasks = load_tasks(args.tasks, draft=args.draft)
+    if args.draft:
+        bare = sum(1 for t in tasks if not t.rubrics)
+        print(f"{args.tasks}: ok (draft): {summarize(tasks)}; {bare} without rubrics")
+    else:
+        print(f"{args.tasks}: ok: {summarize(tasks)}")
     return 0

@@ -1,0 +1,107 @@
+"""`lifesearch curate`: the paper's task-curation stages 1–3 on query seeds with a local model (resumable)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+DESCRIPTION = """\
+Turn raw query seeds into draft LifeSearch tasks with a local model, following the paper's
+section 3.1 and its prompts (App. B.1-B.3):
+
+  stage 1  intent & quality filtering (prompts/curate_filter.txt): drops queries of low quality
+           (below --min-quality), unrelated to search, or presupposing an unspecified recent event;
+  stage 2  domain discovery (prompts/curate_domain_en.txt / curate_domain_zh.txt by query
+           language): one of the seven domains;
+  stage 3  task rewriting (prompts/curate_rewrite.txt): removes file, tool, script and delivery
+           operations, keeping the research request and its language; an empty rewrite
+           ("only engineering operations") drops the query.
+
+Stage 4 of the paper (manual selection) and the rubrics are the experts' work. Stage 1 runs on
+every query of a chunk, stage 2 on those kept, stage 3 on those still kept. An invalid answer
+(not the paper's JSON; a rewrite in the other language or much longer than the query) is retried
+with a new seed (bounded by `retries`); a query that never gets a valid answer is recorded as
+failed at that stage with every raw output. Writes DIR/curation.jsonl (one record per query:
+kept / dropped / failed, the reason, each stage's answer, raw outputs, prompt hashes),
+DIR/tasks.draft.jsonl (the kept queries as tasks with `rubrics: []`; check it with
+`lifesearch validate --draft`) and DIR/manifest.json. Rerunning the same command skips the
+queries already recorded."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("curate", help="filter, classify and rewrite query seeds into draft tasks",
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--queries", required=True,
+                   help="queries JSONL: id (or qid), query (or prompt/question/text), optional language en|zh "
+                   "(detected from CJK characters when absent)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", help="YAML with a `curate:` block (or a bare one); see configs/curate_tiny.yaml")
+    src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral, a local path or hub id")
+    p.add_argument("--out", required=True, help="output directory (created; reused to resume)")
+    p.add_argument("--retries", type=int, help="extra attempts after an invalid answer (default 2)")
+    p.add_argument("--max-tokens", type=int, help="cap every stage's answer at this many tokens (quick CPU runs)")
+    p.add_argument("--min-quality", choices=["high", "medium", "low"], help="lowest quality kept (default medium)")
+    p.add_argument("--batch-size", type=int, help="queries per chunk appended to curation.jsonl (default 32)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")
+    p.add_argument("--json", action="store_true", help="print the stats as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def curate_config(args: argparse.Namespace):
+    """The CurateConfig of this command: the YAML or --model, with the flags over it."""
+    from serving.config import ModelConfig
+
+    from ..config import validate_config
+    from ..curate.config import CurateConfig, load_curate_config
+
+    cfg = load_curate_config(args.config) if args.config else CurateConfig(model=ModelConfig(model=args.model))
+    data = cfg.model_dump()
+    if args.device:
+        data["model"]["device"] = args.device
+    if args.max_tokens is not None:
+        data["max_tokens"] = {stage: min(n, args.max_tokens) for stage, n in data["max_tokens"].items()}
+    for key in ("retries", "min_quality", "batch_size"):
+        if getattr(args, key) is not None:
+            data[key] = getattr(args, key)
+    return validate_config(CurateConfig, data, args.config or "flags")
+
+
+def print_summary(stats: dict[str, Any], rd) -> None:
+    """What this run did and what the directory now holds: counts by status, reason, stage and domain."""
+    from ..curate.stage import DRAFTS, RECORDS
+
+    def fmt(counts: dict[str, int]) -> str:
+        return ", ".join(f"{k} {v}" for k, v in counts.items()) or "-"
+
+    print(f"curate {stats['model']}: {stats['queries']} queries, {stats['already_recorded']} already recorded, "
+          f"{stats['curated']} curated in {stats['wall_s']} s -> {rd.file(RECORDS)}")
+    print(f"  kept {stats['kept']}, dropped {stats['dropped']}, failed {stats['failed']} (of {stats['records']} records)")
+    print(f"  dropped by reason: {fmt(stats['dropped_by_reason'])}")
+    print(f"  failed by stage:   {fmt(stats['failed_by_stage'])}")
+    print(f"  kept by domain:    {fmt(stats['kept_by_domain'])}")
+    print(f"  kept by language:  {fmt(stats['kept_by_language'])}")
+    print(f"draft tasks: {stats['kept']} -> {rd.file(DRAFTS)} (check: lifesearch validate --draft {rd.file(DRAFTS)})")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..curate.queries import load_queries
+    from ..curate.stage import curate_stage
+    from ..store import RunDir, sha256_file
+
+    queries = load_queries(args.queries)
+    cfg = curate_config(args)
+    rd = RunDir(args.out)
+    rd.update_manifest(hashes={"queries": sha256_file(args.queries)})
+    if cfg.model.model.startswith("tiny-") and not args.json:
+        print(f"note: {cfg.model.model} has RANDOM weights (built locally for offline runs): expect invalid "
+              "answers, recorded as failed")
+    stats = curate_stage(rd, queries, cfg, show=not (args.quiet or args.json))
+    if args.json:
+        print(json.dumps(stats, indent=2, ensure_ascii=False))
+    else:
+        print_summary(stats, rd)
+    if stats["stopped_early"]:
+        print("stopped by signal; rerun the same command to finish")
+    return 0

@@ -1,0 +1,190 @@
+"""The curation run: stages 1–3 chunk by chunk, one record per query appended, resumable, draft tasks out."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from typing import Any
+
+from serving.protocol import ModelBackend
+
+from ..jsonl import write_records
+from ..judge import generate_attempts
+from ..progress import progress_bar
+from ..prompts import load_template, render
+from ..records import Task
+from ..signals import graceful_stop
+from ..store import RunDir
+from .config import CurateConfig
+from .parse import filter_decision, parse_domain_answer, parse_filter, parse_rewrite
+from .records import CurationRecord, Query, ReasonCode, StageName
+
+RECORDS = "curation.jsonl"
+DRAFTS = "tasks.draft.jsonl"
+TEMPLATES = ("curate_filter", "curate_domain_en", "curate_domain_zh", "curate_rewrite")
+# Seed offsets per stage, so a retry at one stage never replays another stage's sampling.
+STAGE_SEEDS: dict[StageName, int] = {"filter": 0, "domain": 100, "rewrite": 200}
+
+
+def _prompt(stage: StageName, rec: CurationRecord) -> tuple[str, str, str]:
+    """(template name, rendered prompt, template hash) of `stage` for a query."""
+    if stage == "filter":
+        name, values = "curate_filter", {"query": rec.query}
+    elif stage == "domain":
+        name, values = f"curate_domain_{rec.language}", {"query": rec.query}
+    else:
+        name, values = "curate_rewrite", {"user_query": rec.query}
+    text, digest = render(name, **values)
+    return name, text, digest
+
+
+def _ask(
+    backend: ModelBackend, cfg: CurateConfig, stage: StageName, recs: Sequence[CurationRecord],
+    parser: Callable[[CurationRecord], Callable[[str], Any]],
+) -> list[tuple[CurationRecord, Any]]:
+    """Run one stage on `recs` with bounded retries; a query with no valid answer is marked failed.
+
+    Returns the (record, parsed answer) pairs that got a valid answer.
+    """
+    if not recs:
+        return []
+    prompts = [_prompt(stage, r) for r in recs]
+    results = generate_attempts(
+        backend, cfg, [text for _, text, _ in prompts], [parser(r) for r in recs],
+        max_tokens=getattr(cfg.max_tokens, stage), seed=STAGE_SEEDS[stage],
+    )
+    ok = []
+    for rec, (name, _, digest), (value, raws) in zip(recs, prompts, results):
+        rec.prompts[name] = digest
+        rec.raw[stage] = raws
+        rec.stage = stage
+        if value is None:
+            rec.status, rec.code = "failed", "no_valid_answer"
+            rec.reason = f"no valid {stage} answer after {len(raws)} attempt{'s' if len(raws) != 1 else ''}"
+        else:
+            ok.append((rec, value))
+    return ok
+
+
+def _drop(rec: CurationRecord, code: ReasonCode, reason: str) -> None:
+    rec.status, rec.code, rec.reason = "dropped", code, reason
+
+
+def curate_chunk(backend: ModelBackend, cfg: CurateConfig, chunk: Sequence[Query]) -> list[CurationRecord]:
+    """Stage 1 on every query of the chunk, stage 2 on those kept, stage 3 on those still kept."""
+    recs = [CurationRecord(id=q.id, language=q.language, query=q.text, status="kept", stage="filter",
+                           code="kept", reason="kept", model=cfg.model.model) for q in chunk]
+    classify = []
+    for rec, result in _ask(backend, cfg, "filter", recs, lambda r: parse_filter):
+        rec.filter = result
+        why = filter_decision(result, cfg.min_quality)
+        if why:
+            _drop(rec, *why)
+        else:
+            classify.append(rec)
+    rewrite = []
+    for rec, result in _ask(backend, cfg, "domain", classify, lambda r: parse_domain_answer):
+        rec.classification = result
+        rewrite.append(rec)
+    by_id = {q.id: q for q in chunk}
+
+    def rewrite_parser(rec: CurationRecord) -> Callable[[str], str | None]:
+        return lambda text: parse_rewrite(text, by_id[rec.id], cfg.rewrite_max_growth)
+
+    for rec, text in _ask(backend, cfg, "rewrite", rewrite, rewrite_parser):
+        rec.rewritten = text
+        if not text:
+            _drop(rec, "only_engineering_operations", "only engineering operations")
+        elif text != rec.query.strip():
+            rec.reason = "kept: operations or file dependencies removed by the rewrite"
+    return recs
+
+
+def draft_tasks(records: Sequence[CurationRecord]) -> list[dict[str, Any]]:
+    """The kept queries as tasks in our schema, rubrics still to be written by experts."""
+    out = []
+    for r in records:
+        if r.status != "kept" or r.classification is None or not r.rewritten:
+            continue
+        task = Task(id=r.id, language=r.language, domain=r.classification.domain, question=r.rewritten, rubrics=[])
+        out.append(task.model_dump(mode="json", exclude_none=True))
+    return out
+
+
+def _config_hash(cfg: CurateConfig) -> str:
+    return hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()[:16]
+
+
+def curate_stage(
+    rd: RunDir, queries: Sequence[Query], cfg: CurateConfig, backend: ModelBackend | None = None, *,
+    show: bool = True,
+) -> dict[str, Any]:
+    """Curate every query not yet in curation.jsonl, chunk by chunk; then rewrite tasks.draft.jsonl
+    from all records and record the run in the manifest. Returns this invocation's stats.
+
+    The model is loaded only if something is left to do. SIGTERM stops after the current chunk
+    (records flushed); rerunning the same command finishes the work.
+    """
+    done = {r.id for r in rd.load(RECORDS, CurationRecord)}
+    todo = [q for q in queries if q.id not in done]
+    t0, stopped, new = time.perf_counter(), False, 0
+    with graceful_stop() as stop, ExitStack() as models:
+        if todo and backend is None:
+            from serving.registry import open_backend
+
+            backend = models.enter_context(open_backend(cfg.model, phase="curate"))
+        with progress_bar(len(todo), desc="curate", unit="query", show=show) as bar:
+            for i in range(0, len(todo), cfg.batch_size):
+                chunk = todo[i : i + cfg.batch_size]
+                rd.append(RECORDS, curate_chunk(backend, cfg, chunk))
+                new += len(chunk)
+                bar.advance(len(chunk))
+                if stop and i + cfg.batch_size < len(todo):
+                    stopped = True
+                    break
+    records = rd.load(RECORDS, CurationRecord)
+    write_records(rd.file(DRAFTS), draft_tasks(records))
+    stats = {"queries": len(queries), "already_recorded": len(done), "curated": new,
+             "wall_s": round(time.perf_counter() - t0, 3), "stopped_early": stopped,
+             "backend": cfg.model.backend, "model": cfg.model.model, **summarize_records(records)}
+    gen = getattr(backend, "stats", None)
+    if isinstance(gen, dict):
+        stats.update({k: v for k, v in gen.items() if v})
+    _record(rd, cfg, backend, stats)
+    return stats
+
+
+def _record(rd: RunDir, cfg: CurateConfig, backend: ModelBackend | None, stats: dict[str, Any]) -> None:
+    """Prompt hashes, the config (and its hash), the seed and the stats, in the manifest."""
+    rd.update_manifest(
+        hashes={
+            "config/curate": _config_hash(cfg),
+            **{f"prompts/{name}": load_template(name)[1] for name in TEMPLATES},
+            **({"model/curate": backend.model_hash()} if hasattr(backend, "model_hash") else {}),
+        },
+        seeds={"curate": cfg.model.seed},
+        stage=("curate", stats),
+        curate_config=cfg.model_dump(mode="json"),
+    )
+
+
+def summarize_records(records: Sequence[CurationRecord]) -> dict[str, Any]:
+    """Counts over all records: by status, drop reason, failing stage, kept domain and language."""
+    def count(items) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for k in items:
+            out[k] = out.get(k, 0) + 1
+        return dict(sorted(out.items()))
+
+    return {
+        "records": len(records),
+        "kept": sum(r.status == "kept" for r in records),
+        "dropped": sum(r.status == "dropped" for r in records),
+        "failed": sum(r.status == "failed" for r in records),
+        "dropped_by_reason": count(r.code for r in records if r.status == "dropped"),
+        "failed_by_stage": count(r.stage for r in records if r.status == "failed"),
+        "kept_by_domain": count(r.classification.domain.value for r in records if r.status == "kept" and r.classification),
+        "kept_by_language": count(r.language for r in records if r.status == "kept"),
+    }

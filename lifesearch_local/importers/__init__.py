@@ -1,0 +1,1 @@
+"""Importers that convert other deep-research benchmarks into LifeSearch task and report files."""
