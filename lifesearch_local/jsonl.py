@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from .errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 def iter_json_lines(path: str | Path, *, repair_tail: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -39,6 +40,26 @@ def iter_json_lines(path: str | Path, *, repair_tail: bool = False) -> Iterator[
         if not isinstance(obj, dict):
             raise InputError(str(path), lineno, None, f"expected a JSON object, got {type(obj).__name__}")
         yield lineno, obj
+
+
+def load_unique(path: str | Path, parse: Callable[[dict[str, Any], str, int], T], noun: str, plural: str) -> list[T]:
+    """Every line of `path` through `parse(obj, path, line)`; ids (`.id`) must be unique and the file
+    non-empty. Errors name file:line: field."""
+    path = str(path)
+    if not Path(path).is_file():
+        raise InputError(path, None, None, "no such file")
+    out: list[T] = []
+    seen: dict[str, int] = {}
+    for lineno, obj in iter_json_lines(path):
+        item = parse(obj, path, lineno)
+        key = item.id  # type: ignore[attr-defined]
+        if key in seen:
+            raise InputError(path, lineno, "id", f"duplicate {noun} id {key!r} (first on line {seen[key]})")
+        seen[key] = lineno
+        out.append(item)
+    if not out:
+        raise InputError(path, None, None, f"no {plural} in file")
+    return out
 
 
 def validation_field(err: ValidationError) -> tuple[str, str]:

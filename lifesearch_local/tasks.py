@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import InputError
-from .jsonl import iter_json_lines, validation_field
+from .jsonl import load_unique, validation_field
 from .records import DOMAIN_ABBREV, DOMAIN_TITLES, Domain, Task
 
 # Aliases seen in rubric datasets (DeepResearch Bench, ResearchRubrics, the paper's text).
@@ -18,7 +18,7 @@ TASK_ALIASES = {
     "id": ("id", "task_id", "qid"),
     "language": ("language", "lang"),
     "domain": ("domain", "category", "taxonomy"),
-    "question": ("question", "prompt", "query", "task"),
+    "question": ("question", "prompt", "query", "task", "tasks"),
     "as_of": ("as_of", "as_of_date", "cutoff", "cutoff_date"),
     "rubrics": ("rubrics", "criteria"),
 }
@@ -204,20 +204,7 @@ def load_tasks(path: str | Path, draft: bool = False) -> list[Task]:
 
     `draft` accepts tasks without rubrics (see `parse_task`); normal mode requires them.
     """
-    path = str(path)
-    if not Path(path).is_file():
-        raise InputError(path, None, None, "no such file")
-    tasks: list[Task] = []
-    seen: dict[str, int] = {}
-    for lineno, obj in iter_json_lines(path):
-        task = parse_task(obj, path, lineno, draft=draft)
-        if task.id in seen:
-            raise InputError(path, lineno, "id", f"duplicate task id {task.id!r} (first on line {seen[task.id]})")
-        seen[task.id] = lineno
-        tasks.append(task)
-    if not tasks:
-        raise InputError(path, None, None, "no tasks in file")
-    return tasks
+    return load_unique(path, lambda obj, p, n: parse_task(obj, p, n, draft=draft), "task", "tasks")
 
 
 def summarize(tasks: list[Task]) -> str:

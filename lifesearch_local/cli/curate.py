@@ -82,7 +82,8 @@ def print_summary(stats: dict[str, Any], rd) -> None:
     print(f"  failed by stage:   {fmt(stats['failed_by_stage'])}")
     print(f"  kept by domain:    {fmt(stats['kept_by_domain'])}")
     print(f"  kept by language:  {fmt(stats['kept_by_language'])}")
-    print(f"draft tasks: {stats['kept']} -> {rd.file(DRAFTS)} (check: lifesearch validate --draft {rd.file(DRAFTS)})")
+    check = f"check: lifesearch validate --draft {rd.file(DRAFTS)}" if stats["kept"] else "no query kept, the file is empty"
+    print(f"draft tasks: {stats['kept']} -> {rd.file(DRAFTS)} ({check})")
 
 
 def run(args: argparse.Namespace) -> int:

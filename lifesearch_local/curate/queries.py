@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..jsonl import iter_json_lines
+from ..jsonl import load_unique
 from ..records import Language
 from ..tasks import parse_language
 from .records import Query
@@ -63,17 +63,4 @@ def parse_query(obj: dict[str, Any], path: str, lineno: int) -> Query:
 
 def load_queries(path: str | Path) -> list[Query]:
     """Load and validate a queries JSONL file; raises InputError on the first problem."""
-    path = str(path)
-    if not Path(path).is_file():
-        raise InputError(path, None, None, "no such file")
-    out: list[Query] = []
-    seen: dict[str, int] = {}
-    for lineno, obj in iter_json_lines(path):
-        q = parse_query(obj, path, lineno)
-        if q.id in seen:
-            raise InputError(path, lineno, "id", f"duplicate query id {q.id!r} (first on line {seen[q.id]})")
-        seen[q.id] = lineno
-        out.append(q)
-    if not out:
-        raise InputError(path, None, None, "no queries in file")
-    return out
+    return load_unique(path, parse_query, "query", "queries")
