@@ -141,11 +141,13 @@ class RetrySettings(Protocol):
 
 def generate_attempts(
     backend: ModelBackend, cfg: RetrySettings, prompts: Sequence[str], parses: Sequence[Callable[[str], T | None]], *,
-    max_tokens: int, seed: int = 0,
+    max_tokens: int, seed: int = 0, reject_truncated: bool = False,
 ) -> list[tuple[T | None, list[str]]]:
     """`generate_parsed` with one parser per prompt, keeping every attempt's raw text.
 
-    Returns (parsed or None, raw texts of all attempts in order) per prompt.
+    With `reject_truncated`, an answer cut off at `max_tokens` is invalid whatever it parses to
+    (a cut-off rewrite would otherwise pass for a shorter one). Returns (parsed or None, raw
+    texts of all attempts in order) per prompt.
     """
     parsed: list[T | None] = [None] * len(prompts)
     raws: list[list[str]] = [[] for _ in prompts]
@@ -160,7 +162,7 @@ def generate_attempts(
         ) for i in todo]
         for i, gen in zip(todo, backend.generate(reqs)):
             raws[i].append(gen.text)
-            parsed[i] = parses[i](gen.text)
+            parsed[i] = None if reject_truncated and gen.finish_reason == "length" else parses[i](gen.text)
     return list(zip(parsed, raws))
 
 

@@ -238,6 +238,17 @@ def test_cli_writes_a_valid_directory_and_refuses_to_overwrite(tmp_path, capsys)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+def test_force_replaces_only_an_earlier_import(tmp_path, capsys):
+    qp, cp, rp = drb_files(tmp_path)
+    foreign = tmp_path / "runs"
+    (foreign / "j1").mkdir(parents=True)
+    (foreign / "j1" / "judgments.jsonl").write_text("{}\n")
+    argv = ["import", "drb", "--queries", str(qp), "--criteria", str(cp), "--out", str(foreign), "--force"]
+    assert main(argv) == 2
+    assert "not an earlier `lifesearch import drb` output" in capsys.readouterr().err
+    assert (foreign / "j1" / "judgments.jsonl").read_text() == "{}\n"  # untouched
+
+
 def test_round_trip_on_small_files(tmp_path):
     qp, cp, rp = drb_files(tmp_path)
     out = drb.write_import(drb.import_drb(qp, cp, rp), tmp_path / "out")
@@ -299,3 +310,26 @@ def test_real_import_is_valid_and_consistent(real_import, capsys):
         devs.append(drb.rounding_deviation([r.weight for r in t.rubrics], e))
     assert info["rounding_deviation"]["max"] == round(max(devs), 6)
     assert info["rounding_deviation"]["mean"] == round(sum(devs) / 100, 6)
+
+
+@pytest.mark.slow
+def test_tiny_judge_and_score_on_the_real_import(real_import, tmp_path, capsys):
+    """`judge --limit 1` on a real DRB report completes on CPU, a rerun has nothing left, and
+    `score --limit 1` scores exactly the judged task."""
+    run = tmp_path / "judge"
+    argv = ["judge", "--tasks", str(real_import / "tasks.jsonl"), "--reports", str(real_import / "reports.jsonl"),
+            "--model", "tiny-llama", "--out", str(run), "--limit", "1", "--quiet"]
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in (run / "judgments.jsonl").read_text().splitlines()]
+    first = load_tasks(real_import / "tasks.jsonl")[0]
+    assert {r["task_id"] for r in rows} == {first.id} and sorted(r["rubric_id"] for r in rows) == sorted(
+        r.id for r in first.rubrics)
+    assert all(0.0 <= r["p_true"] <= 1.0 for r in rows)
+    assert main(argv) == 0
+    assert "0 decisions" in capsys.readouterr().out
+    assert len((run / "judgments.jsonl").read_text().splitlines()) == len(rows)
+    assert main(["score", "--tasks", str(real_import / "tasks.jsonl"), "--judgments", str(run / "judgments.jsonl"),
+                 "--limit", "1", "--json"]) == 0
+    scored = json.loads(capsys.readouterr().out)["agents"]["claude-3-7-sonnet"]
+    passed = sum(r.weight for r in first.rubrics if next(x for x in rows if x["rubric_id"] == r.id)["satisfied"])
+    assert scored["overall_mean"] == pytest.approx(passed / first.total_weight)

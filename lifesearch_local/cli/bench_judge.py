@@ -8,6 +8,8 @@ import math
 import random
 import time
 
+from .judge import positive_int
+
 # Dense bf16 peak (no sparsity) by device-name fragment, for the fraction-of-peak figure.
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
 SHAPES = {  # random-weight models of a real model's shape, built in memory
@@ -35,10 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reports", type=int, default=1)
     p.add_argument("--reports-from", metavar="FILE",
                    help="real shapes instead of synthetic ones: every report in FILE (reports JSONL) with its "
-                   "task's rubrics, rendered with the judge prompt and the model's tokenizer exactly as "
-                   "`lifesearch judge` does; replaces --prefix-tokens/--rubrics/--suffix-tokens/--reports")
+                   "task's rubrics, rendered with the judge prompt, chat template and tokenizer of the model "
+                   "exactly as `lifesearch judge` does (shape:* models have none: the tiny-llama tokenizer "
+                   "stands in, so token counts are that tokenizer's); replaces --prefix-tokens/--rubrics/"
+                   "--suffix-tokens/--reports")
     p.add_argument("--tasks", help="with --reports-from: the tasks JSONL (default: tasks.jsonl next to FILE)")
-    p.add_argument("--limit", type=int, help="with --reports-from: only the first N reports of FILE")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="with --reports-from: only the first N reports of FILE")
     p.add_argument("--form", default="auto", choices=["auto", "dense", "flex", "two_stage"],
                    help="packed form (auto: flex on CUDA, two_stage on CPU)")
     p.add_argument("--baseline", default="naive", choices=["naive", "single"], help="baseline form")
@@ -160,9 +164,14 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    if (args.tasks or args.limit) and not args.reports_from:
+        from ..errors import LifesearchError
+
+        raise LifesearchError("--tasks and --limit go with --reports-from FILE")
+    real = real_groups(args) if args.reports_from else None  # bad input fails before the model loads
     model = load_model(args.model, device, args.dtype, args.seed)
-    if args.reports_from:
-        groups, shape = real_groups(args)
+    if real:
+        groups, shape = real
     else:
         groups = make_groups(model.config.vocab_size, args.reports, args.rubrics, args.prefix_tokens,
                              args.suffix_tokens, args.seed)

@@ -15,12 +15,13 @@ section 3.1 and its prompts (App. B.1-B.3):
   stage 2  domain discovery (prompts/curate_domain_en.txt / curate_domain_zh.txt by query
            language): one of the seven domains;
   stage 3  task rewriting (prompts/curate_rewrite.txt): removes file, tool, script and delivery
-           operations, keeping the research request and its language; an empty rewrite
-           ("only engineering operations") drops the query.
+           operations, keeping the research request and its language; a rewrite empty on
+           every attempt ("only engineering operations") drops the query.
 
 Stage 4 of the paper (manual selection) and the rubrics are the experts' work. Stage 1 runs on
 every query of a chunk, stage 2 on those kept, stage 3 on those still kept. An invalid answer
-(not the paper's JSON; a rewrite in the other language or much longer than the query) is retried
+(not the paper's JSON; a rewrite that is empty, in the other language or much longer than the
+query; any answer cut off at max_tokens) is retried
 with a new seed (bounded by `retries`); a query that never gets a valid answer is recorded as
 failed at that stage with every raw output. Writes DIR/curation.jsonl (one record per query:
 kept / dropped / failed, the reason, each stage's answer, raw outputs, prompt hashes),

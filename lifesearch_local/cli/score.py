@@ -44,12 +44,13 @@ def run(args: argparse.Namespace) -> int:
 
     tasks = load_tasks(args.tasks)
     judgments = read_records(args.judgments, Judgment)
+    reports = read_records(args.reports, Report) if args.reports else []
     if args.limit is not None and args.limit < len(tasks):
         tasks = tasks[: args.limit]
         ids = {t.id for t in tasks}
         judgments = [j for j in judgments if j.task_id in ids]
+        reports = [r for r in reports if r.task_id in ids]
         print(f"--limit {args.limit}: scoring the first {len(tasks)} tasks", file=sys.stderr)
-    reports = read_records(args.reports, Report) if args.reports else []
     by_judge = score_by_judge(tasks, judgments, judge=args.judge, allow_missing=args.allow_missing, reports=reports)
     if args.json:
         print(json.dumps(scores_json(by_judge), indent=2, ensure_ascii=False))

@@ -39,7 +39,7 @@ class CurateConfig(BaseModel):
     max_tokens: StageTokens = Field(default_factory=StageTokens)
     """Token cap of each stage's answer."""
     min_quality: QualityLevel = "medium"
-    """Lowest stage-1 quality level kept (the paper keeps high and medium, drops low)."""
+    """Lowest stage-1 quality level kept (our reading of the paper: keep high and medium, drop low)."""
     batch_size: int = Field(32, ge=1)
     """Queries per chunk: each chunk goes through the three stages and is then appended to curation.jsonl."""
     rewrite_max_growth: float = Field(1.25, ge=1.0)

@@ -74,15 +74,23 @@ def rewrite_limit(query: str, max_growth: float) -> int:
     return int(len(query.strip()) * max_growth) + REWRITE_SLACK_CHARS
 
 
-def parse_rewrite(text: str, query: Query, max_growth: float) -> str | None:
-    """Stage 3: the rewritten query, "" when nothing but engineering operations remained, or None
-    (retried) when it is in the other language than the query or much longer than the query."""
+def is_empty_answer(text: str) -> bool:
+    """Whether a rewrite answer says "nothing left" (empty, whitespace, `""`, an empty fence)."""
     body = strip_fences(text)
-    if body in _EMPTY_ANSWERS:
-        body = ""
-    if not body:
-        return ""
-    if detect_language(body) != query.language:
+    return not body or body in _EMPTY_ANSWERS
+
+
+def parse_rewrite(text: str, query: Query, max_growth: float) -> str | None:
+    """Stage 3: the rewritten query, or None (retried) when it is empty, in the other language than
+    the query's text, or much longer than the query.
+
+    An empty answer is invalid here so that it is asked again: a broken model also answers
+    nothing. `curate_chunk` accepts "only engineering operations" when every attempt is empty.
+    """
+    if is_empty_answer(text):
+        return None
+    body = strip_fences(text)
+    if detect_language(body) != detect_language(query.text):
         return None
     if len(body) > rewrite_limit(query.text, max_growth):
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -18,7 +19,7 @@ from ..records import Task
 from ..signals import graceful_stop
 from ..store import RunDir
 from .config import CurateConfig
-from .parse import filter_decision, parse_domain_answer, parse_filter, parse_rewrite
+from .parse import filter_decision, is_empty_answer, parse_domain_answer, parse_filter, parse_rewrite
 from .records import CurationRecord, Query, ReasonCode, StageName
 
 RECORDS = "curation.jsonl"
@@ -53,7 +54,7 @@ def _ask(
     prompts = [_prompt(stage, r) for r in recs]
     results = generate_attempts(
         backend, cfg, [text for _, text, _ in prompts], [parser(r) for r in recs],
-        max_tokens=getattr(cfg.max_tokens, stage), seed=STAGE_SEEDS[stage],
+        max_tokens=getattr(cfg.max_tokens, stage), seed=STAGE_SEEDS[stage], reject_truncated=True,
     )
     ok = []
     for rec, (name, _, digest), (value, raws) in zip(recs, prompts, results):
@@ -95,10 +96,14 @@ def curate_chunk(backend: ModelBackend, cfg: CurateConfig, chunk: Sequence[Query
 
     for rec, text in _ask(backend, cfg, "rewrite", rewrite, rewrite_parser):
         rec.rewritten = text
-        if not text:
-            _drop(rec, "only_engineering_operations", "only engineering operations")
-        elif text != rec.query.strip():
+        if text != rec.query.strip():
             rec.reason = "kept: operations or file dependencies removed by the rewrite"
+    for rec in rewrite:  # the paper's "return an empty string", given on every attempt
+        raws = rec.raw.get("rewrite", [])
+        if rec.status == "failed" and raws and all(is_empty_answer(t) for t in raws):
+            rec.rewritten = ""
+            _drop(rec, "only_engineering_operations",
+                  f"only engineering operations (an empty rewrite on all {len(raws)} attempts)")
     return recs
 
 
@@ -129,6 +134,9 @@ def curate_stage(
     """
     done = {r.id for r in rd.load(RECORDS, CurationRecord)}
     todo = [q for q in queries if q.id not in done]
+    _warn_if_changed(rd, cfg, bool(done and todo))
+    if todo:  # before any record, so that a run killed midway still says what config it had
+        rd.update_manifest(hashes={"config/curate": _config_hash(cfg)})
     t0, stopped, new = time.perf_counter(), False, 0
     with graceful_stop() as stop, ExitStack() as models:
         if todo and backend is None:
@@ -154,6 +162,15 @@ def curate_stage(
         stats.update({k: v for k, v in gen.items() if v})
     _record(rd, cfg, backend, stats)
     return stats
+
+
+def _warn_if_changed(rd: RunDir, cfg: CurateConfig, resuming: bool) -> None:
+    """A resumed run with another config mixes two curations in one file: say so, do not refuse."""
+    manifest = rd.manifest()
+    old = manifest.hashes.get("config/curate") if manifest else None
+    if resuming and old and old != _config_hash(cfg):
+        print(f"warning: {rd.file(RECORDS)} was started with another curate config (hash {old}, now "
+              f"{_config_hash(cfg)}); the new records will come from the new one", file=sys.stderr)
 
 
 def _record(rd: RunDir, cfg: CurateConfig, backend: ModelBackend | None, stats: dict[str, Any]) -> None:

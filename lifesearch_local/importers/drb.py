@@ -345,8 +345,13 @@ def write_import(result: DrbImport, out: str | Path, *, force: bool = False) -> 
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise LifesearchError(f"{out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise LifesearchError(f"{out}: directory is not empty; pass --force to replace it")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise LifesearchError(f"{out}: directory is not empty; pass --force to replace it")
+        # --force deletes the old directory: only ever one this command wrote
+        if not ((out / "import.json").is_file() and (out / "drb_source.jsonl").is_file()):
+            raise LifesearchError(f"{out}: not an earlier `lifesearch import drb` output (no import.json and "
+                                  "drb_source.jsonl); --force replaces only those, choose another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
