@@ -74,16 +74,20 @@ def validation_field(err: ValidationError) -> tuple[str, str]:
     return ".".join(parts) or "(record)", first["msg"]
 
 
-def read_records(path: str | Path, model: type[M], *, repair_tail: bool = False) -> list[M]:
-    """Parse every line of a JSONL file into `model`, failing on the first bad line."""
-    out: list[M] = []
+def numbered_records(path: str | Path, model: type[M], *, repair_tail: bool = False) -> Iterator[tuple[int, M]]:
+    """(line number, record) for every line of a JSONL file parsed into `model`; the first bad
+    line is an InputError naming file:line: field."""
     for lineno, obj in iter_json_lines(path, repair_tail=repair_tail):
         try:
-            out.append(model.model_validate(obj))
+            yield lineno, model.model_validate(obj)
         except ValidationError as e:
             field, msg = validation_field(e)
             raise InputError(str(path), lineno, field, msg) from None
-    return out
+
+
+def read_records(path: str | Path, model: type[M], *, repair_tail: bool = False) -> list[M]:
+    """Parse every line of a JSONL file into `model`, failing on the first bad line."""
+    return [rec for _, rec in numbered_records(path, model, repair_tail=repair_tail)]
 
 
 def dumps(record: BaseModel | dict[str, Any]) -> str:

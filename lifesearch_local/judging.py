@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -17,11 +16,7 @@ from .progress import progress_bar
 from .prompts import load_template
 from .records import Judgment, Report, Task
 from .signals import graceful_stop
-from .store import RunDir
-
-
-def _config_hash(cfg: JudgeConfig) -> str:
-    return hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()[:16]
+from .store import RunDir, config_hash
 
 
 def judge_stage(
@@ -77,7 +72,7 @@ def _record(rd: RunDir, cfg: JudgeConfig, backend: ModelBackend | None, stats: d
     """What this judge stage was run with (config, prompts, model) and what it did, in the manifest."""
     rd.update_manifest(
         hashes={
-            f"config/judge/{cfg.id}": _config_hash(cfg),
+            f"config/judge/{cfg.id}": config_hash(cfg),
             "prompts/judge_en": load_template("judge_en")[1],
             "prompts/judge_zh": load_template("judge_zh")[1],
             **({f"model/{cfg.id}": backend.model_hash()} if hasattr(backend, "model_hash") else {}),

@@ -27,6 +27,11 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
+def config_hash(cfg: BaseModel) -> str:
+    """sha256 (16 hex) of a config's JSON: what the manifest records to tell two runs' settings apart."""
+    return sha256_bytes(cfg.model_dump_json().encode())
+
+
 def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -207,6 +207,16 @@ def load_tasks(path: str | Path, draft: bool = False) -> list[Task]:
     return load_unique(path, lambda obj, p, n: parse_task(obj, p, n, draft=draft), "task", "tasks")
 
 
+def first_tasks(tasks: list[Task], limit: int | None, *records: list[Any]) -> tuple[list[Any], ...]:
+    """The first `limit` tasks (file order; all when None) and, for each list of `records`, those
+    of these tasks (by `task_id`): what `--limit N` selects in `judge` and in `score`."""
+    if limit is None or limit >= len(tasks):
+        return (tasks, *records)
+    kept = tasks[:limit]
+    ids = {t.id for t in kept}
+    return (kept, *([r for r in rs if r.task_id in ids] for rs in records))
+
+
 def summarize(tasks: list[Task]) -> str:
     """One line: counts of tasks and rubrics, per language and per domain."""
     langs = Counter(t.language for t in tasks)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import hashlib
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -18,7 +17,7 @@ from ..progress import progress_bar
 from ..prompts import load_template
 from ..records import Report, Task
 from ..signals import StopFlag, graceful_stop
-from ..store import RunDir
+from ..store import RunDir, config_hash
 from ..web.config import WebConfig
 from .config import AgentConfig
 from .loop import run_task
@@ -50,7 +49,7 @@ def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: Mo
     if isinstance(engine, dict):
         stats["backend_stats"] = {k: v for k, v in engine.items() if isinstance(v, (int, float, str))}
     rd.update_manifest(
-        hashes={f"config/agent/{cfg.id}": hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()[:16],
+        hashes={f"config/agent/{cfg.id}": config_hash(cfg),
                 "prompts/agent_system": load_template("agent_system")[1],
                 **_model_hash(cfg, backend)},
         seeds={f"agent/{cfg.id}": cfg.seed},

@@ -119,8 +119,9 @@ def real_groups(args: argparse.Namespace) -> tuple[list, dict]:
         task = tasks[rep.task_id]
         group, _ = choice_group(Pending(task, rep, judged_rubrics(task)))
         groups.append(choice_items(tok, choice_texts(tok, group), CHOICES))
-    prefixes = sorted(common_prefix_len([it.ids for it in g]) for g in groups)
-    suffixes = [len(it.ids) - common_prefix_len([x.ids for x in g]) for g in groups for it in g]
+    shared = [common_prefix_len([it.ids for it in g]) for g in groups]
+    suffixes = [len(it.ids) - n for g, n in zip(groups, shared) for it in g]
+    prefixes = sorted(shared)
     shape = {"reports_from": args.reports_from, "reports": len(groups), "rubrics_total": sum(len(g) for g in groups),
              "prefix_tokens_median": prefixes[len(prefixes) // 2], "prefix_tokens_max": prefixes[-1],
              "prefix_tokens_min": prefixes[0], "suffix_tokens_mean": round(sum(suffixes) / len(suffixes), 1),

@@ -47,14 +47,14 @@ def positive_int(value: str) -> int:
 
 def limit_work(tasks: list, reports: list, limit: int | None) -> tuple[list, list]:
     """The first `limit` tasks (file order) and only their reports; printed when it cuts anything."""
+    from ..tasks import first_tasks
+
     if limit is None:
         return tasks, reports
     if limit >= len(tasks):
         print(f"--limit {limit}: the tasks file has {len(tasks)} tasks, judging all of them")
         return tasks, reports
-    kept = tasks[:limit]
-    ids = {t.id for t in kept}
-    mine = [r for r in reports if r.task_id in ids]
+    kept, mine = first_tasks(tasks, limit, reports)
     print(f"--limit {limit}: judging {len(kept)} of {len(tasks)} tasks ({', '.join(t.id for t in kept[:5])}"
           f"{', …' if limit > 5 else ''}) and their {len(mine)} of {len(reports)} reports")
     return kept, mine

@@ -40,16 +40,13 @@ def run(args: argparse.Namespace) -> int:
     from ..records import Judgment, Report
     from ..scoring import score_by_judge
     from ..tables import print_scores
-    from ..tasks import load_tasks
+    from ..tasks import first_tasks, load_tasks
 
     tasks = load_tasks(args.tasks)
     judgments = read_records(args.judgments, Judgment)
     reports = read_records(args.reports, Report) if args.reports else []
     if args.limit is not None and args.limit < len(tasks):
-        tasks = tasks[: args.limit]
-        ids = {t.id for t in tasks}
-        judgments = [j for j in judgments if j.task_id in ids]
-        reports = [r for r in reports if r.task_id in ids]
+        tasks, judgments, reports = first_tasks(tasks, args.limit, judgments, reports)
         print(f"--limit {args.limit}: scoring the first {len(tasks)} tasks", file=sys.stderr)
     by_judge = score_by_judge(tasks, judgments, judge=args.judge, allow_missing=args.allow_missing, reports=reports)
     if args.json:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any
@@ -17,7 +17,7 @@ from ..progress import progress_bar
 from ..prompts import load_template, render
 from ..records import Task
 from ..signals import graceful_stop
-from ..store import RunDir
+from ..store import RunDir, config_hash
 from .config import CurateConfig
 from .parse import filter_decision, is_empty_answer, parse_domain_answer, parse_filter, parse_rewrite
 from .records import CurationRecord, Query, ReasonCode, StageName
@@ -118,10 +118,6 @@ def draft_tasks(records: Sequence[CurationRecord]) -> list[dict[str, Any]]:
     return out
 
 
-def _config_hash(cfg: CurateConfig) -> str:
-    return hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()[:16]
-
-
 def curate_stage(
     rd: RunDir, queries: Sequence[Query], cfg: CurateConfig, backend: ModelBackend | None = None, *,
     show: bool = True,
@@ -132,11 +128,12 @@ def curate_stage(
     The model is loaded only if something is left to do. SIGTERM stops after the current chunk
     (records flushed); rerunning the same command finishes the work.
     """
-    done = {r.id for r in rd.load(RECORDS, CurationRecord)}
+    records = rd.load(RECORDS, CurationRecord)  # extended with each chunk, never read again
+    done = {r.id for r in records}
     todo = [q for q in queries if q.id not in done]
     _warn_if_changed(rd, cfg, bool(done and todo))
     if todo:  # before any record, so that a run killed midway still says what config it had
-        rd.update_manifest(hashes={"config/curate": _config_hash(cfg)})
+        rd.update_manifest(hashes={"config/curate": config_hash(cfg)})
     t0, stopped, new = time.perf_counter(), False, 0
     with graceful_stop() as stop, ExitStack() as models:
         if todo and backend is None:
@@ -146,13 +143,14 @@ def curate_stage(
         with progress_bar(len(todo), desc="curate", unit="query", show=show) as bar:
             for i in range(0, len(todo), cfg.batch_size):
                 chunk = todo[i : i + cfg.batch_size]
-                rd.append(RECORDS, curate_chunk(backend, cfg, chunk))
+                curated = curate_chunk(backend, cfg, chunk)
+                rd.append(RECORDS, curated)
+                records.extend(curated)
                 new += len(chunk)
                 bar.advance(len(chunk))
                 if stop and i + cfg.batch_size < len(todo):
                     stopped = True
                     break
-    records = rd.load(RECORDS, CurationRecord)
     write_records(rd.file(DRAFTS), draft_tasks(records))
     stats = {"queries": len(queries), "already_recorded": len(done), "curated": new,
              "wall_s": round(time.perf_counter() - t0, 3), "stopped_early": stopped,
@@ -168,16 +166,16 @@ def _warn_if_changed(rd: RunDir, cfg: CurateConfig, resuming: bool) -> None:
     """A resumed run with another config mixes two curations in one file: say so, do not refuse."""
     manifest = rd.manifest()
     old = manifest.hashes.get("config/curate") if manifest else None
-    if resuming and old and old != _config_hash(cfg):
+    if resuming and old and old != config_hash(cfg):
         print(f"warning: {rd.file(RECORDS)} was started with another curate config (hash {old}, now "
-              f"{_config_hash(cfg)}); the new records will come from the new one", file=sys.stderr)
+              f"{config_hash(cfg)}); the new records will come from the new one", file=sys.stderr)
 
 
 def _record(rd: RunDir, cfg: CurateConfig, backend: ModelBackend | None, stats: dict[str, Any]) -> None:
     """Prompt hashes, the config (and its hash), the seed and the stats, in the manifest."""
     rd.update_manifest(
         hashes={
-            "config/curate": _config_hash(cfg),
+            "config/curate": config_hash(cfg),
             **{f"prompts/{name}": load_template(name)[1] for name in TEMPLATES},
             **({"model/curate": backend.model_hash()} if hasattr(backend, "model_hash") else {}),
         },
@@ -190,10 +188,7 @@ def _record(rd: RunDir, cfg: CurateConfig, backend: ModelBackend | None, stats: 
 def summarize_records(records: Sequence[CurationRecord]) -> dict[str, Any]:
     """Counts over all records: by status, drop reason, failing stage, kept domain and language."""
     def count(items) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for k in items:
-            out[k] = out.get(k, 0) + 1
-        return dict(sorted(out.items()))
+        return dict(sorted(Counter(items).items()))
 
     return {
         "records": len(records),

@@ -29,10 +29,10 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, StrictInt, StrictStr
 
 from ..errors import InputError, LifesearchError
-from ..jsonl import iter_json_lines, read_records, validation_field, write_records
+from ..jsonl import numbered_records, read_records, write_records
 from ..records import Domain, Report, Rubric, Task
 from ..tasks import load_tasks, parse_domain
 
@@ -148,13 +148,7 @@ def read_drb(path: str | Path, model: type[M]) -> list[tuple[int, M]]:
     """(line, record) for each line of a DRB JSONL file; InputError names file:line: field."""
     if not Path(path).is_file():
         raise InputError(str(path), None, None, "no such file")
-    out: list[tuple[int, M]] = []
-    for lineno, obj in iter_json_lines(path):
-        try:
-            out.append((lineno, model.model_validate(obj)))
-        except ValidationError as e:
-            where, msg = validation_field(e)
-            raise InputError(str(path), lineno, where, msg) from None
+    out = list(numbered_records(path, model))
     if not out:
         raise InputError(str(path), None, None, "no records in file")
     return out

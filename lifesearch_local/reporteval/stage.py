@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +16,7 @@ from ..progress import progress_bar
 from ..prompts import load_template
 from ..records import Report, Task
 from ..signals import graceful_stop
-from ..store import RunDir
+from ..store import RunDir, sha256_bytes
 from ..web.config import WebConfig
 from .aggregate import summarize
 from .config import ReportEvalConfig
@@ -83,7 +82,7 @@ def _evaluate(metric: str, backend: ModelBackend, cfg: JudgeConfig, rcfg: Report
 
 
 def _hash(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return sha256_bytes(json.dumps(obj, sort_keys=True, default=str).encode())
 
 
 def _run_metric(rd: RunDir, metric: str, todo: Sequence[ReportItem], backend: ModelBackend, cfg: JudgeConfig,
