@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The CUDA-only checks, for a machine with one NVIDIA GPU and no network (about 6 minutes):
+#  1. every packed-kernel form against scoring each prompt alone (tests/gpu: fp32 ≤ 1e-4,
+#     bf16 bounded by bf16's own error), and the vLLM smoke test where vLLM is installed;
+#  2. `bench judge` on an 8B-shaped random Llama in bf16: decisions/s and fraction of bf16 peak,
+#     FlexAttention packing (the CUDA default) and the two-stage form, one JSON line each.
+# Needs torch with CUDA and transformers; the project's pure-Python deps (pydantic, …) either
+# installed or as wheels in .whl/ (installed here into /tmp/site, no index).
+# Results go to $OUT (default /tmp/gpu-check): pytest.log, kernel.jsonl, bench-*.json.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+OUT=${OUT:-/tmp/gpu-check}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
+rc=0
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)" | tee -a "$OUT/gpu.txt"
+
+echo "== 1. kernel forms vs each prompt alone (CUDA) =="
+LIFESEARCH_GPU_RESULTS="$OUT/kernel.jsonl" timeout 300 python3 -m pytest -q -s -p no:cacheprovider tests/gpu 2>&1 | tee "$OUT/pytest.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+
+echo "== 2. bench judge, 8B-shaped Llama, bf16 =="
+shape=(--model shape:llama-8b --device cuda --prefix-tokens 5000 --rubrics 20 --suffix-tokens 128 --reports 8)
+for form in flex two_stage; do
+  echo "\$ lifesearch bench judge ${shape[*]} --form $form"
+  timeout 200 python3 -m lifesearch_local bench judge "${shape[@]}" --form "$form" --json | tee "$OUT/bench-$form.json"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+done
+exit "$rc"
