@@ -64,7 +64,8 @@ TABLE3_COLUMNS: list[tuple[str, str, str, str]] = [
 TABLE3_LEGEND = (
     "Acc = mean accuracy over judge runs, SC = self-consistency, Maj = majority-vote accuracy, "
     "κ = Cohen's kappa, AUROC / ECE / Thr (accuracy at the best threshold) from p_true, "
-    "ρ / τ = Spearman / Kendall correlation of the agents' scores under judge and labels; "
+    "ρ / τ = Spearman / Kendall correlation of the agents' scores under judge and labels, over the "
+    "Agents column (— below three: two agents always give ±1); "
     "ungraded judgments count as wrong; — = undefined or no p_true."
 )
 
@@ -296,12 +297,17 @@ def agent_scores(
     return out
 
 
+# Two agents always give ρ = τ = ±1: a ranking needs at least three to say anything.
+MIN_RANK_AGENTS = 3
+
+
 def rank_correlation(judge_scores: dict[str, float], label_scores: dict[str, float]) -> tuple[float | None, float | None]:
-    """(Spearman rho, Kendall tau-b) between two agent → score maps, over their shared agents."""
+    """(Spearman rho, Kendall tau-b) between two agent → score maps, over their shared agents
+    (None below MIN_RANK_AGENTS shared agents)."""
     from scipy.stats import kendalltau, spearmanr
 
     agents = sorted(set(judge_scores) & set(label_scores))
-    if len(agents) < 2:
+    if len(agents) < MIN_RANK_AGENTS:
         return None, None
     a = [judge_scores[x] for x in agents]
     b = [label_scores[x] for x in agents]
@@ -312,8 +318,9 @@ def rank_correlation(judge_scores: dict[str, float], label_scores: dict[str, flo
     return _none_if_nan(rho), _none_if_nan(tau)
 
 
-def ranking_agreement(tasks: Sequence[Task], items: Sequence[Item]) -> tuple[float | None, float | None]:
-    """Rank correlation of agents scored by the judge (runs averaged) and by the labels."""
+def ranking_agreement(tasks: Sequence[Task], items: Sequence[Item]) -> tuple[float | None, float | None, int]:
+    """Rank correlation of agents scored by the judge (runs averaged) and by the labels, and the
+    number of agents ranked."""
     agents_tasks: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for it in items:
         agents_tasks[it.key[1]][it.key[0]].add(it.key[3])
@@ -321,7 +328,7 @@ def ranking_agreement(tasks: Sequence[Task], items: Sequence[Item]) -> tuple[flo
     n_runs = len(items[0].decisions) if items else 0
     per_run = [agent_scores(tasks, {it.key: it.decisions[r] for it in items}, agents_tasks) for r in range(n_runs)]
     by_judge = {a: statistics.fmean(s[a] for s in per_run) for a in by_label} if per_run else {}
-    return rank_correlation(by_judge, by_label)
+    return (*rank_correlation(by_judge, by_label), len(set(by_judge) & set(by_label)))
 
 
 # -- everything ----------------------------------------------------------------------------
@@ -331,7 +338,7 @@ def judge_agreement(tasks: Sequence[Task], judgments: Sequence[Judgment], labels
     out = item_metrics(items)
     out["by"] = breakdowns(items)
     out["confusion"] = confusion(items)
-    out["rank_spearman"], out["rank_kendall"] = ranking_agreement(tasks, items)
+    out["rank_spearman"], out["rank_kendall"], out["rank_agents"] = ranking_agreement(tasks, items)
     return out
 
 

@@ -11,7 +11,7 @@ from serving.config import ModelConfig, RayConfig
 
 from .agent.config import AgentConfig
 from .errors import InputError
-from .jsonl import validation_field
+from .jsonl import require_file, validation_field
 from .reporteval.config import ReportEvalConfig
 from .web.config import WebConfig
 
@@ -45,8 +45,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     import yaml
 
     p = Path(path)
-    if not p.is_file():
-        raise InputError(str(p), None, None, "no such file")
+    require_file(p, "YAML")
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as e:
@@ -66,15 +65,14 @@ def validate_config(model: type[BaseModel], data: dict[str, Any], path: str | Pa
 
 
 def load_judge_configs(path: str | Path) -> list[JudgeConfig]:
-    """Judge configs from a YAML holding `judge:` (one), `judges:` (several) or a bare judge."""
+    """Judge configs from a YAML holding `judge:` (one), `judges:` (several) or a bare judge.
+
+    A file with a `judge:` or `judges:` block is validated whole, as `run` does (an unknown key
+    anywhere is an error, located by its block: `judge.mdoe`, `agents[0].max_token`)."""
     data = load_yaml(path)
-    if "judges" in data:
-        items = data["judges"]
-    elif "judge" in data:
-        items = [data["judge"]]
-    else:
-        items = [data]
-    return [validate_config(JudgeConfig, d, path) for d in items]
+    if "judges" in data or "judge" in data:
+        return validate_config(RunConfig, data, path).all_judges()
+    return [validate_config(JudgeConfig, data, path)]
 
 
 class RunConfig(BaseModel):

@@ -48,24 +48,33 @@ class _Run:
     today: dt.date | None
     result: PipelineResult
     open_model: OpenModel | None
+    force_config: bool = False
 
 
 def run_pipeline(cfg: RunConfig, *, show: bool = True, today: dt.date | None = None,
-                 phases: tuple[str, ...] = PHASES, open_model: OpenModel | None = None) -> PipelineResult:
+                 phases: tuple[str, ...] = PHASES, open_model: OpenModel | None = None,
+                 force_config: bool = False) -> PipelineResult:
     """Run (or resume) the pipeline of `cfg` in its run directory: agents, judges, ReportEval,
     scores, report (`phases` picks a subset). Each phase loads its model (in-process or as Ray
     actors; `open_model` replaces that in tests) only if it has work left, and releases it
-    before the next phase."""
+    before the next phase. The run directory stays locked for the whole run; a directory holding
+    a run with another config is refused unless `force_config`."""
+    cfg = resolve(cfg)
+    with RunDir(cfg.out_dir()).locked():  # named after the command (run, agent, demo)
+        return _pipeline(cfg, show, today, phases, open_model, force_config)
+
+
+def _pipeline(cfg: RunConfig, show: bool, today: dt.date | None, phases: tuple[str, ...],
+              open_model: OpenModel | None, force_config: bool) -> PipelineResult:
     from serving.ray_session import ray_session
 
     t0 = time.perf_counter()
-    cfg = resolve(cfg)
-    rd = prepare_run_dir(cfg)
+    rd = prepare_run_dir(cfg, force_config=force_config)
     result = PipelineResult(run_dir=rd.path)
     import_reports(rd, cfg)
     # One Ray cluster for all phases; a signal while a model loads stops before its phase starts.
     with ray_session(cfg.ray), graceful_stop() as stop:
-        run = _Run(rd, cfg, _load_tasks(rd), stop, show, today, result, open_model)
+        run = _Run(rd, cfg, _load_tasks(rd), stop, show, today, result, open_model, force_config)
         steps = [functools.partial(_agent_phase, agent=a) for a in cfg.agents if "agent" in phases]
         steps += [functools.partial(_judge_phase, judge=j) for j in cfg.all_judges() if "judge" in phases]
         if cfg.reporteval is not None and "reporteval" in phases:
@@ -117,23 +126,42 @@ def resolve(cfg: RunConfig) -> RunConfig:
     return cfg.model_copy(update={"web": web})
 
 
-def prepare_run_dir(cfg: RunConfig) -> RunDir:
-    """config.yaml (resolved) and tasks.jsonl (filtered by task_ids); a different existing run is refused."""
+def prepare_run_dir(cfg: RunConfig, *, force_config: bool = False) -> RunDir:
+    """config.yaml (resolved) and tasks.jsonl (filtered by task_ids); a different existing run is
+    refused unless `force_config` (each stage then still checks its own records' settings)."""
     import yaml
 
     from .jsonl import dumps
     from .tasks import load_tasks
 
     rd = RunDir(cfg.out_dir())
-    _check_same_run(rd.file("config.yaml"), cfg)
+    if not force_config:
+        _check_same_run(rd.file("config.yaml"), cfg)
     rd.file("config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
     tasks = select_tasks(load_tasks(cfg.tasks), cfg.task_ids)
     _write_once(rd.file("tasks.jsonl"), "".join(dumps(t) + "\n" for t in tasks), "tasks.jsonl")
     if cfg.labels:
-        shutil.copyfile(cfg.labels, rd.file("labels.jsonl"))
+        _copy_labels(Path(cfg.labels), rd.file("labels.jsonl"), None if cfg.task_ids is None else {t.id for t in tasks})
     rd.update_manifest(hashes={"config": sha256_file(rd.file("config.yaml")), "tasks": sha256_file(rd.file("tasks.jsonl")),
                                "tasks_source": sha256_file(cfg.tasks)}, seeds={"run": cfg.seed})
     return rd
+
+
+def _copy_labels(src: Path, dst: Path, task_ids: set[str] | None) -> None:
+    """The labels file, only its lines of the selected tasks when `task_ids` selects some: labels of
+    tasks outside the run are not a mismatch for the agreement check."""
+    if task_ids is None:
+        shutil.copyfile(src, dst)
+        return
+    def other_task(line: str) -> bool:  # a malformed line is kept for the label loader to report
+        try:
+            row = json.loads(line)
+        except ValueError:
+            return False
+        return isinstance(row, dict) and isinstance(row.get("task_id"), str) and row["task_id"] not in task_ids
+
+    lines = src.read_text(encoding="utf-8").splitlines(keepends=True)
+    dst.write_text("".join(x for x in lines if x.strip() and not other_task(x)), encoding="utf-8")
 
 
 # Where models run and where the run lives do not change what it computes: a run may resume
@@ -148,7 +176,7 @@ def _check_same_run(path: Path, cfg: RunConfig) -> None:
         old = load_run_config(path).model_dump(mode="json", exclude=_EXECUTION_ONLY)
         if old != cfg.model_dump(mode="json", exclude=_EXECUTION_ONLY):
             raise LifesearchError(f"{path.parent}: holds a run with a different config.yaml; use another `out` "
-                                  "(or --fresh to start this one over)")
+                                  "(or --fresh to start this one over, or --force-config to continue it)")
 
 
 def _write_once(path: Path, text: str, what: str) -> None:
@@ -198,7 +226,7 @@ def _agent_phase(run: _Run, *, agent: Any) -> bool:
         if run.stop:
             return True
         stats = agent_stage(run.rd, run.tasks, agent, backend, run.cfg.web, runs=run.cfg.runs, show=run.show,
-                            today=run.today)
+                            today=run.today, force_config=run.force_config)
     run.result.stages.setdefault(name, {}).update(stats)
     return bool(stats.get("stopped_early"))
 
@@ -217,7 +245,7 @@ def _judge_phase(run: _Run, *, judge: Any) -> bool:
     with _phase(run, name, judge.model) as backend:
         if run.stop:
             return True
-        stats = judge_stage(run.rd, run.tasks, reports, judge, backend, show=run.show)
+        stats = judge_stage(run.rd, run.tasks, reports, judge, backend, show=run.show, force_config=run.force_config)
     run.result.stages.setdefault(name, {}).update(stats)
     return bool(stats.get("stopped_early"))
 
@@ -232,7 +260,7 @@ def _reporteval_phase(run: _Run, *, judge: Any) -> bool:
     name, t0 = f"reporteval/{judge.id}", time.perf_counter()
     # The stage opens the model itself, and only if it has work left.
     stats = reporteval_stage(run.rd, items, judge, run.cfg.reporteval, run.cfg.web, ray=run.cfg.ray,
-                             show=run.show)["stats"]
+                             show=run.show, force_config=run.force_config)["stats"]
     if any(m in stats for m in run.cfg.reporteval.metrics):
         stats = {**stats, **_record_cost(run, name, judge.model, time.perf_counter() - t0)}
     run.result.stages.setdefault(name, {}).update(stats)

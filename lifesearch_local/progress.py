@@ -22,6 +22,11 @@ class _Bar:
         if self._p is not None:
             self._p.update(self._id, advance=n, rates=self.rates())
 
+    def advance_to(self, done: int) -> None:
+        """Move to `done` (never back): settles a count that finer-grained `advance` calls estimated."""
+        if done > self.done:
+            self.advance(done - self.done)
+
     def rates(self) -> str:
         dt = max(time.perf_counter() - self.start, 1e-9)
         parts = [f"{self.done / dt:.1f} {self.unit}s/s"]

@@ -35,3 +35,19 @@ def render(name: str, **values: object) -> tuple[str, str]:
         raise LifesearchError(f"prompt {name}: missing {sorted(missing)}, unexpected {sorted(unused)}")
     # One pass so that a value containing `{question}` is never substituted again.
     return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), text), digest
+
+
+def render_span(name: str, field: str, **values: object) -> tuple[str, str, tuple[int, int]]:
+    """`render`, plus the (start, end) characters of `field`'s first substitution in the text:
+    the part a backend may elide to fit a long prompt into the model's context."""
+    text, digest = render(name, **values)
+    template, _ = load_template(name)
+    out, last = 0, 0
+    for m in _PLACEHOLDER.finditer(template):
+        out += m.start() - last
+        value = str(values[m.group(1)])
+        if m.group(1) == field:
+            return text, digest, (out, out + len(value))
+        out += len(value)
+        last = m.end()
+    raise LifesearchError(f"prompt {name}: no placeholder {{{field}}}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 from enum import Enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, field_validator
 
 
 class Domain(str, Enum):
@@ -49,6 +49,19 @@ Language = Literal["en", "zh"]
 ReportStatus = Literal["completed", "clarification", "budget", "error"]
 
 
+def _number(value: Any) -> Any:
+    # pydantic's lax mode reads true as 1.0 and "0.5" as 0.5: a record that says so is wrong.
+    if isinstance(value, (bool, str)):
+        raise ValueError(f"expected a number, got {type(value).__name__} {value!r}")
+    return value
+
+
+# Strict scalar types for every number and flag read from a record file.
+Number = Annotated[float, BeforeValidator(_number)]
+Integer = Annotated[int, BeforeValidator(_number)]
+Flag = Annotated[bool, Strict()]
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
@@ -66,7 +79,7 @@ class Rubric(_Record):
     """Explicit (stated in the question) or Implicit (reasonably implied by it)."""
     priority: Priority
     """Qualitative label shown to the judge; the score uses `weight`, not this."""
-    weight: float = Field(ge=0.0, le=1.0)
+    weight: Number = Field(ge=0.0, le=1.0)
     """Annotator-assigned importance in [0, 1] (one decimal in the paper); 0 drops the rubric."""
 
 
@@ -98,17 +111,17 @@ class Report(_Record):
     """The task this report answers."""
     agent: str
     """Name of the agent configuration (model + harness settings) that wrote it."""
-    run: int = 0
+    run: Integer = 0
     """Index of the independent agent run (the paper runs each task three times)."""
     text: str
     """The report itself, usually markdown; empty when the agent produced none."""
     status: ReportStatus = "completed"
     """completed, clarification (asked the user instead), budget (a limit hit), or error."""
-    iterations: int | None = None
+    iterations: Integer | None = None
     """Model decision steps taken (Table 4's Iter.)."""
-    output_tokens: int | None = None
+    output_tokens: Integer | None = None
     """Tokens the model generated over the whole run, not only the report."""
-    wall_s: float | None = None
+    wall_s: Number | None = None
     """Wall-clock seconds the run took."""
     trajectory: str | None = None
     """Path of the step log, relative to the run directory."""
@@ -127,17 +140,17 @@ class Judgment(_Record):
     """Task of the judged report."""
     agent: str
     """Agent that wrote the judged report."""
-    run: int = 0
+    run: Integer = 0
     """Agent run of the judged report."""
     rubric_id: str
     """The rubric decided."""
     judge: str
     """Judge configuration id (model + mode + settings)."""
-    judge_run: int = 0
+    judge_run: Integer = 0
     """Repetition of the judge on the same report (for self-consistency); 0 for a single pass."""
-    satisfied: bool | None
+    satisfied: Flag | None
     """The decision; null when the judge gave no usable answer (ungraded)."""
-    p_true: float | None = None
+    p_true: Number | None = None
     """Probability the judge gives to `true` (choice mode), renormalised over true/false."""
     reason: str | None = None
     """The judge's stated reason (generate mode)."""
@@ -145,6 +158,9 @@ class Judgment(_Record):
     """Raw judge output, kept for audit."""
     prompt_hash: str | None = None
     """sha256 (first 16 hex) of the prompt template used."""
+    truncated_tokens: Integer = 0
+    """Report tokens elided (head and tail kept, a marker between) to fit the judge's context;
+    0 when the whole report was read."""
 
     @property
     def key(self) -> tuple[str, int, str, str, int, str]:
@@ -158,11 +174,11 @@ class Label(_Record):
     """Task of the labelled report."""
     agent: str
     """Agent that wrote the labelled report."""
-    run: int = 0
+    run: Integer = 0
     """Agent run of the labelled report."""
     rubric_id: str
     """The rubric labelled."""
-    satisfied: bool
+    satisfied: Flag
     """The reference decision."""
     source: str = "human"
     """Where the label comes from: human, gemini, another judge id, …"""
@@ -199,6 +215,9 @@ class Manifest(BaseModel):
     """Every seed used, by purpose."""
     stages: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per stage (agent, judge, …): counts, tokens, tokens/s, decisions/s, wall seconds, backend."""
+    stage_configs: dict[str, Any] = Field(default_factory=dict)
+    """Per stage (`judge/<id>`, …): the settings its records were made with, less the ones that
+    only change where and how fast it runs; a resume with other settings is refused."""
 
     @field_validator("hashes")
     @classmethod

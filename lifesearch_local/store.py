@@ -1,26 +1,53 @@
-"""Run directories: line-atomic JSONL stages, resume by key, and the manifest."""
+"""Run directories: one writer at a time (a lock), line-atomic JSONL stages, resume by key, the manifest."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
+import sys
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from . import __version__
-from .jsonl import append_lines, read_records
+from .errors import InputError, LifesearchError
+from .jsonl import append_lines, cut_torn_tail, read_records, validation_field
 from .records import Manifest
 
 M = TypeVar("M", bound=BaseModel)
+
+LOCK_FILE = ".lifesearch.lock"
+# Run directories this process holds, by resolved path: [lock fd, nesting depth]. A CLI command
+# takes the lock for its whole life and the stages it calls take it again, so it is reentrant.
+_HELD: dict[Path, list[int]] = {}
+_HELD_GUARD = threading.Lock()
+
+# Settings that change where or how fast a stage runs, never what it writes: a stage resumes
+# across them (on a GPU after a CPU, with larger batches, with more judge repetitions).
+EXECUTION_ONLY = frozenset({"runs", "groups_per_call", "concurrency", "batch", "batch_size"})
+MODEL_EXECUTION_ONLY = frozenset({
+    "device", "kernel", "token_budget", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching",
+    "enforce_eager", "base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency", "retry_base_delay_s",
+})
+
+
+class RunDirBusy(LifesearchError):
+    """Another process holds the run directory's lock."""
+
+
+class ConfigChanged(LifesearchError):
+    """A stage would resume with other settings than its records were made with."""
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -30,6 +57,36 @@ def sha256_bytes(data: bytes) -> str:
 def config_hash(cfg: BaseModel) -> str:
     """sha256 (16 hex) of a config's JSON: what the manifest records to tell two runs' settings apart."""
     return sha256_bytes(cfg.model_dump_json().encode())
+
+
+def resume_config(cfg: BaseModel) -> dict[str, Any]:
+    """A stage's config as the manifest records it for resume checks: without the settings
+    that only change where and how fast it runs (EXECUTION_ONLY, MODEL_EXECUTION_ONLY)."""
+    data = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in EXECUTION_ONLY}
+    if isinstance(data.get("model"), dict):
+        data["model"] = {k: v for k, v in data["model"].items() if k not in MODEL_EXECUTION_ONLY}
+    return data
+
+
+def _hash_obj(obj: Any) -> str:
+    return sha256_bytes(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode())
+
+
+def _differences(old: Any, new: Any, where: str = "") -> list[str]:
+    """`path: old -> new` for every leaf that differs between two JSON values."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for k in sorted(old.keys() | new.keys(), key=str):
+            out += _differences(old.get(k), new.get(k), f"{where}.{k}" if where else str(k))
+        return out
+    if old == new:
+        return []
+
+    def show(v: Any) -> str:
+        text = json.dumps(v, ensure_ascii=False)
+        return text if len(text) <= 40 else text[:39] + "…"
+
+    return [f"{where or '(config)'} {show(old)} -> {show(new)}"]
 
 
 def sha256_file(path: str | Path) -> str:
@@ -66,8 +123,49 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _acquire(path: Path, command: str) -> int:
+    """Take the lock file's flock without waiting and write who holds it; RunDirBusy if taken.
+
+    The kernel drops a flock with its process, so a lock left by a killed run is simply free:
+    the pid in the file is only what the refusal message names.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        os.close(fd)
+        raise RunDirBusy(_busy_message(path.parent, holder)) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps({"pid": os.getpid(), "command": command, "since": _now()}) + "\n").encode(), 0)
+    return fd
+
+
+def _busy_message(where: Path, holder: str) -> str:
+    try:
+        info = json.loads(holder)
+        who = f"pid {info['pid']}, `lifesearch {info.get('command') or '?'}` since {info.get('since', '?')}"
+        stop = f"stop it (kill {info['pid']})"
+    except (ValueError, TypeError, KeyError):  # the holder has not written its pid yet
+        who, stop = "pid unknown", "stop it"
+    return (f"{where}: in use by another lifesearch process ({who}); one process writes a run directory "
+            f"at a time: wait for it to finish, or {stop} and rerun this command")
+
+
+def _default_command() -> str:
+    args = [a for a in sys.argv[1:] if not a.startswith("-")]
+    return args[0] if args else Path(sys.argv[0]).name
+
+
 class RunDir:
-    """A run directory. Stages append records and skip keys already present."""
+    """A run directory. Stages append records and skip keys already present.
+
+    Writing needs the directory's lock (`locked()`, taken for you by `append` and
+    `update_manifest`): a second process gets RunDirBusy naming the holder's pid.
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -77,27 +175,87 @@ class RunDir:
     def file(self, name: str) -> Path:
         return self.path / name
 
+    # -- the lock -----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def locked(self, command: str | None = None) -> Iterator[RunDir]:
+        """Hold the run directory for this process (reentrant); RunDirBusy if another process holds it."""
+        key = self.path.resolve()
+        with _HELD_GUARD:
+            held = _HELD.get(key)
+            if held is None:
+                held = _HELD[key] = [_acquire(key / LOCK_FILE, command or _default_command()), 0]
+            held[1] += 1
+        try:
+            yield self
+        finally:
+            with _HELD_GUARD:
+                held[1] -= 1
+                if not held[1]:
+                    del _HELD[key]
+                    os.close(held[0])  # releases the flock
+
+    def holds_lock(self) -> bool:
+        return self.path.resolve() in _HELD
+
+    def clear(self) -> None:
+        """Delete everything in the directory but its lock (`--fresh`), holding the lock."""
+        with self.locked():
+            for child in self.path.iterdir():
+                if child.name == LOCK_FILE:
+                    continue
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+
+    # -- records ------------------------------------------------------------------------
     def load(self, name: str, model: type[M]) -> list[M]:
-        """Records of a stage file (empty if absent); a torn last line from a kill is dropped."""
+        """Records of a stage file (empty if absent). A torn last line from a kill is dropped:
+        cut off the file by the lock holder, only skipped by a reader (it may be mid-write)."""
         p = self.file(name)
         if not p.exists():
             return []
-        return read_records(p, model, repair_tail=True)
+        owner = self.holds_lock()
+        try:
+            return read_records(p, model, repair_tail=owner, skip_tail=not owner)
+        except InputError as e:
+            raise InputError(e.path, e.line, e.field, f"{e.message}; `lifesearch repair {self.path}` keeps "
+                             "the valid lines and reports what it drops") from None
 
     def done_keys(self, name: str, model: type[M], key: Callable[[M], Hashable]) -> set[Hashable]:
         """Keys of the records a stage already wrote: the stage skips these on resume."""
         return {key(r) for r in self.load(name, model)}
 
     def append(self, name: str, records: Iterable[BaseModel]) -> None:
-        """Append records as whole lines; safe from several threads of one process."""
+        """Append records as whole lines, holding the lock; safe from several threads of one process.
+        A torn last line left by a kill is cut first, so a record never continues it."""
         batch = list(records)
-        with self._lock:
+        if not batch:
+            return
+        with self.locked(), self._lock:
+            cut_torn_tail(self.file(name))
             append_lines(self.file(name), batch)
 
     # -- manifest ---------------------------------------------------------------------
     def manifest(self) -> Manifest | None:
+        """manifest.json, or None if absent; a damaged one is an InputError naming file:line."""
         p = self.file("manifest.json")
-        return Manifest.model_validate_json(p.read_text()) if p.exists() else None
+        if not p.exists():
+            return None
+        fix = f"`lifesearch repair {self.path}` sets it aside (the next run writes a new one)"
+        try:
+            data = json.loads(p.read_bytes())
+        except json.JSONDecodeError as e:
+            raise InputError(str(p), e.lineno, None, f"malformed JSON ({e.msg}, column {e.colno}); {fix}") from None
+        except UnicodeDecodeError as e:
+            raise InputError(str(p), None, None, f"not UTF-8 ({e.reason}); {fix}") from None
+        if not isinstance(data, dict):
+            raise InputError(str(p), None, None, f"expected a JSON object, got {type(data).__name__}; {fix}")
+        try:
+            return Manifest.model_validate(data)
+        except ValidationError as e:
+            field, msg = validation_field(e)
+            raise InputError(str(p), None, field, f"{msg}; {fix}") from None
 
     def update_manifest(
         self,
@@ -105,14 +263,16 @@ class RunDir:
         hashes: dict[str, str] | None = None,
         seeds: dict[str, int] | None = None,
         stage: tuple[str, dict[str, Any]] | None = None,
+        configs: dict[str, Any] | None = None,
         **extra: Any,
     ) -> Manifest:
-        """Create or merge into manifest.json (written atomically)."""
-        with self._lock:
+        """Create or merge into manifest.json (written atomically, holding the lock)."""
+        with self.locked(), self._lock:
             m = self.manifest() or new_manifest()
             m.updated = _now()
             m.hashes.update(hashes or {})
             m.seeds.update(seeds or {})
+            m.stage_configs.update(configs or {})
             if stage:
                 m.stages.setdefault(stage[0], {}).update(stage[1])
             for k, v in extra.items():
@@ -121,6 +281,32 @@ class RunDir:
             tmp.write_text(json.dumps(m.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
             os.replace(tmp, self.file("manifest.json"))
             return m
+
+    def check_config(self, stage: str, config: dict[str, Any], *, resuming: bool, force: bool = False,
+                     legacy: tuple[str, str] | None = None) -> None:
+        """Refuse to add to a stage's records with other settings than they were made with
+        (ConfigChanged naming both hashes and what differs) unless `force`; then record `config`.
+
+        `resuming`: the stage already has records. `legacy`: (manifest hash key, full config
+        hash) compared instead for a run written before the per-stage configs were recorded.
+        """
+        m = self.manifest()
+        recorded = m.stage_configs.get(stage) if m else None
+        now = _hash_obj(config)
+        changed = ""
+        if resuming and recorded is not None and recorded != config:
+            diffs = _differences(recorded, config)
+            changed = f"hash {_hash_obj(recorded)}, now {now}: {'; '.join(diffs[:3])}{'; …' if len(diffs) > 3 else ''}"
+        elif resuming and recorded is None and m and legacy and m.hashes.get(legacy[0]) not in (None, legacy[1]):
+            changed = f"hash {m.hashes[legacy[0]]}, now {legacy[1]}"
+        if changed and not force:
+            raise ConfigChanged(f"{self.path}: {stage} has records made with another config ({changed}); give the "
+                                "new config its own id, or pass --force-config to add to those records anyway")
+        if changed:
+            print(f"warning: --force-config: {stage} in {self.path} continues with another config ({changed}); "
+                  "its records now mix both", file=sys.stderr)
+        self.update_manifest(configs={stage: config}, hashes={f"resume/{stage}": now},
+                             stage=(stage, {"config_forced_over": changed}) if changed else None)
 
 
 def new_manifest() -> Manifest:

@@ -146,6 +146,8 @@ def _normalize_rubric(raw: Any, index: int, where: tuple[str, int]) -> dict[str,
                 raise InputError(path, lineno, f"{field}.{name}", f"unknown value {value!r} (expected {allowed})")
             r[name] = table[_norm(str(value))]
     if "weight" in r:
+        if isinstance(r["weight"], bool):  # float(True) is 1.0: a flag where a number belongs is a mistake
+            raise InputError(path, lineno, f"{field}.weight", f"expected a number, got {str(r['weight']).lower()}")
         try:
             w = float(r["weight"])
         except (TypeError, ValueError):

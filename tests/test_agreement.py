@@ -139,7 +139,10 @@ def test_rank_correlation_edges():
     assert ag.rank_correlation({"a": 1, "b": 2, "c": 3}, {"a": 3, "b": 2, "c": 1}) == pytest.approx((-1.0, -1.0))
     assert ag.rank_correlation({"a": 1}, {"a": 1}) == (None, None)  # one agent
     assert ag.rank_correlation({"a": 1, "b": 1}, {"a": 1, "b": 2}) == (None, None)  # constant judge
-    assert ag.rank_correlation({"a": 1, "b": 2, "x": 9}, {"a": 1, "b": 2, "y": 0}) == pytest.approx((1, 1))  # shared
+    assert ag.rank_correlation({"a": 1, "b": 2, "c": 5, "x": 9}, {"a": 1, "b": 2, "c": 3, "y": 0}) == pytest.approx((1, 1))
+    # two shared agents always rank ±1: undefined, not a perfect correlation
+    assert ag.rank_correlation({"a": 1, "b": 2, "x": 9}, {"a": 1, "b": 2, "y": 0}) == (None, None)
+    assert ag.rank_correlation({"a": 2, "b": 1}, {"a": 1, "b": 2}) == (None, None)
 
 
 def test_single_run_metrics():
@@ -264,7 +267,7 @@ def test_cli_json(fx, capsys):
     assert out["n_labels"] == 15 and list(out["judges"]) == ["gen-b", "choice-a", "const"]
     assert out["label_source"] == "human"
     keys = {"accuracy_mean", "self_consistency", "majority_accuracy", "kappa", "auroc", "ece", "best_threshold",
-            "best_threshold_accuracy", "n", "n_runs", "ungraded", "by", "rank_spearman", "rank_kendall"}  # fmt: skip
+            "best_threshold_accuracy", "n", "n_runs", "ungraded", "by", "rank_spearman", "rank_kendall", "rank_agents"}  # fmt: skip
     for m in out["judges"].values():
         assert keys <= set(m)
         assert set(m["by"]) >= {"language", "type", "necessity", "priority"}
@@ -333,3 +336,20 @@ def test_print_agreement_summary(fx, tmp_path, capsys):
     bad.write_text('{"task_id":"t1","agent":"omega","run":0,"rubric_id":"r1","satisfied":true}\n')
     print_agreement_summary(fx["tasks"], fx["judgments"], bad)
     assert "judge agreement not computed" in capsys.readouterr().err
+
+
+def test_rank_columns_with_two_agents_show_the_count_and_a_dash(tmp_path, capsys):
+    # Drop one of the fixture's three agents: two agents always rank ρ = τ = ±1, which says nothing.
+    for name in ("judgments", "labels"):
+        rows = [x for x in (FIX / f"{name}.jsonl").read_text().splitlines() if '"agent": "gamma"' not in x]
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(rows) + "\n")
+    base = ["agree", "--tasks", str(FIX / "tasks.jsonl"), "--judgments", str(tmp_path / "judgments.jsonl"),
+            "--labels", str(tmp_path / "labels.jsonl")]
+    assert cli(*base, "--json") == 0
+    out = json.loads(capsys.readouterr().out)
+    for m in out["judges"].values():
+        assert m["rank_agents"] == 2 and m["rank_spearman"] is None and m["rank_kendall"] is None
+    assert cli(*base) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("│ choice-a"))
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    assert cells[-5:-2] == ["—", "—", "2"]  # ρ, τ, Agents

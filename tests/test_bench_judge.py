@@ -34,6 +34,12 @@ def test_json_has_both_sides_and_they_agree():
 def test_text_output():
     r = cli()
     assert r.returncode == 0 and "speedup" in r.stdout and "baseline (naive)" in r.stdout
+    # before the minutes of work: the inputs, then per form an estimate and when it is done (stderr)
+    said = [line for line in r.stderr.splitlines() if line.startswith(("inputs:", "two_stage:", "naive:"))]
+    assert said[0].startswith("inputs: 1 report(s) × 5 rubrics, prefix 192 + suffix 24 tokens; model tiny-llama")
+    assert [line.split(" ")[:2] for line in said[1:]] == [["two_stage:", "about"], ["two_stage:", "done"],
+                                                          ["naive:", "about"], ["naive:", "done"]]
+    assert "tokens/s, so roughly" in said[1]
 
 
 def test_vllm_baseline_without_vllm_is_a_clear_error():

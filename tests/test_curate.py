@@ -22,7 +22,7 @@ from lifesearch_local.errors import InputError
 from lifesearch_local.jsonl import read_records
 from lifesearch_local.prompts import load_template, placeholders, render
 from lifesearch_local.records import Domain
-from lifesearch_local.store import RunDir
+from lifesearch_local.store import ConfigChanged, RunDir
 from lifesearch_local.tasks import DOMAIN_NAMES_ZH, load_tasks, parse_domain
 
 # How each stage's prompt starts, and the header after which the query is rendered.
@@ -319,16 +319,22 @@ def test_resume_after_a_partial_run_asks_only_unfinished_queries(tmp_path):
     assert [t.id for t in load_tasks(tmp_path / "out" / DRAFTS, draft=True)] == ["q0", "q1", "q2", "q3", "q4"]
 
 
-def test_resuming_with_another_config_warns(tmp_path, capsys):
+def test_resuming_with_another_config_is_refused_unless_forced(tmp_path, capsys):
     queries = [q(f"Find fact number {i} about a fictional town.", f"q{i}") for i in range(3)]
     with pytest.raises(RuntimeError, match="backend died"):
         run(tmp_path, queries, Script(fail_after=3), batch_size=1)  # q0 recorded, then the backend dies
-    run(tmp_path, queries, Script(), batch_size=1)
-    assert "another curate config" not in capsys.readouterr().err
+    run(tmp_path, queries, Script(), batch_size=2)  # the batch size does not change what is written
+    assert "another config" not in capsys.readouterr().err
     with pytest.raises(RuntimeError, match="backend died"):
         run(tmp_path / "b", queries, Script(fail_after=3), batch_size=1)
-    run(tmp_path / "b", queries, Script(), batch_size=1, retries=0)
-    assert "was started with another curate config" in capsys.readouterr().err
+    with pytest.raises(ConfigChanged, match=r"curate has records made with another config \(hash \w+, now \w+: "
+                       r"retries 2 -> 0\)"):
+        run(tmp_path / "b", queries, Script(), batch_size=1, retries=0)
+    assert len(read_records(tmp_path / "b" / "out" / RECORDS, CurationRecord)) == 1  # nothing added
+    curate_stage(RunDir(tmp_path / "b" / "out"), queries, CurateConfig(batch_size=1, retries=0), Script().backend,
+                 show=False, force_config=True)
+    assert "--force-config: curate" in capsys.readouterr().err
+    assert len(read_records(tmp_path / "b" / "out" / RECORDS, CurationRecord)) == 3
 
 
 def test_manifest_records_prompt_hashes_config_and_counts(tmp_path):
@@ -398,12 +404,31 @@ def test_cli_prints_the_summary(tmp_path, monkeypatch, capsys):
 
     s = Script({("filter", "and the other one too, cheaper??"): [filter_json(quality_level="low")]})
     monkeypatch.setattr(serving.registry, "open_backend", lambda cfg, ray=None, phase="": contextlib.nullcontext(s.backend))
+    monkeypatch.setattr("lifesearch_local.preflight.weights_problem", lambda name, revision=None: None)  # no hub here
     qs = write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "query": EN_QUERY}, {"id": "b", "query": "and the other one too, cheaper??"}])
     assert main(["curate", "--queries", str(qs), "--model", "some/model", "--out", str(tmp_path / "o"), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "curate some/model: 2 queries, 0 already recorded, 2 curated in" in out
+    assert "curate some/model: 2 queries, 0 already recorded, 2 processed now in" in out
+    assert "every query failed" not in out
     assert "  kept 1, dropped 1, failed 0 (of 2 records)\n  dropped by reason: low_quality 1\n" in out
     assert "  kept by domain:    financial 1\n" in out
+
+
+def test_cli_summary_when_every_query_failed_says_so(tmp_path, monkeypatch, capsys):
+    import contextlib
+
+    import serving.registry
+
+    other = "and the other one too, cheaper??"
+    s = Script({("filter", EN_QUERY): ["nope"] * 3, ("filter", other): ["nope"] * 3})
+    monkeypatch.setattr(serving.registry, "open_backend", lambda cfg, ray=None, phase="": contextlib.nullcontext(s.backend))
+    monkeypatch.setattr("lifesearch_local.preflight.weights_problem", lambda name, revision=None: None)  # no hub here
+    qs = write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "query": EN_QUERY}, {"id": "b", "query": other}])
+    assert main(["curate", "--queries", str(qs), "--model", "some/model", "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert " curated" not in out  # the old summary said "2 curated" for two failures
+    assert "2 processed now in" in out and "  kept 0, dropped 0, failed 2 (of 2 records)" in out
+    assert "every query failed" in out and "no query kept, the file is empty" in out
 
 
 @pytest.mark.slow
@@ -414,7 +439,7 @@ def test_tiny_model_end_to_end(tmp_path):
            "--out", str(out), "--retries", "1", "--max-tokens", "24", "--device", "cpu", "--quiet"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    assert "curate tiny-llama: 10 queries, 0 already recorded, 10 curated" in proc.stdout
+    assert "curate tiny-llama: 10 queries, 0 already recorded, 10 processed now" in proc.stdout
     recs = read_records(out / RECORDS, CurationRecord)
     assert sorted(r.id for r in recs) == sorted(x.id for x in load_queries(queries))
     for r in recs:

@@ -41,7 +41,7 @@ def test_demo_runs_offline_and_writes_a_complete_run_directory(demo):
     tasks = load_tasks(out / "tasks.jsonl")
     reports = read_records(out / "reports.jsonl", Report)
     assert {rep.agent for rep in reports} == AGENTS and len(reports) == 3 * len(tasks)
-    assert len(list((out / "trajectories").glob("*__tiny-qwen3-agent__r0.jsonl"))) == len(tasks)
+    assert len(list((out / "trajectories").glob("*__tiny-qwen3-agent__r0-*.jsonl"))) == len(tasks)
     judgments = read_records(out / "judgments.jsonl", Judgment)
     per_report = sum(1 for t in tasks for rub in t.rubrics if rub.weight > 0)
     assert len(judgments) == len({j.key for j in judgments}) == 3 * per_report

@@ -132,7 +132,12 @@ def test_flex_attention_form():
     model = load("tiny-qwen3")
     groups = make_groups(6, n_groups=2)
     ref = PackedScorer(model, form="single").score(groups)
+    attn = model.config._attn_implementation
     assert max_diff(ref, PackedScorer(model, form="flex", token_budget=2000).score(groups)) <= TOL
+    # The flex pass must hand the shared model back as it found it: left on flex_attention, later
+    # forwards with a boolean mask were wrong (two_stage on an H200: Δ logprob 4.6).
+    assert model.config._attn_implementation == attn
+    assert max_diff(ref, PackedScorer(model, form="two_stage").score(groups)) <= TOL
 
 
 class _Cfg:

@@ -22,11 +22,24 @@ def test_resume_keys_and_torn_tail(tmp_path):
     # A kill in the middle of a write leaves a partial last line.
     with open(rd.file("judgments.jsonl"), "a") as f:
         f.write('{"task_id": "t2", "agent": "a", "rub')
-    keys = rd.done_keys("judgments.jsonl", Judgment, lambda r: r.key)
+    # A reader without the lock skips it but leaves the file alone: the line may be mid-write.
+    assert rd.done_keys("judgments.jsonl", Judgment, lambda r: r.key) == {j(0).key, j(1).key}
+    assert not rd.file("judgments.jsonl").read_text().endswith("\n")
+    with rd.locked():
+        keys = rd.done_keys("judgments.jsonl", Judgment, lambda r: r.key)
     assert keys == {j(0).key, j(1).key}
     assert rd.file("judgments.jsonl").read_text().endswith("\n")  # repaired for the next append
     rd.append("judgments.jsonl", [j(2)])
     assert [r.task_id for r in rd.load("judgments.jsonl", Judgment)] == ["t0", "t1", "t2"]
+
+
+def test_append_cuts_a_torn_tail_first(tmp_path):
+    rd = RunDir(tmp_path)
+    rd.append("judgments.jsonl", [j(0)])
+    with open(rd.file("judgments.jsonl"), "a") as f:
+        f.write('{"task_id": "t1", "agent": "a", "rub')
+    rd.append("judgments.jsonl", [j(1)])  # never glued onto the torn line
+    assert [r.task_id for r in rd.load("judgments.jsonl", Judgment)] == ["t0", "t1"]
 
 
 def test_corrupt_middle_line_is_an_error(tmp_path):

@@ -59,7 +59,26 @@ BAD = [
     ("bad_date", 2, "as_of", "date"),
     ("no_rubrics", 2, "rubrics", "non-empty list"),
     ("not_object", 2, None, "expected a JSON object"),
+    ("weight_true", 2, "rubrics[0].weight", "expected a number, got true"),
+    ("weight_false", 2, "rubrics[0].weight", "expected a number, got false"),
+    ("surrogate_question", 2, "question", "lone surrogate \\ud800"),
+    ("surrogate_id", 2, "id", "lone surrogate \\udfff"),
+    ("surrogate_criterion", 2, "rubrics[0].criterion", "lone surrogate \\ud800"),
+    ("surrogate_raw_bytes", 2, "question", "lone surrogate \\ud800"),
+    ("deep_nesting", 2, None, "nested deeper than"),
+    ("deep_field", 2, "extra", "nested deeper than"),
 ]
+_B = '{"id": "b", "language": "en", "domain": "company", '
+_R = '"rubrics": [{"id": "R1", "criterion": "%s", "type": "Objective", "necessity": "Explicit", "priority": "Must Have", "weight": 0.5}]'
+RAW = {
+    "malformed": '{"id": "b", "rubrics": [',
+    "not_object": "[1, 2]",
+    "surrogate_question": _B + '"question": "Why\\ud800?", ' + _R % "c" + "}",
+    "surrogate_id": '{"id": "b\\udfff", "language": "en", "domain": "company", "question": "q", ' + _R % "c" + "}",
+    "surrogate_criterion": _B + '"question": "q", ' + _R % "c\\ud800" + "}",
+    "deep_nesting": "[" * 100_000 + "]" * 100_000,
+    "deep_field": _B + '"question": "q", "extra": ' + "[" * 500 + "]" * 500 + ", " + _R % "c" + "}",
+}
 
 
 @pytest.mark.parametrize("case,line,field,fragment", BAD, ids=[b[0] for b in BAD])
@@ -71,6 +90,8 @@ def test_bad_input_names_file_line_field(tmp_path, case, line, field, fragment):
         "weight_hi": task("b", [rubric("R1", 0.5), rubric("R2", 1.5)]),
         "weight_neg": task("b", [rubric("R1", -0.1)]),
         "weight_nan": task("b", [rubric("R1", "heavy")]),
+        "weight_true": task("b", [rubric("R1", True)]),
+        "weight_false": task("b", [rubric("R1", False)]),
         "dup_task": task("a", [rubric("R1", 0.5)]),
         "dup_rubric": task("b", [rubric("R1", 0.5), rubric("R1", 0.2)]),
         "zero_weight": task("b", [rubric("R1", 0.0), rubric("R2", 0.0)]),
@@ -79,8 +100,11 @@ def test_bad_input_names_file_line_field(tmp_path, case, line, field, fragment):
         "bad_date": task("b", [rubric("R1", 0.5)], as_of="last tuesday"),
         "no_rubrics": task("b", []),
     }.get(case, good)
-    raw = {"malformed": {2: '{"id": "b", "rubrics": ['}, "not_object": {2: "[1, 2]"}}.get(case)
+    raw = {2: RAW[case]} if case in RAW else None
     path = write_jsonl(tmp_path / "tasks.jsonl", [good, second], raw)
+    if case == "surrogate_raw_bytes":  # a lone surrogate written as raw (CESU-8) bytes: json.loads passes it through
+        cesu = (_B + '"question": "Why?", ' + _R % "c" + "}").encode().replace(b"Why?", b"Why\xed\xa0\x80")
+        path.write_bytes(path.read_bytes().split(b"\n")[0] + b"\n" + cesu + b"\n")
     with pytest.raises(InputError) as e:
         load_tasks(path)
     assert e.value.line == line and e.value.field == field

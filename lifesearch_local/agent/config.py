@@ -28,6 +28,10 @@ class PythonToolConfig(_Cfg):
     """Open file descriptors (RLIMIT_NOFILE)."""
     max_output_chars: int = Field(8000, ge=200)
     """stdout + stderr shown to the model; the middle is cut beyond this."""
+    allow_weak_sandbox: bool = False
+    """Run snippets even where the kernel/user gives only the weak sandbox (no private root, no
+    Landlock+seccomp as root: host files readable, children may outlive the call), with a warning.
+    Off: such a call fails as `sandbox_unavailable`. See the README's sandbox section."""
 
 
 class ToolsConfig(_Cfg):

@@ -66,10 +66,15 @@ class Context:
         raw = self._tool_overhead + sum(_size(m) for m in self.messages) + (rough_tokens(extra) + _PER_MESSAGE if extra else 0)
         return int(raw * self.scale) + 1
 
-    def calibrate(self, prompt_tokens: int, estimated: int) -> None:
-        """Rescale the estimate by what the engine counted for the same prompt (within 4x either way)."""
+    def calibrate(self, prompt_tokens: int, estimated: int, truncated_tokens: int = 0) -> None:
+        """Rescale the estimate by what the engine counted for the same prompt (within 4x either way).
+
+        `truncated_tokens` is what the engine elided to fit the model's positions (our budget was
+        above the model's context): the prompt as sent was that much longer, so the next estimate
+        grows and `fit` cuts old tool results here instead of the engine cutting the longest message.
+        """
         if prompt_tokens > 0 and estimated > 0:
-            self.scale = min(4.0, max(0.25, self.scale * prompt_tokens / estimated))
+            self.scale = min(4.0, max(0.25, self.scale * (prompt_tokens + truncated_tokens) / estimated))
 
     def fit(self, budget: int, extra: str = "") -> tuple[bool, int]:
         """Cut tool results, oldest first, until the prompt fits `budget` tokens; (fits, results cut now)."""

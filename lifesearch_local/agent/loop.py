@@ -9,7 +9,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from serving.errors import EndpointError
 from serving.protocol import ChatRequest, Generation
+from serving.redact import redact, redact_obj
 
 from ..prompts import render
 from ..records import Report, ReportStatus, Task
@@ -70,6 +72,8 @@ async def run_task(task: Task, run: int, cfg: AgentConfig, generate: Generate, t
         try:
             gen = await _decide(generate, request, cfg, record, state, ctx)
         except Exception as e:  # the engine failed past its retries: this run ends in error
+            if isinstance(e, EndpointError) and e.config_error:  # a wrong key/URL/model fails every task:
+                raise  # stop, so the rerun after the fix resumes instead of keeping error reports
             log.write(record | {"error": f"{type(e).__name__}: {e}"})
             return _finish(task, run, cfg, log, state, it, "", "error", f"model call failed: {type(e).__name__}: {e}")
         if on_step:
@@ -119,7 +123,9 @@ async def _decide(generate: Generate, request: ChatRequest, cfg: AgentConfig, re
     state.output_tokens += gen.output_tokens
     state.prompt_tokens += gen.prompt_tokens
     record["input"]["prompt_tokens"] = gen.prompt_tokens
-    ctx.calibrate(gen.prompt_tokens, record["input"]["tokens_est"])
+    if gen.truncated_tokens:  # the engine elided the longest message to fit the model's context
+        record["input"]["truncated_tokens"] = gen.truncated_tokens
+    ctx.calibrate(gen.prompt_tokens, record["input"]["tokens_est"], gen.truncated_tokens)
     record["model_s"] = round(time.monotonic() - t, 4)
     record["output"] = {"text": gen.text, "tokens": gen.output_tokens, "finish": gen.finish_reason,
                         **({"native_tool_calls": gen.tool_calls} if gen.tool_calls else {})}
@@ -146,6 +152,8 @@ async def _call(tool: Tool, call: ToolCall, task: Task, timeout: float) -> tuple
         obs = Observation.fail("timeout", f"{call.name} did not finish within {timeout:g} s")
     except Exception as e:  # a tool bug must not end the run: the model sees it and moves on
         obs = Observation.fail("tool_error", f"{call.name} failed: {type(e).__name__}: {e}")
+    # A page or an error body may echo a configured key: neither the model nor the log may see it.
+    obs.text, obs.summary, obs.data = redact(obs.text), redact(obs.summary), redact_obj(obs.data)
     return obs, start, time.monotonic()
 
 
@@ -156,6 +164,9 @@ def _final(task: Task, run: int, cfg: AgentConfig, log: TrajectoryLog, state: _R
     if limit:
         return _finish(task, run, cfg, log, state, it, decision.content, "budget",
                        f"{limit} budget reached at iteration {it}; final answer forced")
+    if gen.finish_reason == "length":  # a report cut by the token limit is not a finished one
+        return _finish(task, run, cfg, log, state, it, decision.content, "budget",
+                       f"answer cut at max_tokens ({cfg.max_tokens}) at iteration {it}")
     status: ReportStatus = "clarification" if is_clarification(decision.content) else "completed"
     return _finish(task, run, cfg, log, state, it, decision.content, status, None)
 

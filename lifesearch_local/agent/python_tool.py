@@ -1,10 +1,11 @@
-"""The `python` tool: a snippet in a confined subprocess (see sandbox_runner), its process group killed after."""
+"""The `python` tool: a snippet in a confined subprocess (see sandbox_runner); nothing it starts survives the call."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -19,6 +20,9 @@ from .observation import Observation, clip
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
 MARKER = "#sandbox "
+TERM_GRACE_S = 1.0  # after SIGTERM, how long the runner may take to kill what the snippet started
+log = logging.getLogger(__name__)
+_warned: set[str] = set()
 
 # The child's whole environment: no proxies, no tokens, one thread per math library
 # (their per-thread arenas would otherwise eat the address-space limit).
@@ -29,6 +33,7 @@ _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCO
 # Last-line exception names of a failed snippet -> failure kind.
 _ERROR_KINDS = {"MemoryError": "memory_limit", "BlockingIOError": "process_limit",
                 "PermissionError: network access is disabled": "network_blocked", "PermissionError": "permission_denied",
+                "OSError: [Errno 30]": "permission_denied",  # a read-only part of the private root
                 "OSError: [Errno 27]": "file_size_limit", "OSError: [Errno 101]": "network_blocked",
                 "ConnectionRefusedError": "network_blocked"}
 
@@ -46,6 +51,9 @@ class SandboxResult:
 
     def failure(self, cfg: PythonToolConfig) -> tuple[str, str] | None:
         """(kind, explanation) when the snippet did not exit cleanly."""
+        if self.isolation.get("refused"):
+            return "sandbox_unavailable", (f"{self.isolation['refused']}; the snippet was not run (set "
+                                           "tools.python.allow_weak_sandbox: true to run it in the weak mode anyway)")
         if self.timed_out:
             return "timeout", f"killed after {cfg.wall_s:g} s of wall time"
         if self.returncode == 0:
@@ -65,46 +73,58 @@ class SandboxResult:
 async def run_snippet(code: str, cfg: PythonToolConfig, *, namespaces: bool = True) -> SandboxResult:
     """Run `code` under the limits of `cfg` in a throwaway directory; nothing survives the call.
 
-    `namespaces=False` skips the network/PID namespaces, to exercise the fallback layers.
+    `namespaces=False` skips the namespaces, to exercise the fallback layers.
     """
     loop = asyncio.get_running_loop()
     with tempfile.TemporaryDirectory(prefix="lifesearch-py-") as base:
-        work = _prepare(Path(base), code)
-        spec = {"code": str(Path(base) / "snippet.py"), "workdir": str(work), "cpu_s": cfg.cpu_s,
-                "memory_mb": cfg.memory_mb, "file_mb": cfg.file_mb, "max_files": cfg.max_files,
-                "max_procs": cfg.max_procs, "namespaces": namespaces}
-        env = {**_ENV, "HOME": str(work), "TMPDIR": str(work)}
+        spec, env = runner_spec(Path(base), code, cfg, namespaces=namespaces)
         t0 = loop.time()
         with open(Path(base) / "out", "w+b") as out, open(Path(base) / "err", "w+b") as err:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-I", str(RUNNER), json.dumps(spec), stdin=asyncio.subprocess.DEVNULL,
-                stdout=out, stderr=err, cwd=work, env=env, start_new_session=True,
+                stdout=out, stderr=err, cwd=spec["workdir"], env=env, start_new_session=True,
             )
             timed_out = await _wait(proc, cfg.wall_s)
             seconds = loop.time() - t0
             stdout, stderr = _read(out, cfg), _read(err, cfg)
     isolation, stderr = _split_marker(stderr)
+    if isolation.get("mode") == "weak" and not isolation.get("refused") and "weak" not in _warned:
+        _warned.add("weak")
+        log.warning("python tool: weak sandbox (%s); snippets can read the host's files and outlive the call",
+                    ", ".join(k for k, v in isolation.get("guarantees", {}).items() if not v))
     return SandboxResult(proc.returncode, stdout, stderr, timed_out, seconds, isolation)
 
 
-def _prepare(base: Path, code: str) -> Path:
-    work = base / "work"
+def runner_spec(base: Path, code: str, cfg: PythonToolConfig, *, namespaces: bool = True) -> tuple[dict, dict]:
+    """Prepare `base` (the snippet file, an empty working directory, a mount point for the private
+    root) and return the runner's spec and the child's environment."""
+    work, root = base / "work", base / "root"
     work.mkdir()
+    root.mkdir()
     (base / "snippet.py").write_text(code, encoding="utf-8")
     if os.geteuid() == 0:  # the runner drops to an unprivileged uid (and hands it work/): let it in
         os.chmod(base, 0o711)
         os.chmod(base / "snippet.py", 0o644)
-    return work
+    spec = {"code": str(base / "snippet.py"), "workdir": str(work), "root": str(root), "cpu_s": cfg.cpu_s,
+            "memory_mb": cfg.memory_mb, "file_mb": cfg.file_mb, "max_files": cfg.max_files,
+            "max_procs": cfg.max_procs, "namespaces": namespaces, "allow_weak": cfg.allow_weak_sandbox}
+    return spec, {**_ENV, "HOME": str(work), "TMPDIR": str(work)}
 
 
 async def _wait(proc: asyncio.subprocess.Process, wall_s: float) -> bool:
-    """Wait up to wall_s; always kill the whole process group after (also on cancellation)."""
+    """Wait up to wall_s; then (also on cancellation) SIGTERM the runner, which kills everything the
+    snippet started, and SIGKILL its process group after a short grace."""
     try:
         await asyncio.wait_for(proc.wait(), wall_s)
         return False
     except asyncio.TimeoutError:
         return True
     finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), TERM_GRACE_S)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         await asyncio.shield(proc.wait())

@@ -1,63 +1,101 @@
 """Runs one python-tool snippet after confining this process; executed as `python -I sandbox_runner.py SPEC`.
 
-Every limit is applied here, in a fresh single-threaded interpreter, before the snippet's
-first line runs (the harness is multi-threaded, where `preexec_fn` is unsafe). In order:
+Every layer is applied here, in a fresh single-threaded interpreter, before the snippet's
+first line runs (the harness is multi-threaded, where `preexec_fn` is unsafe):
 
-1. namespaces: a new network namespace (no interface but a down loopback: nothing is
-   reachable) and a new PID namespace whose init dies with the snippet or with this
-   runner, after which the kernel kills every process left in it — directly as root, else
-   inside a new user namespace; skipped where the kernel refuses;
-2. rlimits: CPU seconds, address space (RLIMIT_AS), file size (caps stdout/stderr and
-   any file written), open files, no core dumps, and RLIMIT_NPROC;
-3. as root, a switch to an unprivileged uid of the sandbox's own (100000 + pid mod 100000,
-   else 65534), because root ignores RLIMIT_NPROC and concurrent sandboxes must not share
-   one process count; only CAP_DAC_READ_SEARCH is kept (ambient, so child processes keep
-   it) so that an interpreter installed under a private home stays readable — reads are
-   not confined;
-4. Landlock: writes only beneath the working directory (and /dev/null); when there is no
-   network namespace, TCP connect/bind denied (ABI 4+); signals and abstract UNIX sockets
-   scoped to the sandbox (ABI 6+), so the snippet cannot signal the harness;
-5. without a network namespace, a socket() that refuses AF_INET/AF_INET6 in Python.
+1. namespaces (as root directly, else inside a new user namespace; skipped where the kernel
+   refuses): network (no interface but a down loopback), PID (its init dies with this runner,
+   then the kernel kills everything left), IPC, UTS and mount. In the mount namespace the
+   snippet gets a private root: a read-only tmpfs holding only the Python installation, the
+   system's /usr and /lib*, two /etc files, a few /dev nodes, a fresh /proc of its own PID
+   namespace, a private /dev/shm and the working directory. Home, run directories, /etc/passwd
+   and every host socket are simply not there;
+   without namespaces this process stays outside as a child subreaper: everything the snippet
+   starts (double-forked, setsid) is reparented to it and killed when the snippet ends or
+   when the harness sends SIGTERM;
+2. rlimits: CPU seconds, address space, file size, open files, no core dumps, RLIMIT_NPROC;
+3. as root, a uid of the sandbox's own (100000 + pid mod 100000, else 65534) with every
+   capability dropped, the bounding set included. The one exception: without a private root,
+   an interpreter that uid cannot reach (e.g. under /root) keeps CAP_DAC_READ_SEARCH, which
+   Landlock then confines to the paths below;
+4. Landlock (where the kernel has it): reads and execution only beneath the Python
+   installation, the system directories above and the snippet file; writes only beneath the
+   working directory (and /dev/null); no TCP (ABI 4+); signals and abstract UNIX sockets
+   scoped to the sandbox (ABI 6+);
+5. seccomp: socket() refused for every family (socketpair only for AF_UNIX), io_uring,
+   namespaces, mounts, ptrace, keyrings, bpf and file handles refused;
+6. a Python-level socket() refusal, only for a clearer message.
 
-The first stderr line is `#sandbox {json}` naming the layers that took effect.
+The layers that took effect and the resulting mode (namespaces, landlock, or weak — which runs
+only when the spec allows it) are the first stderr line: `#sandbox {json}`.
 Only the standard library is imported here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
+import platform
 import resource
 import runpy
 import select
 import signal
 import sys
+import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sandbox_kernel as kernel  # noqa: E402  (a sibling file: -I leaves the script's folder off sys.path)
+
+del sys.path[0]
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 8, 24, 38, 47
-CAP_DAC_READ_SEARCH, NOBODY = 2, 65534
-UID_BASE, UID_SPAN = 100_000, 100_000
-# Landlock syscalls have the same numbers on every architecture (generic table).
-SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
-FS_WRITE_FILE, FS_TRUNCATE = 1 << 1, 1 << 14
-FS_WRITE_ALL_V1 = (1 << 1) | sum(1 << b for b in range(4, 13))  # write, remove, make_*
-FS_REFER = 1 << 13
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MNT_DETACH = 1024, 2048, 1 << 21, 2
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+NOBODY, UID_BASE, UID_SPAN, REFUSED = 65534, 100_000, 100_000, 3
+SYSTEM = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache", "/etc/localtime"]
+DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"]
 
 _libc = ctypes.CDLL(None, use_errno=True)
-LINUX = sys.platform.startswith("linux")  # elsewhere only rlimits and the Python socket block apply
+LINUX = kernel.LINUX
 
 
-def _call(name: str, *args: int) -> bool:
-    return getattr(_libc, name)(*args) == 0
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def isolate_namespaces() -> dict:
-    """Network + PID namespaces; as root directly, else through a user namespace."""
-    for flags, how in ((CLONE_NEWNET | CLONE_NEWPID, "root"), (CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWPID, "userns")):
-        if LINUX and _call("unshare", flags):
-            return {"net": "netns", "pid": "pidns", "ns_via": how}
-    return {"net": None, "pid": None}
+def python_paths() -> list[str]:
+    """The interpreter's installation (venv and base), as given and resolved."""
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    return sorted(prefixes | {os.path.realpath(p) for p in prefixes})
+
+
+def read_paths(spec: dict) -> list[str]:
+    """Everything the snippet may read: the interpreter, the system's libraries, its own file."""
+    return python_paths() + SYSTEM + [spec["code"]]
+
+
+# --- 1. namespaces ---------------------------------------------------------------------------
+def unshare_all(root: bool) -> dict:
+    """Network, PID, IPC, UTS and mount namespaces; as root directly, else through a user namespace
+    mapping only our own uid and gid."""
+    flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+    uid, gid = os.getuid(), os.getgid()
+    if root:  # never through a user namespace: its mapped root would still own the host's root files
+        return {"ns_via": "root"} if _libc.unshare(flags) == 0 else {}
+    if _libc.unshare(flags | CLONE_NEWUSER) == 0:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+        return {"ns_via": "userns"}
+    return {}
 
 
 def _relay(pid: int) -> None:
@@ -66,12 +104,12 @@ def _relay(pid: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
 
-def enter_pid_namespace() -> None:
-    """Fork an init for the new PID namespace, which forks the snippet's process and waits for it.
+def enter_pid_namespace(spec: dict, layers: dict) -> None:
+    """Fork the PID namespace's init, which builds the private root and forks the snippet's process.
 
     The init dies with this runner (parent-death signal) and the snippet's exit ends the init;
-    either way the kernel then kills every process left in the namespace. The snippet is
-    not PID 1 itself, so the usual signal semantics (SIGXCPU, SIGXFSZ) still apply to it.
+    either way the kernel then kills every process left in the namespace. The snippet is not
+    PID 1 itself, so the usual signal semantics (SIGXCPU, SIGXFSZ) still apply to it.
     """
     alive_r, alive_w = os.pipe()  # EOF on it means the runner is gone (getppid() is 0 across namespaces)
     init = os.fork()
@@ -82,11 +120,125 @@ def enter_pid_namespace() -> None:
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if select.select([alive_r], [], [], 0)[0]:  # the runner died before the signal was armed
         os._exit(137)
+    layers.update(net="netns", pid="pidns")
+    try:
+        private_root(spec)
+        layers["mnt"] = "private-root"
+    except OSError as e:
+        layers["mnt_error"] = str(e)
     child = os.fork()
     if child:
         _relay(child)
 
 
+def private_root(spec: dict) -> None:
+    """Replace this mount namespace's root by a read-only tmpfs holding only what the snippet needs."""
+    new = spec["root"]
+    os.umask(0o022)
+    _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    _check(_libc.mount(b"tmpfs", new.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,size=1m"), "tmpfs root")
+    _bind_all(new, read_paths(spec), read_only=True)
+    _bind_all(new, [spec["workdir"]], read_only=False)
+    _bind_all(new, DEVICES, read_only=False, devices=True)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{new}/dev/{name}")
+    os.makedirs(f"{new}/dev/shm")
+    shm = f"mode=1777,size={spec['file_mb']}m".encode()
+    _check(_libc.mount(b"tmpfs", f"{new}/dev/shm".encode(), b"tmpfs", MS_NOSUID | MS_NODEV, shm), "tmpfs /dev/shm")
+    os.makedirs(f"{new}/proc")  # mounted while the host's /proc is still visible (a user namespace requires it)
+    _check(_libc.mount(b"proc", f"{new}/proc".encode(), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "proc")
+    os.chdir(new)
+    _check(_libc.syscall(SYS_PIVOT_ROOT[platform.machine()], b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")
+    os.chdir("/")
+    _check(_libc.mount(None, b"/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None), "/ read-only")
+
+
+def _bind_all(new: str, paths: list[str], read_only: bool, devices: bool = False) -> None:
+    """Bind each existing path at the same place under `new` (top-level symlinks recreated as symlinks)."""
+    for path in sorted(set(paths), key=lambda p: p.count("/")):
+        dst = new + path
+        if os.path.islink(path) and os.path.dirname(path) == "/":  # /lib -> usr/lib on merged-/usr systems
+            os.symlink(os.readlink(path), dst)
+            continue
+        if not os.path.exists(path) or _beneath_bound(new, path):
+            continue
+        if os.path.isdir(path):
+            os.makedirs(dst, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            open(dst, "a").close()
+        _check(_libc.mount(path.encode(), dst.encode(), None, MS_BIND | MS_REC, None), f"bind {path}")
+        flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (0 if devices else MS_NODEV) | (MS_RDONLY if read_only else 0)
+        _check(_libc.mount(None, dst.encode(), None, flags | _locked_flags(path), None), f"remount {path}")
+
+
+def _beneath_bound(new: str, path: str) -> bool:
+    """Whether `path` already lies in a bound tree (binding it again would be redundant)."""
+    parent = os.path.dirname(path)
+    while parent != "/":
+        if os.path.ismount(new + parent) or os.path.islink(new + parent):
+            return True
+        parent = os.path.dirname(parent)
+    return False
+
+
+def _locked_flags(path: str) -> int:
+    """Flags of the source mount a bind remount must keep (a user namespace refuses to clear them)."""
+    f = os.statvfs(path).f_flag
+    pairs = ((os.ST_RDONLY, MS_RDONLY), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+             (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
+    return sum(ms for st, ms in pairs if f & st)
+
+
+def supervise(layers: dict) -> None:
+    """Without a PID namespace: stay outside as a subreaper and run the snippet in a child.
+
+    Every orphan the snippet leaves is reparented here; when the snippet ends, or SIGTERM comes
+    from the harness, every descendant is killed before this process exits.
+    """
+    if not LINUX or _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        return
+    layers["reaper"] = "subreaper"
+    signal.signal(signal.SIGTERM, lambda *_: (kill_descendants(), os._exit(128 + signal.SIGTERM)))
+    child = os.fork()
+    if child == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        return
+    _, status = os.waitpid(child, 0)
+    kill_descendants()
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def kill_descendants(rounds: int = 500) -> None:
+    """SIGKILL every descendant and reap it, until this process has no child left (bounded)."""
+    me = os.getpid()
+    for _ in range(rounds):
+        parents = {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    parents[int(pid)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+        tree, frontier = set(), {me}
+        while frontier:
+            frontier = {p for p, pp in parents.items() if pp in frontier} - tree
+            tree |= frontier
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            return  # no child left: with a subreaper, no descendant either
+        time.sleep(0.002)
+
+
+# --- 2, 3. limits and identity ---------------------------------------------------------------
 def tasks_of_uid(uid: int) -> int:
     """Threads (tasks) owned by `uid`: RLIMIT_NPROC counts them all, not only ours."""
     n = 0
@@ -132,81 +284,95 @@ def set_limits(spec: dict, in_use: int) -> dict:
     return {"rlimits_failed": failed} if failed else {}
 
 
-def drop_root(uid: int, workdir: str) -> dict:
-    """Become `uid` (else 65534, where the uid map allows no other), owner of `workdir`, keeping
-    only CAP_DAC_READ_SEARCH (effective, permitted, inheritable, ambient)."""
-    for cap in range(64):
-        if cap != CAP_DAC_READ_SEARCH:
-            _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # fails past the last cap: harmless
-    _libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0)
-    for candidate in (uid, NOBODY):
-        try:
-            os.chown(workdir, candidate, candidate)
-            os.setgroups([])
-            os.setresgid(candidate, candidate, candidate)
-            os.setresuid(candidate, candidate, candidate)
-            uid = candidate
-            break
-        except OSError:
-            continue
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-    bit = 1 << CAP_DAC_READ_SEARCH
-    data = (Data * 2)(Data(bit, bit, bit), Data(0, 0, 0))
-    kept = _libc.capset(ctypes.byref(Header(0x20080522, 0)), data) == 0
-    kept = kept and _libc.prctl(PR_CAP_AMBIENT, 2, CAP_DAC_READ_SEARCH, 0, 0) == 0
-    return {"uid": os.getuid(), "read_all": kept}
+def reachable_by(uid: int, paths: list[str]) -> bool:
+    """Whether a process of `uid` (no group, no capability) can reach every path in `paths`."""
+    for path in paths:
+        parts = path.rstrip("/").split("/")
+        for i in range(2, len(parts) + 1):
+            try:
+                st = os.stat("/".join(parts[:i]))
+            except OSError:
+                break
+            bit = 0o001 if st.st_uid != uid else 0o100
+            if os.path.isdir("/".join(parts[:i])) and not st.st_mode & bit:
+                return False
+    return True
 
 
-def landlock(workdir: str, deny_tcp: bool) -> dict:
-    """Writes only beneath `workdir` (+ /dev/null); optionally no TCP; scoped signals."""
-    abi = _libc.syscall(SYS_CREATE_RULESET, None, 0, 1) if LINUX else -1
-    if abi < 1:
-        return {"fs": None}
-    fs = FS_WRITE_ALL_V1 | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0)
-    net = 0b11 if (deny_tcp and abi >= 4) else 0
-    scoped = 0b11 if abi >= 6 else 0
-    attr = (ctypes.c_uint64 * 3)(fs, net, scoped)
-    size = 8 if abi < 4 else (16 if abi < 6 else 24)
-    ruleset = _libc.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), size, 0)
-    if ruleset < 0:
-        return {"fs": None}
-
-    class PathBeneath(ctypes.Structure):
-        _pack_ = 1
-        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-    for path, access in ((workdir, fs), ("/dev/null", FS_WRITE_FILE | (FS_TRUNCATE if abi >= 3 else 0))):
-        fd = os.open(path, os.O_PATH)
-        _libc.syscall(SYS_ADD_RULE, ruleset, 1, ctypes.byref(PathBeneath(access, fd)), 0)
-        os.close(fd)
-    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    ok = _libc.syscall(SYS_RESTRICT_SELF, ruleset, 0) == 0
-    os.close(ruleset)
-    return {"fs": "landlock" if ok else None, "tcp": "landlock" if ok and net else None,
-            "signals": "scoped" if ok and scoped else None, "landlock_abi": abi}
+def drop_privileges(root: bool, uid: int, spec: dict, private: bool) -> dict:
+    """As root: become `uid` (else 65534) owning the working directory; everywhere: no capability
+    left (CAP_DAC_READ_SEARCH only as described in the module docstring)."""
+    keep = None
+    if root and not private and not reachable_by(uid, python_paths()):
+        keep = kernel.CAP_DAC_READ_SEARCH
+    kernel.drop_bounding(keep)
+    if root:
+        _libc.prctl(kernel.PR_SET_KEEPCAPS, 1 if keep is not None else 0, 0, 0, 0)
+        for candidate in (uid, NOBODY):
+            try:
+                os.chown(spec["workdir"], candidate, candidate)
+                os.setgroups([])
+                os.setresgid(candidate, candidate, candidate)
+                os.setresuid(candidate, candidate, candidate)
+                break
+            except OSError:
+                continue
+    kernel.set_caps(keep)
+    return {"uid": os.getuid(), "caps": kernel.held_caps()}
 
 
+# --- 4-6. Landlock, seccomp, the Python socket message; the mode -----------------------------
 def block_sockets() -> None:
-    """Last resort when the kernel offers no network isolation: refuse IP sockets in Python."""
-    import _socket
+    """A clear message for Python code (the kernel-level refusal is seccomp's or the namespace's)."""
     import socket
 
     base = socket.socket
 
     class NoNetSocket(base):  # type: ignore[misc,valid-type]
-        def __init__(self, family=-1, *args, **kwargs):
-            if family in (-1, socket.AF_INET, socket.AF_INET6):
+        def __init__(self, family=-1, type=-1, proto=-1, fileno=None):
+            if fileno is None:  # wrapping an existing descriptor (socketpair, fromfd) stays possible
                 raise PermissionError("network access is disabled in the python tool")
-            super().__init__(family, *args, **kwargs)
+            super().__init__(family, type, proto, fileno)
 
-    socket.socket = NoNetSocket  # type: ignore[misc]
-    _socket.socket = NoNetSocket  # type: ignore[misc]
+    NoNetSocket.__module__, NoNetSocket.__qualname__ = "socket", "socket"
+    socket.socket = NoNetSocket  # type: ignore[misc]  (not _socket.socket: socket.socket's methods call it)
+
+
+def guarantees(layers: dict, root: bool) -> dict:
+    """Which properties hold, from the layers that took effect (see the README's sandbox section)."""
+    private, netns, pidns = layers.get("mnt") == "private-root", layers.get("net") == "netns", layers.get("pid") == "pidns"
+    confined_fs, no_sockets = layers.get("fs") == "landlock", layers.get("seccomp") == "seccomp"
+    cannot_signal_out = root or layers.get("signals") == "scoped"
+    caps_ok = not layers.get("caps") or (layers["caps"] == [kernel.CAP_DAC_READ_SEARCH] and confined_fs)
+    return {
+        "unprivileged": layers.get("uid", 0) != 0 and caps_ok,
+        "reads_confined": private or confined_fs,
+        "writes_confined": private or confined_fs,
+        "run_dir_hidden": private or (root and confined_fs),
+        "no_network": (netns or no_sockets) and (private or no_sockets),  # UNIX sockets: hidden or refused
+        "nothing_survives": pidns or (layers.get("reaper") == "subreaper" and cannot_signal_out),
+    }
+
+
+def confine(spec: dict, layers: dict, root: bool, uid: int, in_use: int) -> None:
+    """Layers 2-6 in the snippet's own process; exits with REFUSED if the result is too weak."""
+    layers.update(set_limits(spec, in_use))
+    private = layers.get("mnt") == "private-root"
+    if LINUX:
+        layers.update(drop_privileges(root, uid, spec, private))
+    write = [spec["workdir"]] + DEVICES + (["/dev/shm"] if private else [])
+    layers.update(kernel.landlock(read_paths(spec) + (["/proc"] if private else []), write))
+    layers["seccomp"] = kernel.seccomp()
+    block_sockets()
+    layers["guarantees"] = guarantees(layers, root)
+    strong = all(layers["guarantees"].values())
+    layers["mode"] = ("namespaces" if layers.get("mnt") else "landlock") if strong else "weak"
+    if not strong and not spec.get("allow_weak"):
+        missing = sorted(k for k, v in layers["guarantees"].items() if not v)
+        layers["refused"] = f"this kernel/user cannot give the sandbox: {', '.join(missing)}"
+    print("#sandbox " + json.dumps(layers), file=sys.stderr, flush=True)
+    if layers.get("refused"):
+        os._exit(REFUSED)
 
 
 def main() -> None:
@@ -214,20 +380,15 @@ def main() -> None:
     root = os.geteuid() == 0 and LINUX
     uid = sandbox_uid() if root else os.getuid()
     in_use = tasks_of_uid(uid)  # counted before a user namespace would hide who owns what
-    layers = isolate_namespaces() if spec.get("namespaces", True) else {"net": None, "pid": None}
-    if layers["pid"]:
-        enter_pid_namespace()
-    layers.update(set_limits(spec, in_use))
-    if root and layers.get("ns_via") != "userns":
-        layers.update(drop_root(uid, spec["workdir"]))
+    layers: dict = {"net": None, "pid": None, "mnt": None}
+    if LINUX and spec.get("namespaces", True):
+        layers.update(unshare_all(root))
+    if layers.get("ns_via"):
+        enter_pid_namespace(spec, layers)
     else:
-        layers["uid"] = os.getuid()
-    layers.update(landlock(spec["workdir"], deny_tcp=not layers["net"]))
-    if not layers["net"] and not layers.get("tcp"):
-        block_sockets()
-        layers["net"] = "python-socket-blocked"
+        supervise(layers)
+    confine(spec, layers, root, uid, in_use)
     os.chdir(spec["workdir"])
-    print("#sandbox " + json.dumps(layers), file=sys.stderr, flush=True)
     sys.argv = ["<python>"]
     sys.path[0] = spec["workdir"]
     runpy.run_path(spec["code"], run_name="__main__")

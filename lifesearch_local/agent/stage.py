@@ -17,7 +17,7 @@ from ..progress import progress_bar
 from ..prompts import load_template
 from ..records import Report, Task
 from ..signals import StopFlag, graceful_stop
-from ..store import RunDir, config_hash
+from ..store import RunDir, config_hash, resume_config
 from ..web.config import WebConfig
 from .config import AgentConfig
 from .loop import run_task
@@ -33,13 +33,23 @@ def pending_runs(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, runs: int)
 
 def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: ModelBackend, web: WebConfig, *,
                 runs: int = 1, show: bool = True, web_handles: WebHandles | None = None,
-                today: dt.date | None = None) -> dict[str, Any]:
+                today: dt.date | None = None, force_config: bool = False) -> dict[str, Any]:
     """Run every pending (task, run) of one agent; reports go to reports.jsonl as each finishes.
 
-    SIGTERM: every task finishes its current step, nothing new starts, unfinished runs write
-    no report (a rerun restarts them); returns with `stopped_early`. Returns the stage stats,
-    also merged into the manifest under `agent/<id>`.
+    Holds the run directory's lock; an agent id with reports made under other settings is
+    refused (ConfigChanged) unless `force_config`. SIGTERM: every task finishes its current
+    step, nothing new starts, unfinished runs write no report (a rerun restarts them); returns
+    with `stopped_early`. Returns the stage stats, also merged into the manifest under `agent/<id>`.
     """
+    with rd.locked("agent"):
+        resuming = any(r.agent == cfg.id for r in rd.load("reports.jsonl", Report))
+        rd.check_config(f"agent/{cfg.id}", resume_config(cfg), resuming=resuming, force=force_config,
+                        legacy=(f"config/agent/{cfg.id}", config_hash(cfg)))
+        return _agent_locked(rd, tasks, cfg, backend, web, runs, show, web_handles, today)
+
+
+def _agent_locked(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: ModelBackend, web: WebConfig,
+                  runs: int, show: bool, web_handles: WebHandles | None, today: dt.date | None) -> dict[str, Any]:
     work = pending_runs(rd, tasks, cfg, runs)
     t0 = time.perf_counter()
     with graceful_stop() as stop:

@@ -89,7 +89,7 @@ class WebSearchTool:
         )
 
     async def run(self, arguments: dict[str, Any], task: Task) -> Observation:
-        from ..web.cache import ReplayMiss
+        from ..web.cache import CacheCorrupt, ReplayMiss
         from ..web.search import SearchError
 
         query = str(arguments["query"])
@@ -98,6 +98,8 @@ class WebSearchTool:
             results = await self.web.searcher.search(query, num=num, as_of=task.as_of)
         except ReplayMiss as e:
             return Observation.fail("replay_miss", str(e), query=query)
+        except CacheCorrupt as e:
+            return Observation.fail("cache_corrupt", str(e), query=query)
         except SearchError as e:
             return Observation.fail("search_error", str(e), query=query)
         lines = [f"{r.position}. {r.title}" + (f" ({r.date})" if r.date else "") + f"\n   {r.link}\n   {r.snippet}"

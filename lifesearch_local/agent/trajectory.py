@@ -1,7 +1,8 @@
-"""Per-run step logs: `trajectories/<task>__<agent>__r<run>.jsonl`, one JSON line per step, fsynced."""
+"""Per-run step logs: `trajectories/<task>__<agent>__r<run>-<hash>.jsonl`, one JSON line per step, fsynced."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,11 @@ _UNSAFE = re.compile(r"[^\w.-]+")
 
 
 def trajectory_name(task_id: str, agent: str, run: int) -> str:
-    """Path of a run's log relative to the run directory."""
-    return f"trajectories/{_UNSAFE.sub('_', task_id)}__{_UNSAFE.sub('_', agent)}__r{run}.jsonl"
+    """Path of a run's log relative to the run directory. The readable part folds unsafe
+    characters (`a/b`, `a b` and `a_b` all read `a_b`); the hash of the exact ids keeps names
+    apart. Reports record the path, so runs written with older names still read."""
+    digest = hashlib.sha256(f"{task_id}\0{agent}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"trajectories/{_UNSAFE.sub('_', task_id)}__{_UNSAFE.sub('_', agent)}__r{run}-{digest}.jsonl"
 
 
 class TrajectoryLog:

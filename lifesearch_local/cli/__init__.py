@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 from collections.abc import Sequence
 
 from .. import __version__
@@ -25,11 +26,13 @@ COMMANDS: dict[str, str] = {
     "fetch": "lifesearch_local.web.cli:register_fetch",
     "search": "lifesearch_local.web.cli:register_search",
     "corpus": "lifesearch_local.web.cli:register_corpus",
+    "cache": "lifesearch_local.web.cli:register_cache",
     "agree": "lifesearch_local.cli.agree:register",
     "report": "lifesearch_local.cli.report:register",
     "reporteval": "lifesearch_local.cli.reporteval:register",
     "import": "lifesearch_local.cli.importer:register",
     "curate": "lifesearch_local.cli.curate:register",
+    "repair": "lifesearch_local.cli.repair:register",
 }
 
 
@@ -40,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         "expert rubrics with open models, and score them as the paper does.",
     )
     parser.add_argument("--version", action="version", version=f"lifesearch-local {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of setup and input errors (normally one line)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for target in COMMANDS.values():
         module, attr = target.split(":")
@@ -48,19 +53,50 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    unknown = unknown_command(argv)
+    if unknown:
+        print(f"error: {unknown}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from serving.errors import EndpointError
+    from serving.redact import install_log_redaction, redact
+
+    install_log_redaction()
     try:
         return int(args.func(args) or 0)
     except LifesearchError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {redact(str(e))}", file=sys.stderr)
         return 2
+    except EndpointError as e:  # one line; a wrong key/URL/model (401/403/404) is the user's to fix
+        if args.debug:
+            traceback.print_exc()
+        again = "fix the configuration and rerun" if e.config_error else "rerun the same command"
+        print(f"error: {redact(str(e))}; what was finished is saved, {again} to resume", file=sys.stderr)
+        return 2 if e.config_error else 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        if args.debug:
+            traceback.print_exc()
+        print("interrupted: what was finished is saved; rerun the same command to resume", file=sys.stderr)
         return 130
+
+
+def unknown_command(argv: Sequence[str]) -> str | None:
+    """The message for a mistyped subcommand (with the closest names), or None."""
+    import difflib
+
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or words[0] in COMMANDS or argv[0].startswith("-") and argv[0] not in ("--debug",):
+        return None
+    close = difflib.get_close_matches(words[0], list(COMMANDS), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"unknown command {words[0]!r}{hint} (commands: {', '.join(COMMANDS)})"
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ def agreement_table(result: Mapping[str, Mapping], title: str = ""):
     t.add_column("Runs", justify="right")
     for _, short, _, _ in COLUMNS:
         t.add_column(short, justify="right")
-    for name in ("ρ", "τ", "n", "Ungr."):
+    for name in ("ρ", "τ", "Agents", "n", "Ungr."):
         t.add_column(name, justify="right")
     for judge, m in result.items():
         t.add_row(
@@ -92,6 +92,7 @@ def agreement_table(result: Mapping[str, Mapping], title: str = ""):
             *[fmt(m[key], how) for _, _, key, how in COLUMNS],
             fmt(m.get("rank_spearman"), "f3"),
             fmt(m.get("rank_kendall"), "f3"),
+            str(m.get("rank_agents", "—")),
             str(m["n"]),
             str(m["ungraded"]),
         )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import random
+import sys
 import time
 
 from .judge import positive_int
@@ -30,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "largest |Δ p_true|.",
     )
     p.add_argument("--model", default="tiny-llama",
-                   help="tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral, shape:llama-8b|shape:llama-1b (random, GPU), or a path")
+                   help="tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral, smollm2-135m (real), shape:llama-8b|shape:llama-1b (random, GPU), or a path")
     p.add_argument("--prefix-tokens", type=int, default=2048)
     p.add_argument("--rubrics", type=int, default=20)
     p.add_argument("--suffix-tokens", type=int, default=128)
@@ -44,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", help="with --reports-from: the tasks JSONL (default: tasks.jsonl next to FILE)")
     p.add_argument("--limit", type=positive_int, metavar="N", help="with --reports-from: only the first N reports of FILE")
     p.add_argument("--form", default="auto", choices=["auto", "dense", "flex", "two_stage"],
-                   help="packed form (auto: flex on CUDA, two_stage on CPU)")
+                   help="packed form (auto: two_stage, the fastest measured on CPU and on an H200)")
     p.add_argument("--baseline", default="naive", choices=["naive", "single"], help="baseline form")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"],
                    help="vllm (GPU, `vllm` extra): also time vLLM with prefix caching, max_tokens=1 and sampled-"
@@ -144,21 +146,50 @@ def attention_pairs(groups, packed: bool) -> int:
     return total
 
 
-def timed(model, form: str, groups, budget: int, device: str):
+def timed(model, form: str, groups, budget: int, device: str, *, say=None):
+    """Score `groups` with one kernel form: (seconds, scorer, p_true per decision). `say` (a print
+    function) gets an estimate after the warm-up and a progress bar of decisions while it runs."""
     import torch
 
     from serving.kernel import KernelStats, PackedScorer
+    from serving.progress_hook import reporting
+
+    from ..progress import progress_bar
 
     scorer = PackedScorer(model, form=form, token_budget=budget)
+    t0 = time.perf_counter()
     scorer.score([g[:2] for g in groups[:1]])  # warm-up: first-call allocation and compilation
+    if say:
+        rate = scorer.stats.forward_tokens / max(time.perf_counter() - t0, 1e-9)
+        need = tokens_needed(groups, packed=scorer.form in ("two_stage", "dense", "flex"))
+        say(f"{scorer.form}: about {need:,} tokens to process; the warm-up ran {rate:,.0f} tokens/s, so roughly "
+            f"{need / rate:,.0f} s (longer prompts run slower per token)")
     scorer.stats = KernelStats()  # count the timed run only
     if device == "cuda":
         torch.cuda.synchronize()
     t0 = time.perf_counter()
-    lps = scorer.score(groups)
+    with progress_bar(sum(len(g) for g in groups), desc=scorer.form, unit="decision", show=bool(say)) as bar, \
+            reporting(bar.advance):
+        lps = scorer.score(groups)
     if device == "cuda":
         torch.cuda.synchronize()
-    return time.perf_counter() - t0, scorer, [1 / (1 + math.exp(b - a)) for g in lps for a, b in g]
+    seconds = time.perf_counter() - t0
+    if say:
+        say(f"{scorer.form}: done in {seconds:.1f} s")
+    return seconds, scorer, [1 / (1 + math.exp(b - a)) for g in lps for a, b in g]
+
+
+def tokens_needed(groups, packed: bool) -> int:
+    """Tokens a form runs through the model: each shared prefix once (packed forms) or every full prompt."""
+    from serving.kernel import common_prefix_len
+
+    if not packed:
+        return sum(len(it.ids) for g in groups for it in g)
+    total = 0
+    for g in groups:
+        p = common_prefix_len([it.ids for it in g])
+        total += p + sum(len(it.ids) - p for it in g)
+    return total
 
 
 def run(args: argparse.Namespace) -> int:
@@ -170,17 +201,18 @@ def run(args: argparse.Namespace) -> int:
 
         raise LifesearchError("--tasks and --limit go with --reports-from FILE")
     real = real_groups(args) if args.reports_from else None  # bad input fails before the model loads
+    shape = real[1] if real else {"prefix_tokens": args.prefix_tokens, "rubrics": args.rubrics,
+                                  "suffix_tokens": args.suffix_tokens, "reports": args.reports}
+    decisions = real[1]["rubrics_total"] if real else args.reports * args.rubrics
+    say = None if args.json else functools.partial(print, file=sys.stderr, flush=True)
+    if say:  # before minutes of loading and scoring: what is measured, then each form as it runs
+        say(_inputs({**shape, "decisions": decisions}) + f"; model {args.model} ({device}); forms: {args.form}, "
+            f"then {args.baseline}")
     model = load_model(args.model, device, args.dtype, args.seed)
-    if real:
-        groups, shape = real
-    else:
-        groups = make_groups(model.config.vocab_size, args.reports, args.rubrics, args.prefix_tokens,
-                             args.suffix_tokens, args.seed)
-        shape = {"prefix_tokens": args.prefix_tokens, "rubrics": args.rubrics, "suffix_tokens": args.suffix_tokens,
-                 "reports": args.reports}
-    packed_s, packed, p_packed = timed(model, args.form, groups, args.token_budget, device)
-    naive_s, naive, p_naive = timed(model, args.baseline, groups, args.token_budget, device)
-    decisions = sum(len(g) for g in groups)
+    groups = real[0] if real else make_groups(model.config.vocab_size, args.reports, args.rubrics, args.prefix_tokens,
+                                              args.suffix_tokens, args.seed)
+    packed_s, packed, p_packed = timed(model, args.form, groups, args.token_budget, device, say=say)
+    naive_s, naive, p_naive = timed(model, args.baseline, groups, args.token_budget, device, say=say)
     res = {
         "model": args.model, "device": device, "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
         "threads": torch.get_num_threads(), **shape, "decisions": decisions,
@@ -277,15 +309,18 @@ def _peak_fraction(model, groups, seconds: float, tokens: int, peak: float | Non
     return out
 
 
-def _text(r: dict) -> str:
+def _inputs(r: dict) -> str:
     if "reports_from" in r:
-        inputs = (f"inputs: {r['reports']} real report(s) from {r['reports_from']}, {r['decisions']} rubrics "
-                  f"({r['rubrics_min']}–{r['rubrics_max']} per report); report prefix tokens median "
-                  f"{r['prefix_tokens_median']} (min {r['prefix_tokens_min']}, max {r['prefix_tokens_max']}), rubric "
-                  f"suffix mean {r['suffix_tokens_mean']} tokens")
-    else:
-        inputs = (f"inputs: {r['reports']} report(s) × {r['rubrics']} rubrics, prefix {r['prefix_tokens']} + suffix "
-                  f"{r['suffix_tokens']} tokens")
+        return (f"inputs: {r['reports']} real report(s) from {r['reports_from']}, {r['decisions']} rubrics "
+                f"({r['rubrics_min']}–{r['rubrics_max']} per report); report prefix tokens median "
+                f"{r['prefix_tokens_median']} (min {r['prefix_tokens_min']}, max {r['prefix_tokens_max']}), rubric "
+                f"suffix mean {r['suffix_tokens_mean']} tokens")
+    return (f"inputs: {r['reports']} report(s) × {r['rubrics']} rubrics, prefix {r['prefix_tokens']} + suffix "
+            f"{r['suffix_tokens']} tokens")
+
+
+def _text(r: dict) -> str:
+    inputs = _inputs(r)
     lines = [
         f"{inputs}; model {r['model']} ({r['dtype']}, {r['device']}, {r['threads']} threads)",
         f"{'':<22}{'tokens':>10}{'seconds':>10}{'decisions/s':>14}",

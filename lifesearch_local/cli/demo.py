@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import shutil
+import os
 import time
+
+from .judge import positive_int
 
 TINY_NOTE = (
     "NOTE: {models} = tiny model(s) with RANDOM weights, built locally so the demo runs offline on a CPU. "
@@ -25,10 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "report.html to a run directory. By default the models are tiny random-weight ones, so the "
         "numbers only demonstrate the pipeline.",
     )
-    p.add_argument("--model", default="tiny-qwen3", help="judge model: tiny-*, a local path or a hub name")
-    p.add_argument("--agent-model", default="tiny-qwen3", help="agent model: tiny-*, a local path or a hub name")
+    p.add_argument("--model", default="tiny-qwen3", help="judge model: tiny-* (random), smollm2-135m (real), a local path or a hub name")
+    p.add_argument("--agent-model", default="tiny-qwen3", help="agent model: tiny-* (random), smollm2-135m (real), a local path or a hub name")
     p.add_argument("--no-agent", action="store_true", help="skip the agent phase (judge the sample reports only)")
     p.add_argument("--iterations", type=int, default=3, help="agent iteration budget per task")
+    p.add_argument("--limit", type=positive_int, metavar="N",
+                   help="only the first N sample tasks (file order: 5 English, then 5 Chinese)")
     p.add_argument("--out", default="runs/demo", help="run directory (reused to resume)")
     p.add_argument("--kernel", default="auto", choices=["auto", "dense", "flex", "two_stage", "naive", "single"])
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -44,6 +48,7 @@ def demo_config(args: argparse.Namespace):
     from ..agent.config import AgentConfig
     from ..config import JudgeConfig, RunConfig
     from ..resources import resource_path
+    from ..tasks import load_tasks
     from ..web.config import WebConfig
 
     sample = resource_path("data", "sample")
@@ -53,8 +58,10 @@ def demo_config(args: argparse.Namespace):
         max_iterations=args.iterations, max_tokens=64, context_tokens=8192, wall_s=120, concurrency=10,
         tools={"offline": True, "python": {"wall_s": 10, "cpu_s": 5, "memory_mb": 512}},
     )]
+    tasks = sample / "tasks.jsonl"
+    task_ids = None if args.limit is None else [t.id for t in load_tasks(tasks)[:args.limit]]
     return RunConfig(
-        name="demo", out=args.out, tasks=str(sample / "tasks.jsonl"), reports=str(sample / "reports.jsonl"),
+        name="demo", out=args.out, tasks=str(tasks), task_ids=task_ids, reports=str(sample / "reports.jsonl"),
         labels=str(sample / "labels.jsonl"), agents=agents,
         web=WebConfig(mode="replay-or-live", corpus_dirs=[resource_path("data", "web")],
                       search={"backend": "local"}),
@@ -69,19 +76,22 @@ def _short(model: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..pipeline import run_pipeline
+    from ..preflight import new_dir_or_nothing, preflight
     from ..records import Judgment
     from ..store import RunDir
     from ..tasks import load_tasks
     from .agree import print_agreement_summary
-    from .run import print_result, tiny_models
+    from .run import WORK, phase_models, print_result, tiny_models
 
     t0 = time.perf_counter()
     cfg = demo_config(args)
+    preflight(phase_models(cfg, ("agent", "judge")), cfg.ray)
     if tiny_models(cfg):
         print(TINY_NOTE.format(models=", ".join(tiny_models(cfg))))
-    if args.fresh:
-        shutil.rmtree(args.out, ignore_errors=True)
-    result = run_pipeline(cfg, show=not args.quiet)
+    if args.fresh and os.path.isdir(args.out):
+        RunDir(args.out).clear()  # under the lock: never from under another process's run
+    with new_dir_or_nothing(args.out, keep=WORK):
+        result = run_pipeline(cfg, show=not args.quiet)
     if not print_result(result):
         return 0
     rd = result.run_dir

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reports", required=True, help="reports JSONL")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help="YAML with a judge config (`judge:` or `judges:` block, or a bare one)")
-    src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral, a local path or hub id")
+    src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral (random), smollm2-135m (real, needs the `real` extra), a local path or hub id")
     p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
     p.add_argument("--mode", choices=["choice", "generate"], help="override the judge mode")
     p.add_argument("--runs", type=int, help="judge repetitions (self-consistency)")
@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=positive_int, metavar="N",
                    help="judge only the first N tasks of the tasks file (file order) and only their reports; "
                    "rerun with the same N to resume, or with a larger N to extend the run")
+    p.add_argument("--force-config", action="store_true",
+                   help="add to judgments that another config made under the same judge id (normally refused)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -97,19 +99,23 @@ def run(args: argparse.Namespace) -> int:
 
     from ..jsonl import read_records
     from ..judging import judge_stage
+    from ..preflight import new_dir_or_nothing, preflight
     from ..records import Report
     from ..store import RunDir, sha256_file
     from ..tasks import load_tasks
 
     tasks, reports = limit_work(load_tasks(args.tasks), read_records(args.reports, Report), args.limit)
-    rd = RunDir(args.out)
-    rd.update_manifest(hashes={"tasks": sha256_file(args.tasks), "reports": sha256_file(args.reports)})
-    ray = ray_config(args)
-    with ray_session(ray):
-        for cfg in judge_configs(args):
-            stats = judge_stage(rd, tasks, reports, cfg, show=not args.quiet, ray=ray)
-            if not report(cfg, stats, rd):
-                return 0
+    ray, judges = ray_config(args), judge_configs(args)
+    preflight([(f"judge {c.id}", c.model) for c in judges], ray)  # before the run directory exists
+    with new_dir_or_nothing(args.out, keep=("judgments.jsonl",)):
+        rd = RunDir(args.out)
+        with rd.locked("judge"), ray_session(ray):
+            rd.update_manifest(hashes={"tasks": sha256_file(args.tasks), "reports": sha256_file(args.reports)})
+            for cfg in judges:
+                stats = judge_stage(rd, tasks, reports, cfg, show=not args.quiet, ray=ray,
+                                    force_config=args.force_config)
+                if not report(cfg, stats, rd):
+                    return 0
     return 0
 
 

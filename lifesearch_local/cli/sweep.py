@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -12,13 +13,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="compare judge configs against labels (Table 3)",
         description="Run every judge config of a run YAML (`judges:`) k times over the same reports "
         "(`reports:`), one phase per judge model (in-process, or Ray actors when the YAML has `ray:`), "
+        "(only judges that sample are repeated: choice mode and temperature 0 give the same verdicts every time), "
         "then print the paper's Table 3 layout against the reference labels (`labels:`), sorted by "
         "mean accuracy. Resumable: judgments already in the output directory are kept.",
     )
     p.add_argument("--config", required=True, help="run YAML with tasks, reports, labels and judges")
-    p.add_argument("--runs", type=int, help="judge repetitions per config (overrides each config's runs)")
+    p.add_argument("--runs", type=int, help="judge repetitions per config that samples (generate mode, temperature "
+                   "> 0; overrides its runs); a deterministic judge runs once, since its repeats would agree exactly")
     p.add_argument("--out", help="output directory (default runs/<name>-sweep)")
     p.add_argument("--json", action="store_true", help="print the agreement JSON")
+    p.add_argument("--force-config", action="store_true",
+                   help="add to judgments that another config made under the same judge id (normally refused)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -32,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from ..jsonl import read_records
     from ..judging import judge_stage
     from ..labels import label_index
+    from ..preflight import preflight
     from ..records import Judgment, Label, Report
     from ..store import RunDir, sha256_file
     from ..tasks import load_tasks
@@ -44,14 +50,17 @@ def run(args: argparse.Namespace) -> int:
     tasks = load_tasks(cfg.tasks)
     reports = read_records(cfg.reports, Report)
     labels = read_records(cfg.labels, Label)
+    preflight([(f"judge {j.id}", j.model) for j in judges], cfg.ray)
     rd = RunDir(args.out or f"runs/{cfg.name}-sweep")
+    print(f"sweep {len(judges)} judge config(s) over {len(reports)} reports -> {rd.path}")
     rd.update_manifest(hashes={"tasks": sha256_file(cfg.tasks), "reports": sha256_file(cfg.reports),
                                "labels": sha256_file(cfg.labels), "config": sha256_file(args.config)})
-    with ray_session(cfg.ray):  # one Ray cluster for all judge phases
+    with rd.locked("sweep"), ray_session(cfg.ray):  # one Ray cluster for all judge phases
         for judge in judges:
-            judge = judge.model_copy(update={"runs": args.runs or judge.runs})
+            judge = judge.model_copy(update={"runs": sweep_runs(judge, args.runs)})
             # the model is loaded (in-process or as Ray actors) only if something is left to judge
-            stats = judge_stage(rd, tasks, reports, judge, ray=cfg.ray, show=not args.quiet)
+            stats = judge_stage(rd, tasks, reports, judge, ray=cfg.ray, show=not args.quiet,
+                                force_config=args.force_config)
             print(f"judge {judge.id} × {judge.runs} run(s): {stats['decisions']} new decisions in {stats['wall_s']} s")
     ids = {j.id for j in judges}
     judgments = [j for j in rd.load("judgments.jsonl", Judgment) if j.judge in ids]
@@ -61,4 +70,21 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         print_agreement(result, ", ".join(sorted({lab.source for lab in labels})), len(labels))
+    print(f"sweep results: {rd.file('judgments.jsonl')}, {rd.file('agreement.json')}",
+          file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def samples(judge) -> bool:
+    """Whether the judge's verdicts vary between runs: generate mode at temperature > 0."""
+    return judge.mode == "generate" and judge.temperature > 0
+
+
+def sweep_runs(judge, requested: int | None) -> int:
+    """Runs of one judge config: as asked when it samples, else one (said once, not silently)."""
+    runs = requested or judge.runs
+    if runs > 1 and not samples(judge):
+        why = "choice mode" if judge.mode == "choice" else "temperature 0"
+        print(f"judge {judge.id}: {why} is deterministic; 1 run instead of {runs} (repeats would agree exactly)")
+        return 1
+    return runs

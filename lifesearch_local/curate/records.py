@@ -90,4 +90,4 @@ class CurationRecord(_Rec):
     prompts: dict[str, str] = Field(default_factory=dict)
     """Templates used, by name (curate_filter, curate_domain_en|zh, curate_rewrite) -> sha256[:16]."""
     model: str
-    """The curation model (hub id, path or tiny-*)."""
+    """The curation model (hub id, path, tiny-* or smollm2-135m)."""

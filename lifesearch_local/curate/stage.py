@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -17,7 +16,7 @@ from ..progress import progress_bar
 from ..prompts import load_template, render
 from ..records import Task
 from ..signals import graceful_stop
-from ..store import RunDir, config_hash
+from ..store import RunDir, config_hash, resume_config
 from .config import CurateConfig
 from .parse import filter_decision, is_empty_answer, parse_domain_answer, parse_filter, parse_rewrite
 from .records import CurationRecord, Query, ReasonCode, StageName
@@ -120,19 +119,29 @@ def draft_tasks(records: Sequence[CurationRecord]) -> list[dict[str, Any]]:
 
 def curate_stage(
     rd: RunDir, queries: Sequence[Query], cfg: CurateConfig, backend: ModelBackend | None = None, *,
-    show: bool = True,
+    show: bool = True, force_config: bool = False,
 ) -> dict[str, Any]:
     """Curate every query not yet in curation.jsonl, chunk by chunk; then rewrite tasks.draft.jsonl
     from all records and record the run in the manifest. Returns this invocation's stats.
 
-    The model is loaded only if something is left to do. SIGTERM stops after the current chunk
-    (records flushed); rerunning the same command finishes the work.
+    Holds the run directory's lock; records made under other settings are not added to
+    (ConfigChanged) unless `force_config`. The model is loaded only if something is left to do.
+    SIGTERM stops after the current chunk (records flushed); rerunning the same command finishes
+    the work.
     """
+    with rd.locked("curate"):
+        return _curate_locked(rd, queries, cfg, backend, show, force_config)
+
+
+def _curate_locked(rd: RunDir, queries: Sequence[Query], cfg: CurateConfig, backend: ModelBackend | None,
+                   show: bool, force_config: bool) -> dict[str, Any]:
     records = rd.load(RECORDS, CurationRecord)  # extended with each chunk, never read again
     done = {r.id for r in records}
     todo = [q for q in queries if q.id not in done]
-    _warn_if_changed(rd, cfg, bool(done and todo))
-    if todo:  # before any record, so that a run killed midway still says what config it had
+    # before any record, so that a run killed midway still says what config it had
+    rd.check_config("curate", resume_config(cfg), resuming=bool(done), force=force_config,
+                    legacy=("config/curate", config_hash(cfg)))
+    if todo:
         rd.update_manifest(hashes={"config/curate": config_hash(cfg)})
     t0, stopped, new = time.perf_counter(), False, 0
     with graceful_stop() as stop, ExitStack() as models:
@@ -160,15 +169,6 @@ def curate_stage(
         stats.update({k: v for k, v in gen.items() if v})
     _record(rd, cfg, backend, stats)
     return stats
-
-
-def _warn_if_changed(rd: RunDir, cfg: CurateConfig, resuming: bool) -> None:
-    """A resumed run with another config mixes two curations in one file: say so, do not refuse."""
-    manifest = rd.manifest()
-    old = manifest.hashes.get("config/curate") if manifest else None
-    if resuming and old and old != config_hash(cfg):
-        print(f"warning: {rd.file(RECORDS)} was started with another curate config (hash {old}, now "
-              f"{config_hash(cfg)}); the new records will come from the new one", file=sys.stderr)
 
 
 def _record(rd: RunDir, cfg: CurateConfig, backend: ModelBackend | None, stats: dict[str, Any]) -> None:

@@ -181,10 +181,11 @@ def section_agreement(data: RunData) -> str:
     if not data.agreement:
         return out[0] + '<p class="muted">No judgments to compare.</p>'
     res = data.agreement
-    head = ["Judge", "Runs", *[e(c[0]) for c in TABLE3_COLUMNS], "Rank ρ", "Rank τ", "n", "Ungraded"]
+    head = ["Judge", "Runs", *[e(c[0]) for c in TABLE3_COLUMNS], "Rank ρ", "Rank τ", "Agents", "n", "Ungraded"]
     rows = [
         [e(j), str(m["n_runs"]), *[fmt_metric(m[k], how) for _, _, k, how in TABLE3_COLUMNS],
-         fmt_metric(m["rank_spearman"], "f3"), fmt_metric(m["rank_kendall"], "f3"), str(m["n"]), str(m["ungraded"])]
+         fmt_metric(m["rank_spearman"], "f3"), fmt_metric(m["rank_kendall"], "f3"), str(m.get("rank_agents", "—")), str(m["n"]),
+         str(m["ungraded"])]
         for j, m in res.items()
     ]  # fmt: skip
     out.append(table(head, rows, tid="agreement", cls="agreement") + f'<p class="muted">{e(TABLE3_LEGEND)}</p>')

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from serving.protocol import ChoiceRequest
+from serving.protocol import ChoiceRequest, Span
 
 from ..config import JudgeConfig
-from ..judge import generate_parsed, parse_object  # noqa: F401  (shared with the rubric judge)
+from ..judge import generate_parsed, generate_parsed_fitted, parse_object  # noqa: F401  (shared with the rubric judge)
 from ..records import Report
 from .records import Metric, ReportEvaluation
 
@@ -37,8 +37,8 @@ def evaluation(item: ReportItem, cfg: JudgeConfig, metric: Metric, prompt_hash: 
                             mode=cfg.mode, prompt_hash=prompt_hash, **kw)
 
 
-def user(text: str, prefill: str = "") -> ChoiceRequest:
-    return ChoiceRequest(messages=[{"role": "user", "content": text}], prefill=prefill)
+def user(text: str, prefill: str = "", elastic: Span | None = None) -> ChoiceRequest:
+    return ChoiceRequest(messages=[{"role": "user", "content": text}], prefill=prefill, elastic=elastic)
 
 
 def expected(probs: Sequence[float], values: Sequence[float]) -> float:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from serving.protocol import ChoiceGroup, ModelBackend
+from serving.protocol import ChoiceGroup, ChoiceRequest, ModelBackend, Span
 
 from ..config import JudgeConfig
-from ..prompts import render
+from ..prompts import render, render_span
 from .config import ReportEvalConfig
 from .judgeio import (
     SCORE_PREFILL,
@@ -17,7 +17,7 @@ from .judgeio import (
     as_int,
     evaluation,
     expected,
-    generate_parsed,
+    generate_parsed_fitted,
     parse_object,
     user,
 )
@@ -36,13 +36,19 @@ _VALUES = tuple(range(5))
 
 def quality_prompt(question: str, report: str, dimension: str | None = None) -> tuple[str, str]:
     """(prompt, hash): all five dimensions (generate), or the one named (choice; differs only at the end)."""
+    text, h, _ = quality_prompt_span(question, report, dimension)
+    return text, h
+
+
+def quality_prompt_span(question: str, report: str, dimension: str | None = None) -> tuple[str, str, Span]:
+    """`quality_prompt` and where the report sits in it (elided in the middle when too long for the judge)."""
     if dimension is None:
         request, h_req = render("reporteval_quality_all")
     else:
         title = dict(DIMENSIONS)[dimension]
         request, h_req = render("reporteval_quality_one", dimension=dimension, dimension_title=title)
-    text, h = render("reporteval_quality", query=question, report=report, request=request)
-    return text, f"{h}+{h_req}"
+    text, h, (start, end) = render_span("reporteval_quality", "report", query=question, report=report, request=request)
+    return text, f"{h}+{h_req}", Span(message=0, start=start, end=end)
 
 
 def parse_quality(text: str) -> list[tuple[int, str]] | None:
@@ -65,24 +71,30 @@ def _ungraded() -> list[DimensionScore]:
     return [DimensionScore(dimension=k) for k, _ in DIMENSIONS]
 
 
-def _choice(backend: ModelBackend, items: Sequence[ReportItem]) -> list[tuple[list[DimensionScore], str | None]]:
+def _choice(backend: ModelBackend, items: Sequence[ReportItem]) -> list[tuple[list[DimensionScore], str | None, int]]:
     groups = [ChoiceGroup(
         key=f"quality|{it.report.task_id}|{it.report.agent}|{it.report.run}",
-        requests=[user(quality_prompt(it.question, it.report.text, k)[0], SCORE_PREFILL) for k, _ in DIMENSIONS],
+        requests=[_request(quality_prompt_span(it.question, it.report.text, k)) for k, _ in DIMENSIONS],
     ) for it in items]
     results = backend.score_choices(groups, SCORES) if groups else []
     return [([DimensionScore(dimension=k, score=expected(r.probs, _VALUES), label=argmax(r.probs), probs=r.probs)
-              for (k, _), r in zip(DIMENSIONS, res)], None) for res in results]
+              for (k, _), r in zip(DIMENSIONS, res)], None, max(r.truncated_tokens for r in res)) for res in results]
+
+
+def _request(prompt: tuple[str, str, Span]) -> ChoiceRequest:
+    text, _, span = prompt
+    return user(text, SCORE_PREFILL, elastic=span)
 
 
 def _generate(backend: ModelBackend, cfg: JudgeConfig, rcfg: ReportEvalConfig,
-              items: Sequence[ReportItem]) -> list[tuple[list[DimensionScore], str | None]]:
-    prompts = [quality_prompt(it.question, it.report.text)[0] for it in items]
+              items: Sequence[ReportItem]) -> list[tuple[list[DimensionScore], str | None, int]]:
+    prompts = [quality_prompt_span(it.question, it.report.text) for it in items]
     out = []
-    for parsed, raw in generate_parsed(backend, cfg, prompts, parse_quality, max_tokens=rcfg.quality_max_tokens):
+    for parsed, raw, cut in generate_parsed_fitted(backend, cfg, [p[0] for p in prompts], parse_quality,
+                                                   max_tokens=rcfg.quality_max_tokens, spans=[p[2] for p in prompts]):
         dims = _ungraded() if parsed is None else [
             DimensionScore(dimension=k, score=float(s), label=s, justification=j) for (k, _), (s, j) in zip(DIMENSIONS, parsed)]
-        out.append((dims, raw))
+        out.append((dims, raw, cut))
     return out
 
 
@@ -95,9 +107,10 @@ def judge_quality(backend: ModelBackend, cfg: JudgeConfig, rcfg: ReportEvalConfi
     h = quality_prompt("", "", None if cfg.mode == "generate" else DIMENSIONS[0][0])[1]
     out = []
     for it in items:
-        dims, raw = done.get(id(it), (_ungraded(), None))
+        dims, raw, cut = done.get(id(it), (_ungraded(), None, 0))
         note = None if id(it) in done else "empty report"
         if id(it) in done and dims[0].score is None:
             note = "ungraded: no valid JSON answer"
-        out.append(evaluation(it, cfg, "quality", h, note=note, quality=QualityResult(dimensions=dims, raw=raw)))
+        out.append(evaluation(it, cfg, "quality", h, note=note, truncated_tokens=cut,
+                              quality=QualityResult(dimensions=dims, raw=raw)))
     return out

@@ -185,6 +185,9 @@ class ReportEvaluation(_Rec):
     """redundancy: the base seed of the pair sampler (per report: Random(f"{seed}:{task}:{agent}:{run}"))."""
     note: str | None = None
     """Why a metric could not be computed (e.g. empty report)."""
+    truncated_tokens: int = 0
+    """Most prompt tokens elided from one of this metric's prompts to fit the judge's context
+    (head and tail kept around a marker); 0 when every prompt was read whole."""
     quality: QualityResult | None = None
     """The quality result (metric quality)."""
     redundancy: RedundancyResult | None = None

@@ -19,7 +19,7 @@ from .judgeio import (
     as_int,
     evaluation,
     expected,
-    generate_parsed,
+    generate_parsed_fitted,
     parse_object,
     user,
 )
@@ -34,6 +34,7 @@ class _Plan:
     item: ReportItem
     result: RedundancyResult
     kept: list[Section]
+    truncated_tokens: int = 0
 
 
 def plan_pairs(item: ReportItem, rcfg: ReportEvalConfig) -> tuple[RedundancyResult, list[Section]]:
@@ -75,6 +76,7 @@ def _choice(backend: ModelBackend, plans: Sequence[_Plan]) -> None:
     ) for p in live]
     results = backend.score_choices(groups, SCORES) if groups else []
     for p, res in zip(live, results):
+        p.truncated_tokens = max(r.truncated_tokens for r in res)
         for pair, r in zip(p.result.pairs, res):
             pair.score, pair.label, pair.probs = expected(r.probs, _VALUES), argmax(r.probs), r.probs
 
@@ -82,8 +84,10 @@ def _choice(backend: ModelBackend, plans: Sequence[_Plan]) -> None:
 def _generate(backend: ModelBackend, cfg: JudgeConfig, plans: Sequence[_Plan]) -> None:
     jobs = [(p, pair) for p in plans for pair in p.result.pairs]
     prompts = [redundancy_prompt(p.kept[x.a].text, p.kept[x.b].text) for p, x in jobs]
-    for (_, pair), (parsed, raw) in zip(jobs, generate_parsed(backend, cfg, prompts, parse_redundancy, max_tokens=cfg.max_tokens)):
+    for (p, pair), (parsed, raw, cut) in zip(jobs, generate_parsed_fitted(backend, cfg, prompts, parse_redundancy,
+                                                                          max_tokens=cfg.max_tokens)):
         pair.raw = raw
+        p.truncated_tokens = max(p.truncated_tokens, cut)
         if parsed is not None:
             pair.score, pair.label, pair.reason = float(parsed[0]), parsed[0], parsed[1]
 
@@ -101,5 +105,6 @@ def judge_redundancy(backend: ModelBackend, cfg: JudgeConfig, rcfg: ReportEvalCo
     for p in plans:
         p.result.mean = mean([x.score for x in p.result.pairs if x.score is not None])
         note = None if p.result.pairs else "fewer than two sections after leaving out introduction, conclusion and references"
-        out.append(evaluation(p.item, cfg, "redundancy", h, seed=rcfg.seed, note=note, redundancy=p.result))
+        out.append(evaluation(p.item, cfg, "redundancy", h, seed=rcfg.seed, note=note, truncated_tokens=p.truncated_tokens,
+                              redundancy=p.result))
     return out

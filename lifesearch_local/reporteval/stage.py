@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from serving.protocol import ModelBackend
+from serving.stop import Stopped, honoured
 
 from ..config import JudgeConfig
 from ..errors import LifesearchError
@@ -16,7 +17,7 @@ from ..progress import progress_bar
 from ..prompts import load_template
 from ..records import Report, Task
 from ..signals import graceful_stop
-from ..store import RunDir, sha256_bytes
+from ..store import RunDir, resume_config, sha256_bytes
 from ..web.config import WebConfig
 from .aggregate import summarize
 from .config import ReportEvalConfig
@@ -95,7 +96,11 @@ def _run_metric(rd: RunDir, metric: str, todo: Sequence[ReportItem], backend: Mo
         st["sources"], st["sources_unavailable"] = len(sources), sum(s.failure is not None for s in sources.values())
     with progress_bar(len(todo), desc=f"reporteval {metric}", unit="report", show=show) as bar:
         for i in range(0, len(todo), cfg.groups_per_call):
-            recs = _evaluate(metric, backend, cfg, rcfg, todo[i : i + cfg.groups_per_call], sources)
+            try:
+                recs = _evaluate(metric, backend, cfg, rcfg, todo[i : i + cfg.groups_per_call], sources)
+            except Stopped:  # a long prefill gave up on SIGTERM: this batch is redone on rerun
+                st["stopped_early"] = True
+                break
             rd.append(RECORDS, recs)
             st["reports"] += len(recs)
             st["decisions"] += sum(decisions(r) for r in recs)
@@ -109,20 +114,33 @@ def _run_metric(rd: RunDir, metric: str, todo: Sequence[ReportItem], backend: Mo
 
 def reporteval_stage(
     rd: RunDir, items: Sequence[ReportItem], cfg: JudgeConfig, rcfg: ReportEvalConfig, web: WebConfig,
-    backend: ModelBackend | None = None, *, ray: Any | None = None, show: bool = True,
+    backend: ModelBackend | None = None, *, ray: Any | None = None, show: bool = True, force_config: bool = False,
 ) -> dict[str, Any]:
     """Evaluate every (metric, report) not yet in reporteval.jsonl; returns stats and this judge's summary.
 
-    The model is opened only if something is left to do. SIGTERM stops after the current
-    batch (records flushed); rerunning the same command finishes the work.
+    Holds the run directory's lock; a judge id with records made under other judge or
+    ReportEval settings is refused (ConfigChanged) unless `force_config`. The model is opened
+    only if something is left to do. SIGTERM stops after the current batch (records flushed);
+    rerunning the same command finishes the work.
     """
+    with rd.locked("reporteval"):
+        return _reporteval_locked(rd, items, cfg, rcfg, web, backend, ray, show, force_config)
+
+
+def _reporteval_locked(rd: RunDir, items: Sequence[ReportItem], cfg: JudgeConfig, rcfg: ReportEvalConfig,
+                       web: WebConfig, backend: ModelBackend | None, ray: Any, show: bool,
+                       force_config: bool) -> dict[str, Any]:
     from serving.registry import open_backend
 
     done = rd.done_keys(RECORDS, ReportEvaluation, lambda r: r.key)
+    # `metrics` only picks which records to add; the others decide what every record says.
+    settings = {"judge": resume_config(cfg), "reporteval": resume_config(rcfg.model_copy(update={"metrics": []}))}
+    rd.check_config(f"reporteval/{cfg.id}", settings, resuming=any(k[0] == cfg.id for k in done), force=force_config,
+                    legacy=(f"config/reporteval/{cfg.id}", _hash([cfg.model_dump(), rcfg.model_dump()])))
     stats: dict[str, Any] = {"mode": cfg.mode, "model": cfg.model.model, "backend": cfg.model.backend,
                              "web_mode": web.mode, "stopped_early": False}
     t_all = time.perf_counter()
-    with graceful_stop() as stop, contextlib.ExitStack() as stack:
+    with graceful_stop() as stop, honoured(stop.event), contextlib.ExitStack() as stack:
         lazy = LazyBackend(lambda: backend or stack.enter_context(open_backend(cfg.model, ray)))
         for metric in rcfg.metrics:
             todo = [it for it in items if (cfg.id, metric, *it.report.key) not in done]

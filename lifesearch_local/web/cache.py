@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -9,6 +10,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -24,11 +26,26 @@ CREATE TABLE IF NOT EXISTS searches (
     as_of TEXT NOT NULL, results TEXT NOT NULL, created TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS searches_by_query ON searches (query, params, as_of);
 """
+# Row checksums, added after the first release: older rows have NULL here (verified by blob only).
+_CHECKSUM_COLUMNS = {"pages": "row_sha256", "searches": "row_sha256"}
+_PAGE_COLUMNS = "key, url, as_of, result, body_sha256, created, row_sha256"
+_SEARCH_COLUMNS = "key, backend, query, params, as_of, results, created, row_sha256"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class ReplayMiss(LifesearchError):
     """Replay mode asked for something the cache does not hold."""
+
+
+class CacheCorrupt(LifesearchError):
+    """A cached entry fails its checksum: never served as content."""
+
+    kind = "cache_corrupt"
+
+
+def row_sha256(*fields: str | None) -> str:
+    """Checksum of an index row's fields (the key included, so rows cannot be swapped between keys)."""
+    return hashlib.sha256("\x1f".join("\x00" if f is None else f for f in fields).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def normalize_url(url: str) -> str:
@@ -69,7 +86,16 @@ class WebCache:
         (self.root / "blobs").mkdir(parents=True, exist_ok=True)
         self.db_path = self.root / "index.sqlite"
         self._local = threading.local()
-        self._db().executescript(_SCHEMA)
+        try:
+            con = self._db()
+            con.executescript(_SCHEMA)
+            for table, column in _CHECKSUM_COLUMNS.items():
+                if column not in {r[1] for r in con.execute(f"PRAGMA table_info({table})")}:
+                    with contextlib.suppress(sqlite3.OperationalError):  # another handle added it first
+                        con.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
+        except sqlite3.DatabaseError as e:
+            raise CacheCorrupt(f"cache index {self.db_path} cannot be read ({e}); check it with "
+                               f"`lifesearch cache verify {self.root}` or move the cache away") from None
 
     def _db(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
@@ -105,49 +131,141 @@ class WebCache:
         return sha
 
     def get_blob(self, sha256: str) -> bytes:
-        data = self.blob_path(sha256).read_bytes()
+        """The blob's bytes; CacheCorrupt when it is missing or does not hash to its name."""
+        try:
+            data = self.blob_path(sha256).read_bytes()
+        except FileNotFoundError:
+            raise CacheCorrupt(f"cache blob {sha256} is missing") from None
+        except OSError as e:  # replaced by a directory, unreadable, …
+            raise CacheCorrupt(f"cache blob {sha256} cannot be read: {e.strerror or e}") from None
         if hashlib.sha256(data).hexdigest() != sha256:
-            raise LifesearchError(f"cache blob {sha256} is corrupt")
+            raise CacheCorrupt(f"cache blob {sha256} does not match its sha256 (altered)")
         return data
 
     # -- pages --------------------------------------------------------------------------
     def get_page(self, key: str) -> Document | Failure | None:
-        row = self._db().execute("SELECT result FROM pages WHERE key = ?", (key,)).fetchone()
-        return FETCH_RESULT.validate_json(row[0]) if row else None
+        """The recorded result, a `cache_corrupt` Failure when the row or its blob fails its checksum, or None."""
+        row = self._db().execute(f"SELECT {_PAGE_COLUMNS} FROM pages WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return self._checked_page(row)
+        except CacheCorrupt as e:
+            return Failure(kind="cache_corrupt", url=row[1], message=str(e), cache_key=key, fetched_at=_now())
+
+    def _checked_page(self, row: tuple) -> Document | Failure:
+        key, url, as_of, result, body_sha, created, checksum = row
+        if checksum is not None and checksum != row_sha256(key, url, as_of, result, body_sha):
+            raise CacheCorrupt(f"cache index row {key} ({url}) was edited: it fails its row checksum")
+        try:
+            parsed = FETCH_RESULT.validate_json(result)
+        except ValueError as e:
+            raise CacheCorrupt(f"cache index row {key} ({url}) does not parse: {str(e).splitlines()[0]}") from None
+        recorded = parsed.body_sha256 if parsed.ok else None  # type: ignore[union-attr]
+        if recorded != body_sha:
+            raise CacheCorrupt(f"cache index row {key} ({url}) names blob {recorded} but its column says {body_sha}")
+        if body_sha is not None:
+            self.get_blob(body_sha)
+        return parsed
 
     def put_page(self, key: str, url: str, as_of: dt.date | None, result: Document | Failure, body: bytes | None = None) -> None:
-        sha = self.put_blob(body) if body is not None else None
-        if sha and result.ok:
+        sha = self.put_blob(body) if body is not None and result.ok else None
+        if sha:
             result.body_sha256 = sha  # type: ignore[union-attr]
+        fields = (key, normalize_url(url), _as_of(as_of), result.model_dump_json(), sha)
         self._db().execute(
-            "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?)",
-            (key, normalize_url(url), _as_of(as_of), result.model_dump_json(), sha, _now()),
+            f"INSERT OR REPLACE INTO pages ({_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*fields[:5], _now(), row_sha256(*fields)),
         )
 
     def documents(self) -> list[Document]:
-        """Every cached document (for building a local search index from cached pages)."""
-        rows = self._db().execute("SELECT result FROM pages ORDER BY url").fetchall()
-        results = [FETCH_RESULT.validate_json(r[0]) for r in rows]
+        """Every cached document (for building a local search index); CacheCorrupt on the first bad entry."""
+        rows = self._db().execute(f"SELECT {_PAGE_COLUMNS} FROM pages ORDER BY url").fetchall()
+        results = [self._checked_page(r) for r in rows]
         return [r for r in results if r.ok]  # type: ignore[misc]
 
     # -- searches -----------------------------------------------------------------------
     def get_search(self, key: str) -> list[SearchResult] | None:
-        row = self._db().execute("SELECT results FROM searches WHERE key = ?", (key,)).fetchone()
-        return [SearchResult.model_validate(r) for r in json.loads(row[0])] if row else None
+        row = self._db().execute(f"SELECT {_SEARCH_COLUMNS} FROM searches WHERE key = ?", (key,)).fetchone()
+        return self._checked_search(row) if row else None
 
     def find_search(self, query: str, params: dict, as_of: dt.date | None, backend: str | None) -> list[SearchResult] | None:
-        """The latest recorded results for a query from any backend (or the one named)."""
-        sql = "SELECT results FROM searches WHERE query = ? AND params = ? AND as_of = ?"
+        """The latest recorded results for a query from any backend (or the one named); CacheCorrupt
+        when that row fails its checksum."""
+        sql = f"SELECT {_SEARCH_COLUMNS} FROM searches WHERE query = ? AND params = ? AND as_of = ?"
         args: list[str] = [query, json.dumps(params, sort_keys=True), _as_of(as_of)]
         if backend:
             sql, args = sql + " AND backend = ?", [*args, backend]
         row = self._db().execute(sql + " ORDER BY created DESC, rowid DESC LIMIT 1", args).fetchone()
-        return [SearchResult.model_validate(r) for r in json.loads(row[0])] if row else None
+        return self._checked_search(row) if row else None
+
+    def _checked_search(self, row: tuple) -> list[SearchResult]:
+        key, backend, query, params, as_of, results, created, checksum = row
+        if checksum is not None and checksum != row_sha256(key, backend, query, params, as_of, results):
+            raise CacheCorrupt(f"cache index row {key} (search {query!r}) was edited: it fails its row checksum")
+        try:
+            return [SearchResult.model_validate(r) for r in json.loads(results)]
+        except (ValueError, TypeError) as e:
+            raise CacheCorrupt(f"cache index row {key} (search {query!r}) does not parse: {str(e).splitlines()[0]}") from None
 
     def put_search(self, backend: str, query: str, params: dict, as_of: dt.date | None, results: list[SearchResult]) -> None:
         key = search_key(backend, query, params, as_of)
         payload = json.dumps([r.model_dump() for r in results], ensure_ascii=False)
-        self._db().execute(
-            "INSERT OR REPLACE INTO searches VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (key, backend, query, json.dumps(params, sort_keys=True), _as_of(as_of), payload, _now()),
-        )
+        fields = (key, backend, query, json.dumps(params, sort_keys=True), _as_of(as_of), payload)
+        self._db().execute(f"INSERT OR REPLACE INTO searches ({_SEARCH_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           (*fields, _now(), row_sha256(*fields)))
+
+    # -- verification -------------------------------------------------------------------
+    def verify(self) -> CacheReport:
+        """Check every row and blob: row checksums, each page's blob, blobs that do not hash to their name."""
+        report = CacheReport()
+        db = self._db()
+        report.integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
+        referenced: set[str] = set()
+        for row in db.execute(f"SELECT {_PAGE_COLUMNS} FROM pages ORDER BY key"):
+            report.pages += 1
+            report.legacy += row[6] is None
+            referenced.add(row[4] or "")
+            try:
+                self._checked_page(row)
+            except CacheCorrupt as e:
+                report.problems.append(f"page {row[0]} {row[1]}: {e}")
+        for row in db.execute(f"SELECT {_SEARCH_COLUMNS} FROM searches ORDER BY key"):
+            report.searches += 1
+            report.legacy += row[7] is None
+            try:
+                self._checked_search(row)
+            except CacheCorrupt as e:
+                report.problems.append(f"search {row[0]} {row[2]!r}: {e}")
+        for path in sorted((self.root / "blobs").glob("*/*")):
+            if path.name.startswith(".tmp-"):
+                continue
+            report.blobs += 1
+            if path.name not in referenced:
+                report.unreferenced += 1
+                if hashlib.sha256(path.read_bytes()).hexdigest() != path.name:
+                    report.problems.append(f"blob {path.name}: does not match its sha256 (altered)")
+        return report
+
+
+@dataclass
+class CacheReport:
+    """What `WebCache.verify` found."""
+
+    pages: int = 0
+    searches: int = 0
+    blobs: int = 0
+    unreferenced: int = 0
+    legacy: int = 0
+    integrity: str = "ok"
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.integrity == "ok"
+
+    def summary(self) -> str:
+        legacy = f", {self.legacy} rows without a row checksum (written before checksums; blob checked only)" if self.legacy else ""
+        state = "ok" if self.ok else f"CORRUPT: {len(self.problems)} problem(s)" + ("" if self.integrity == "ok" else f"; sqlite: {self.integrity}")
+        return (f"{self.pages} pages, {self.searches} searches, {self.blobs} blobs ({self.unreferenced} unreferenced)"
+                f"{legacy}: {state}")

@@ -1,4 +1,4 @@
-"""`lifesearch fetch`, `search` and `corpus build|search`: the local web layer from the shell."""
+"""`lifesearch fetch`, `search`, `corpus build|search` and `cache verify`: the local web layer from the shell."""
 
 from __future__ import annotations
 
@@ -41,6 +41,47 @@ def register_corpus(sub: argparse._SubParsersAction) -> None:
     _search_args(s)
     s.set_defaults(func=run_search, backend="local")
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def register_cache(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cache", help="check a web cache",
+                       description="Web cache maintenance. `verify` checks every index row against its row "
+                       "checksum and every page body blob against its sha256.")
+    csub = p.add_subparsers(dest="cache_command", metavar="CMD")
+    v = csub.add_parser("verify", help="check every entry of a cache (exit 1 when anything is corrupt)",
+                        description="Check a web cache: each index row against its checksum, each page's body "
+                        "blob against its sha256 (missing or altered), stray blobs, SQLite's integrity check. "
+                        "Prints one line per problem and a summary; exit 0 when clean, 1 when corrupt, 2 when "
+                        "DIR is not a cache.")
+    v.add_argument("dir", help="cache directory (holds index.sqlite and blobs/)")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.set_defaults(func=run_cache_verify)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def run_cache_verify(args: argparse.Namespace) -> int:
+    import dataclasses
+    import sqlite3
+    from pathlib import Path
+
+    from ..errors import LifesearchError
+    from .cache import CacheCorrupt, WebCache
+
+    root = Path(args.dir)
+    if not (root / "index.sqlite").is_file():
+        raise LifesearchError(f"{root}: not a web cache (no index.sqlite); pass the directory given as cache_dir")
+    try:
+        report = WebCache(root).verify()
+    except (sqlite3.DatabaseError, CacheCorrupt) as e:
+        print(f"{root}: CORRUPT: the index cannot be read ({e})", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({**dataclasses.asdict(report), "ok": report.ok}, indent=2, ensure_ascii=False))
+    else:
+        for line in report.problems:
+            print(line)
+        print(f"{root}: {report.summary()}", file=sys.stdout if report.ok else sys.stderr)
+    return 0 if report.ok else 1
 
 
 def _search_args(s: argparse.ArgumentParser) -> None:

@@ -24,6 +24,7 @@ FailureKind = Literal[
     "empty",  # the page decoded and extracted to no text at all
     "http_error",  # any other 4xx/5xx (after retries)
     "network_error",  # DNS failure, connection refused or reset
+    "cache_corrupt",  # the cached entry or its body blob fails its recorded sha256 (edited, replaced, deleted)
 ]
 
 

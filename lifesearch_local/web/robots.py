@@ -13,8 +13,10 @@ RobotsGetter = Callable[[str], Awaitable[tuple[int, str]]]
 
 
 def origin(url: httpx.URL) -> str:
+    """scheme://host[:port], an IPv6 literal in brackets (without them the port is unparseable)."""
+    host = f"[{url.host}]" if ":" in url.host else url.host
     port = f":{url.port}" if url.port else ""
-    return f"{url.scheme}://{url.host}{port}"
+    return f"{url.scheme}://{host}{port}"
 
 
 class RobotsCache:

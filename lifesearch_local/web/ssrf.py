@@ -19,6 +19,7 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 ALLOWED_SCHEMES = ("http", "https")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")
 
 
 class UnsafeAddressError(Exception):
@@ -78,7 +79,22 @@ _ALWAYS_REFUSED = (
     ("unspecified", lambda ip: ip.is_unspecified),
     ("multicast", lambda ip: ip.is_multicast),
     ("link-local", lambda ip: ip.is_link_local),
+    ("site-local", lambda ip: getattr(ip, "is_site_local", False)),  # fec0::/10: Python calls it global
+    ("'this network'", lambda ip: ip in _THIS_NETWORK),  # 0.0.0.0/8: Linux connects 0.0.0.0 to loopback
     ("reserved", lambda ip: ip.is_reserved and not ip.is_loopback),  # ::1 sits inside reserved ::/8
+)
+
+# Special-purpose ranges (IANA registries) that are not globally reachable although some Python
+# versions' `is_global` says they are; an address in one of them is never treated as global.
+_NOT_GLOBAL = tuple(
+    (ipaddress.ip_network(net), why)
+    for net, why in (
+        ("192.88.99.0/24", "deprecated 6to4 relay anycast"),
+        ("fec0::/10", "site-local"),
+        ("64:ff9b:1::/48", "local-use NAT64"),
+        ("3fff::/20", "documentation"),
+        ("5f00::/16", "segment routing SIDs"),
+    )
 )
 
 
@@ -105,11 +121,12 @@ class AddressPolicy:
         for name, test in _ALWAYS_REFUSED:
             if test(ip):
                 return f"{ip} is {name}"
-        if ip.is_global:
+        special = next((why for net, why in _NOT_GLOBAL if ip.version == net.version and ip in net), None)
+        if ip.is_global and special is None:
             return None
         if self.allow_private and (ip.is_private or ip.is_loopback):
             return None
-        kind = "loopback" if ip.is_loopback else "private" if ip.is_private else "not global"
+        kind = "loopback" if ip.is_loopback else "private" if ip.is_private else special or "not global"
         return f"{ip} is {kind}"
 
 

@@ -12,7 +12,7 @@ from doubles import ScriptedBackend
 from lifesearch_local.agent.loop import run_task
 from lifesearch_local.agent.observation import Observation
 from lifesearch_local.agent.tools import WebHandles, build_tools
-from lifesearch_local.agent.trajectory import TrajectoryLog
+from lifesearch_local.agent.trajectory import TrajectoryLog, trajectory_name
 from lifesearch_local.report.data import fetch_stats
 from serving.batching import BatchingBackend
 from serving.protocol import Generation
@@ -64,7 +64,8 @@ def test_search_fetch_python_answer(tmp_path, sample_tasks, corpus_index):
 
     assert report.status == "completed" and report.text == answer
     assert report.iterations == 4 and report.output_tokens == sum(len(t.split()) for t in script.by_question[task.question])
-    assert report.trajectory == "trajectories/sample-en-01__scripted__r0.jsonl"
+    assert report.trajectory == trajectory_name("sample-en-01", "scripted", 0)
+    assert report.trajectory.startswith("trajectories/sample-en-01__scripted__r0-")
     assert [r["type"] for r in traj] == ["start", "step", "step", "step", "step", "end"]
     assert traj[0]["today_date"] == "2026-07-20" and traj[-1]["status"] == "completed"
     s = steps(traj)
@@ -222,3 +223,26 @@ def test_engine_error_ends_the_run_in_error(tmp_path, sample_tasks, corpus_index
 
     (report,), (traj,), _ = run_one(tmp_path, task, agent_config(), boom, corpus_index)
     assert report.status == "error" and "engine down" in report.error and traj[-1]["status"] == "error"
+
+
+def test_a_configuration_error_of_the_endpoint_stops_the_stage_instead_of_writing_an_error_report(tmp_path, sample_tasks, corpus_index):
+    from serving.errors import EndpointError
+
+    task = sample_tasks["sample-en-03"]
+
+    def denied(req):
+        raise EndpointError("endpoint http://judge.test/v1/chat/completions: HTTP 401 Unauthorized", status=401)
+
+    with pytest.raises(EndpointError) as e:  # every task would fail alike: the rerun after the fix must redo them
+        run_one(tmp_path, task, agent_config(), denied, corpus_index)
+    assert e.value.config_error
+
+
+def test_an_answer_cut_by_the_token_limit_is_budget_not_completed(tmp_path, sample_tasks, corpus_index):
+    task = sample_tasks["sample-en-01"]
+    cut = Generation(text="The Wexmoor residential parking permit costs", output_tokens=64, finish_reason="length")
+    (report,), (traj,), _ = run_one(tmp_path, task, agent_config(max_tokens=64), Script({task.question: [cut]}),
+                                    corpus_index)
+    assert report.status == "budget" and report.iterations == 1
+    assert report.error == "answer cut at max_tokens (64) at iteration 1"
+    assert traj[-1]["status"] == "budget" and steps(traj)[0]["output"]["finish"] == "length"

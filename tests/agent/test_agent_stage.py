@@ -9,6 +9,7 @@ import signal
 from doubles import ScriptedBackend
 
 from lifesearch_local.agent.stage import agent_stage
+from lifesearch_local.agent.trajectory import trajectory_name
 from lifesearch_local.records import Report
 from lifesearch_local.store import RunDir
 
@@ -67,8 +68,8 @@ def test_sigterm_finishes_the_step_and_a_rerun_resumes_without_duplicates(tmp_pa
     first = rd.load("reports.jsonl", Report)
     assert len(first) < 4
     unfinished = [t for t in tasks if t.id not in {r.task_id for r in first}]
-    stopped = [lines(tmp_path / f"trajectories/{t.id}__scripted__r0.jsonl") for t in unfinished
-               if (tmp_path / f"trajectories/{t.id}__scripted__r0.jsonl").exists()]
+    stopped = [lines(tmp_path / trajectory_name(t.id, "scripted", 0)) for t in unfinished
+               if (tmp_path / trajectory_name(t.id, "scripted", 0)).exists()]
     assert stopped and all(traj[-1]["type"] == "stopped" for traj in stopped)
     with open(tmp_path / "reports.jsonl", "a") as f:
         f.write('{"task_id": "torn by a kill')  # a hard kill mid-append leaves a partial line
@@ -78,7 +79,7 @@ def test_sigterm_finishes_the_step_and_a_rerun_resumes_without_duplicates(tmp_pa
     assert not again["stopped_early"] and again["pending"] == len(unfinished)
     assert sorted(r.task_id for r in reports) == sorted(t.id for t in tasks)  # each exactly once
     for t in unfinished:
-        traj = lines(tmp_path / f"trajectories/{t.id}__scripted__r0.jsonl")
+        traj = lines(tmp_path / trajectory_name(t.id, "scripted", 0))
         assert [r["type"] for r in traj] == ["start", "step", "step", "step", "end"]  # restarted from scratch
     third = agent_stage(rd, tasks, cfg, ScriptedBackend(lambda r: 1 / 0), web, show=False)
     assert third["pending"] == 0 and len(rd.load("reports.jsonl", Report)) == 4

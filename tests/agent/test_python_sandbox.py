@@ -3,22 +3,69 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import json
 import os
+import shutil
+import signal
 import socket
+import stat
+import subprocess
+import sys
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
 from lifesearch_local.agent.config import PythonToolConfig, ToolsConfig
-from lifesearch_local.agent.python_tool import PythonTool, run_snippet
+from lifesearch_local.agent.python_tool import RUNNER, PythonTool, SandboxResult, run_snippet, runner_spec
 
 LIMITS = dict(wall_s=10.0, cpu_s=2, memory_mb=256, max_procs=16, file_mb=1, max_output_chars=2000)
+LINUX = sys.platform.startswith("linux")
+ROOT = LINUX and os.geteuid() == 0
+
+
+def _kernel_probe(code: str) -> bool:
+    """Run `code` in a fresh interpreter (it may change its own namespaces); True when it exits 0."""
+    return subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, timeout=30).returncode == 0
+
+
+def _landlock_abi() -> int:
+    return max(0, ctypes.CDLL(None).syscall(444, None, 0, 1)) if LINUX else 0
+
+
+# What this machine offers, probed independently of the code under test.
+NAMESPACES = LINUX and _kernel_probe(
+    "import ctypes, os, sys\n"
+    "flags = 0x20000 | 0x40000000 | 0x20000000  # mount, network, PID\n"
+    "sys.exit(ctypes.CDLL(None).unshare(flags | (0 if os.geteuid() == 0 else 0x10000000)))")
+LANDLOCK = _landlock_abi()
+SECCOMP = LINUX and os.path.exists("/proc/self/status") and "Seccomp:" in Path("/proc/self/status").read_text()
+needs_namespaces = pytest.mark.skipif(not NAMESPACES, reason="the kernel refuses mount/network/PID namespaces here")
+needs_fallback = pytest.mark.skipif(
+    not (ROOT and LANDLOCK and SECCOMP),
+    reason=f"the landlock mode needs root, Landlock and seccomp (root={ROOT}, landlock ABI={LANDLOCK}, seccomp={SECCOMP})")
+MODES = [pytest.param(True, marks=needs_namespaces, id="namespaces"), pytest.param(False, marks=needs_fallback, id="landlock")]
+STRONG = NAMESPACES or (ROOT and LANDLOCK and SECCOMP)
+
+
+def _needs_a_strong_mode() -> None:
+    if not STRONG:  # every call would fail as sandbox_unavailable (the weak mode is tested below)
+        pytest.skip("neither namespaces nor root with Landlock and seccomp here: only the weak mode")
 
 
 def run(code: str, **kw):
+    _needs_a_strong_mode()
     cfg = PythonToolConfig(**{**LIMITS, **kw})
     tool = PythonTool(ToolsConfig(python=cfg))
     return asyncio.run(tool.run({"code": code}, task=None))
+
+
+def snippet(code: str, namespaces: bool, **kw) -> SandboxResult:
+    _needs_a_strong_mode()
+    return asyncio.run(run_snippet(code, PythonToolConfig(**{**LIMITS, **kw}), namespaces=namespaces))
 
 
 def sandbox_processes(marker: str = "sandbox_runner.py") -> list[int]:
@@ -34,6 +81,12 @@ def sandbox_processes(marker: str = "sandbox_runner.py") -> list[int]:
     return out
 
 
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_plain_code_runs_with_the_limits_already_set():
     obs = run("import resource, os\n"
               "print(resource.getrlimit(resource.RLIMIT_AS)[0] >> 20, resource.getrlimit(resource.RLIMIT_CPU)[0])\n"
@@ -41,7 +94,7 @@ def test_plain_code_runs_with_the_limits_already_set():
               "open('notes.txt', 'w').write('inside is fine'); print(open('notes.txt').read())")
     assert obs.ok and obs.failure is None
     assert "256 2\nTrue True\ninside is fine" in obs.text
-    assert obs.data["returncode"] == 0 and obs.data["isolation"]
+    assert obs.data["returncode"] == 0 and obs.data["isolation"]["mode"] in {"namespaces", "landlock"}
 
 
 def test_infinite_loop_is_stopped_by_the_cpu_limit():
@@ -49,14 +102,37 @@ def test_infinite_loop_is_stopped_by_the_cpu_limit():
     assert not obs.ok and obs.failure == "cpu_limit" and obs.data["seconds"] < 10
 
 
-def test_sleeping_forever_is_killed_at_the_wall_limit_and_nothing_survives():
+@pytest.mark.parametrize("namespaces", MODES)
+def test_sleeping_forever_is_killed_at_the_wall_limit_and_nothing_survives(namespaces):
     marker = f"lifesearch-test-{uuid.uuid4().hex}"
     code = ("import subprocess, sys, time\n"
             f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', '{marker}'], start_new_session=True)\n"
             "time.sleep(120)")
-    obs = run(code, wall_s=1.5)
-    assert obs.failure == "timeout" and 1.4 < obs.data["seconds"] < 8
-    assert sandbox_processes(marker) == [] and sandbox_processes() == []
+    try:
+        res = snippet(code, namespaces, wall_s=1.5)
+        assert res.timed_out and 1.4 < res.seconds < 8
+        assert sandbox_processes(marker) == [] and sandbox_processes() == []
+    finally:
+        kill_all(sandbox_processes(marker))
+
+
+@pytest.mark.parametrize("namespaces", MODES)
+def test_a_double_forked_setsid_daemon_does_not_outlive_the_call(namespaces):
+    marker = f"lifesearch-test-{uuid.uuid4().hex}"
+    code = ("import os, sys, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', '{marker}'])\n"
+            "    os._exit(0)\n"
+            "time.sleep(0.3)\n"
+            "print('parent done')")
+    try:
+        res = snippet(code, namespaces)
+        assert res.returncode == 0 and "parent done" in res.stdout, res.stderr
+        assert sandbox_processes(marker) == [] and sandbox_processes() == []
+    finally:
+        kill_all(sandbox_processes(marker))
 
 
 def test_process_spawning_loop_hits_the_process_limit_and_is_cleaned_up():
@@ -95,8 +171,160 @@ def test_writing_outside_the_working_directory_is_refused(tmp_path):
     target = tmp_path / "outside.txt"
     also = f"/tmp/lifesearch-escape-{uuid.uuid4().hex}"
     obs = run(f"open({str(also)!r}, 'w').write('x')\nopen({str(target)!r}, 'w').write('x')")
-    assert obs.failure == "permission_denied" and "PermissionError" in obs.text
+    assert obs.failure == "permission_denied" and ("PermissionError" in obs.text or "Read-only file system" in obs.text)
     assert not target.exists() and not os.path.exists(also)
+
+
+PROBE_READS = """
+import os
+def probe(name, path):
+    try:
+        with open(path, 'rb') as f:
+            print(name, 'READ', f.read(40))
+    except OSError as e:
+        print(name, 'REFUSED', type(e).__name__)
+probe('passwd', '/etc/passwd')
+probe('run_file', {run_file!r})
+probe('home_canary', {canary!r})
+probe('stdlib', os.__file__)
+"""
+
+
+@pytest.mark.parametrize("namespaces", MODES)
+def test_reads_are_confined_to_the_python_installation_and_the_working_directory(namespaces, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    run_file = run_dir / "judgments.jsonl"
+    run_file.write_text('{"secret": "run-dir"}\n')
+    run_file.chmod(0o600)
+    canary = Path.home() / f".lifesearch-canary-{uuid.uuid4().hex}"
+    canary.write_text("home canary")
+    canary.chmod(0o644)  # readable by anyone: only the sandbox's confinement can refuse it
+    try:
+        res = snippet(PROBE_READS.format(run_file=str(run_file), canary=str(canary)), namespaces)
+    finally:
+        canary.unlink()
+    assert res.returncode == 0, res.stderr
+    lines = dict(line.split(" ", 1) for line in res.stdout.splitlines())
+    assert lines["stdlib"].startswith("READ"), res.stdout  # the snippet still has its Python
+    for name in ("passwd", "run_file", "home_canary"):
+        assert lines[name].startswith("REFUSED"), (name, res.stdout)
+    assert res.isolation["guarantees"]["reads_confined"] is True
+
+
+CAPS = """
+import ctypes
+libc = ctypes.CDLL(None)
+class Header(ctypes.Structure):
+    _fields_ = [('version', ctypes.c_uint32), ('pid', ctypes.c_int)]
+class Data(ctypes.Structure):
+    _fields_ = [('e', ctypes.c_uint32), ('p', ctypes.c_uint32), ('i', ctypes.c_uint32)]
+d = (Data * 2)()
+libc.capget(ctypes.byref(Header(0x20080522, 0)), d)
+held = {c for c in range(64) if (d[c // 32].e | d[c // 32].p | d[c // 32].i) >> (c % 32) & 1}
+bounding = {c for c in range(64) if libc.prctl(23, c, 0, 0, 0) == 1}
+ambient = {c for c in range(64) if libc.prctl(47, 1, c, 0, 0) == 1}
+print(sorted(held), sorted(bounding), sorted(ambient))
+"""
+
+
+def _reachable_by_others(*paths: str) -> bool:
+    for path in paths:
+        parts = os.path.realpath(path).split("/")
+        if not all(os.stat("/".join(parts[:i]) or "/").st_mode & stat.S_IXOTH for i in range(1, len(parts))):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("namespaces", MODES)
+def test_every_capability_is_dropped(namespaces):
+    res = snippet(CAPS, namespaces)
+    assert res.returncode == 0, res.stderr
+    # Without a private root, an interpreter the sandbox uid cannot reach keeps CAP_DAC_READ_SEARCH
+    # (2), confined by Landlock to the readable paths; otherwise nothing is left, bounding set included.
+    kept = [] if namespaces or _reachable_by_others(sys.prefix, sys.base_prefix, sys.executable) else [2]
+    assert res.stdout.strip() == f"{kept} {kept} {kept}", res.stdout
+
+
+SOCKETS = """
+import _socket
+def attempt(name, family, kind, address):
+    try:
+        s = _socket.socket(family, kind)  # the C module: no Python-level refusal in the way
+    except OSError as e:
+        print(name, 'SOCKET-REFUSED', e.errno); return
+    try:
+        s.settimeout(2)
+        s.connect(address) if kind == _socket.SOCK_STREAM else s.sendto(b'leak', address)
+        print(name, 'REACHED')
+    except OSError as e:
+        print(name, 'REFUSED', e.errno)
+attempt('unix_path', _socket.AF_UNIX, _socket.SOCK_STREAM, {path!r})
+attempt('unix_abstract', _socket.AF_UNIX, _socket.SOCK_STREAM, {abstract!r})
+attempt('udp', _socket.AF_INET, _socket.SOCK_DGRAM, ('127.0.0.1', {udp_port}))
+for family in (_socket.AF_INET, _socket.AF_INET6, _socket.AF_UNIX, _socket.AF_NETLINK):
+    try:
+        _socket.socket(family, _socket.SOCK_DGRAM)
+        print('family', family, 'CREATED')
+    except OSError as e:
+        print('family', family, 'REFUSED', e.errno)
+"""
+
+
+@pytest.mark.parametrize("namespaces", MODES)
+def test_host_unix_sockets_and_udp_are_unreachable(namespaces):
+    folder = Path(tempfile.mkdtemp(prefix="lifesearch-sock-"))
+    folder.chmod(0o755)
+    path, abstract = str(folder / "host.sock"), f"\0lifesearch-test-{uuid.uuid4().hex}"
+    servers = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(2)]
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for server, address in zip(servers, (path, abstract)):
+            server.bind(address)
+            server.listen(4)
+            server.setblocking(False)
+        os.chmod(path, 0o777)  # anyone may connect: only the sandbox stands in the way
+        udp.bind(("127.0.0.1", 0))
+        udp.settimeout(0.3)
+        res = snippet(SOCKETS.format(path=path, abstract=abstract, udp_port=udp.getsockname()[1]), namespaces)
+        assert res.returncode == 0, res.stderr
+        assert "REACHED" not in res.stdout and res.stdout.count("REFUSED") == 7, res.stdout
+        for server in servers:
+            with pytest.raises(BlockingIOError):  # the kernel would have queued a completed connection
+                server.accept()
+        with pytest.raises(TimeoutError):
+            udp.recvfrom(100)
+        if not namespaces:  # the landlock mode relies on seccomp refusing socket() itself
+            assert res.stdout.count("SOCKET-REFUSED 1") == 3 and "CREATED" not in res.stdout, res.stdout
+    finally:
+        for s in (*servers, udp):
+            s.close()
+        shutil.rmtree(folder)
+
+
+SYSCALLS = """
+import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def check(name, result):
+    print(name, result, ctypes.get_errno() if result == -1 else 0)
+check('io_uring_setup', libc.syscall(425, 1, ctypes.create_string_buffer(120)))  # same number everywhere
+check('unshare', libc.unshare(0x10000000))  # a user namespace would give back every capability inside it
+check('clone3', libc.syscall(435, None, 0))
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+print('fork+thread', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.parametrize("namespaces", MODES)
+def test_io_uring_and_namespace_syscalls_are_refused_but_fork_and_threads_work(namespaces):
+    if not SECCOMP:
+        pytest.skip("the kernel has no seccomp")
+    res = snippet(SYSCALLS, namespaces)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["io_uring_setup -1 1", "unshare -1 1", "clone3 -1 38", "fork+thread 7"], res.stdout
 
 
 def test_opening_a_socket_fails():
@@ -110,14 +338,21 @@ def test_opening_a_socket_fails():
     assert "CONNECTED" not in obs.text
 
 
+def test_socketpair_and_asyncio_still_work():
+    obs = run("import asyncio, socket\na, b = socket.socketpair()\na.send(b'x'); print(b.recv(1))\n"
+              "async def main():\n    await asyncio.sleep(0)\n    return 'loop ok'\nprint(asyncio.run(main()))")
+    assert obs.ok and "b'x'\nloop ok" in obs.text, obs.text
+
+
+@needs_fallback
 def test_without_namespaces_the_fallback_layers_still_block_the_network_and_writes(tmp_path):
     code = (f"try:\n    open({str(tmp_path / 'x')!r}, 'w')\nexcept PermissionError:\n    print('write refused')\n"
             "import socket\ntry:\n    socket.create_connection(('127.0.0.1', 9), timeout=2)\n"
             "except OSError as e:\n    print('connect refused', type(e).__name__)")
-    res = asyncio.run(run_snippet(code, PythonToolConfig(**LIMITS), namespaces=False))
-    assert res.returncode == 0 and res.isolation["net"] in {None, "python-socket-blocked"}
+    res = snippet(code, namespaces=False)
+    assert res.returncode == 0 and res.isolation["mode"] == "landlock" and res.isolation["net"] is None
     assert "write refused" in res.stdout and "connect refused PermissionError" in res.stdout
-    assert res.isolation.get("tcp") == "landlock" or res.isolation["net"] == "python-socket-blocked"
+    assert res.isolation["seccomp"] == "seccomp" and res.isolation["reaper"] == "subreaper"
 
 
 def test_output_is_capped_both_on_disk_and_for_the_model():
@@ -127,7 +362,7 @@ def test_output_is_capped_both_on_disk_and_for_the_model():
 
 
 def test_the_temporary_directory_is_removed():
-    res = asyncio.run(run_snippet("import os; print(os.getcwd())", PythonToolConfig(**LIMITS)))
+    res = snippet("import os; print(os.getcwd())", namespaces=True)
     workdir = res.stdout.strip()
     assert workdir.endswith("/work") and not os.path.exists(workdir)
 
@@ -136,3 +371,92 @@ def test_the_temporary_directory_is_removed():
 def test_ordinary_errors_are_reported(code, kind):
     obs = run(code)
     assert obs.failure == kind and not obs.ok
+
+
+def test_a_refused_sandbox_is_reported_with_its_fix():
+    res = SandboxResult(3, "", "", False, 0.1, {"mode": "weak", "refused": "this kernel/user cannot give the sandbox: x"})
+    kind, why = res.failure(PythonToolConfig())
+    assert kind == "sandbox_unavailable" and "allow_weak_sandbox: true" in why
+
+
+# --- a harness that is not root ---------------------------------------------------------------
+UNPRIVILEGED = 61_234  # a uid no account uses on a test machine
+
+
+def _as_user(argv: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, user=UNPRIVILEGED, group=UNPRIVILEGED, extra_groups=[], capture_output=True,
+                          text=True, timeout=30, **kw)
+
+
+def _unprivileged_python() -> str | None:
+    """An interpreter an unprivileged uid can run (ours may live under /root), for the runner."""
+    for python in (sys.executable, shutil.which("python3"), "/usr/bin/python3"):
+        try:
+            if python and _as_user([python, "-I", "-c", "import ctypes, json"]).returncode == 0:
+                return python
+        except OSError:  # not there, or not reachable by that uid
+            continue
+    return None
+
+
+UNPRIVILEGED_PYTHON = _unprivileged_python() if ROOT else None
+needs_user = pytest.mark.skipif(
+    UNPRIVILEGED_PYTHON is None,
+    reason="needs root (to start the harness as another uid) and an interpreter that uid can run")
+
+
+@pytest.fixture
+def user_tmp():
+    """A folder of the unprivileged uid where it can reach it (pytest's tmp_path is under a 0700 folder)."""
+    folder = Path(tempfile.mkdtemp(prefix="lifesearch-user-"))
+    os.chown(folder, UNPRIVILEGED, UNPRIVILEGED)
+    yield folder
+    shutil.rmtree(folder)
+
+
+def _run_as_user(tmp: Path, code: str, namespaces: bool, **kw) -> tuple[subprocess.CompletedProcess, dict]:
+    base = tmp / f"sandbox-{uuid.uuid4().hex[:8]}"
+    base.mkdir()
+    spec, env = runner_spec(base, code, PythonToolConfig(**{**LIMITS, **kw}), namespaces=namespaces)
+    for path in (base, *base.rglob("*")):
+        os.chown(path, UNPRIVILEGED, UNPRIVILEGED)
+    proc = _as_user([UNPRIVILEGED_PYTHON, "-I", str(RUNNER), json.dumps(spec)], env=env, cwd=spec["workdir"])
+    first = proc.stderr.partition("\n")[0]
+    return proc, json.loads(first.removeprefix("#sandbox ")) if first.startswith("#sandbox ") else {}
+
+
+USER_NAMESPACES = bool(UNPRIVILEGED_PYTHON) and _as_user(
+    [UNPRIVILEGED_PYTHON, "-I", "-c", "import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare(0x10000000 | 0x60020000))"]
+).returncode == 0
+
+
+@needs_user
+@pytest.mark.skipif(not USER_NAMESPACES, reason="the kernel refuses unprivileged user namespaces here")
+def test_a_non_root_harness_hides_the_run_directory(user_tmp):
+    run_dir = user_tmp / "run"
+    run_dir.mkdir()
+    run_file = run_dir / "judgments.jsonl"
+    run_file.write_text("{}\n")
+    run_file.chmod(0o644)
+    os.chown(run_dir, UNPRIVILEGED, UNPRIVILEGED)
+    os.chown(run_file, UNPRIVILEGED, UNPRIVILEGED)  # the harness's own files: same uid as the snippet
+    code = ("import os\n"
+            f"for name, act in (('chmod', lambda: os.chmod({str(run_file)!r}, 0o666)), ('list', lambda: os.listdir({str(run_dir)!r})),\n"
+            f"                  ('read', lambda: open({str(run_file)!r}).read()), ('passwd', lambda: open('/etc/passwd').read())):\n"
+            "    try:\n        act(); print(name, 'DONE')\n    except OSError as e:\n        print(name, 'REFUSED', type(e).__name__)")
+    proc, isolation = _run_as_user(user_tmp, code, namespaces=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "DONE" not in proc.stdout and proc.stdout.count("REFUSED") == 4, proc.stdout
+    assert stat.S_IMODE(run_file.stat().st_mode) == 0o644
+    assert isolation["mode"] == "namespaces" and isolation["ns_via"] == "userns" and isolation["caps"] == []
+
+
+@needs_user
+def test_the_weak_mode_runs_only_when_allowed(user_tmp):
+    # Not root and no namespaces: the snippet shares the harness's uid and could chmod its files.
+    proc, isolation = _run_as_user(user_tmp, "print('ran')", namespaces=False)
+    assert proc.returncode == 3 and "ran" not in proc.stdout
+    assert isolation["mode"] == "weak" and "run_dir_hidden" in isolation["refused"]
+    proc, isolation = _run_as_user(user_tmp, "print('ran')", namespaces=False, allow_weak_sandbox=True)
+    assert proc.returncode == 0 and proc.stdout == "ran\n" and isolation["mode"] == "weak"
+    assert "refused" not in isolation

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections import Counter
@@ -36,21 +37,24 @@ Route = Reply | Callable[[Request], Reply]
 
 
 class LoopbackServer:
-    """Threaded HTTP/1.1 server on 127.0.0.1, port 0; `stop()` wakes stalled handlers."""
+    """Threaded HTTP/1.1 server on 127.0.0.1 (or `bind`, e.g. ::1), port 0; `stop()` wakes stalled handlers."""
 
-    def __init__(self, routes: dict[str, Route] | None = None):
+    def __init__(self, routes: dict[str, Route] | None = None, bind: str = "127.0.0.1"):
         self.routes: dict[str, Route] = dict(routes or {})
         self.hits: Counter[str] = Counter()
         self.requests: list[Request] = []
         self.stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self.bind = bind
+        server_class = type("Server6", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6}) if ":" in bind else ThreadingHTTPServer
+        self._httpd = server_class((bind, 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
-    def url(self, path: str = "/", host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}{path}"
+    def url(self, path: str = "/", host: str | None = None) -> str:
+        host = host or self.bind
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}{path}"
 
     def start(self) -> LoopbackServer:
         self._thread.start()

@@ -178,3 +178,140 @@ def test_search_record_then_replay(tmp_path, no_network):
     assert asyncio.run(via_backend.search("solar output", num=3)) == recorded
     with pytest.raises(ReplayMiss):
         asyncio.run(via_backend.search("solar output", num=5))
+
+
+# -- tampering: every change to a recorded entry is a typed cache_corrupt failure, never content -------
+def _record_one(server, tmp_path) -> tuple[Document, str]:
+    server.routes["/p"] = Reply(body=page(7))
+    (doc,), _ = fetch_all(make_config(tmp_path, mode="record", respect_robots=False), [server.url("/p")])
+    assert doc.ok and doc.body_sha256
+    return doc, server.url("/p")
+
+
+def _replay(tmp_path, url):
+    (result,), _ = fetch_all(make_config(tmp_path, mode="replay"), [url], connector=RecordingConnector(refuse=True))
+    return result
+
+
+def _verify_cli(tmp_path, capsys) -> tuple[int, str]:
+    from lifesearch_local.cli import main
+
+    code = main(["cache", "verify", str(tmp_path / "cache")])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_untouched_cache_replays_and_verifies(server, tmp_path, capsys):
+    doc, url = _record_one(server, tmp_path)
+    assert _replay(tmp_path, url).text == doc.text
+    code, text = _verify_cli(tmp_path, capsys)
+    assert code == 0 and "1 pages" in text and ": ok" in text, text
+
+
+def test_overwritten_blob_is_cache_corrupt(server, tmp_path, capsys):
+    doc, url = _record_one(server, tmp_path)
+    WebCache(tmp_path / "cache").blob_path(doc.body_sha256).write_bytes(page(8))
+    result = _replay(tmp_path, url)
+    assert not result.ok and result.kind == "cache_corrupt" and "altered" in result.message, result
+    code, text = _verify_cli(tmp_path, capsys)
+    assert code == 1 and "altered" in text and "CORRUPT" in text, text
+
+
+def test_deleted_blob_is_cache_corrupt(server, tmp_path, capsys):
+    doc, url = _record_one(server, tmp_path)
+    WebCache(tmp_path / "cache").blob_path(doc.body_sha256).unlink()
+    result = _replay(tmp_path, url)
+    assert result.kind == "cache_corrupt" and "missing" in result.message, result
+    code, text = _verify_cli(tmp_path, capsys)
+    assert code == 1 and "missing" in text, text
+
+
+def test_text_edited_in_the_index_is_cache_corrupt(server, tmp_path, capsys):
+    doc, url = _record_one(server, tmp_path)
+    con = sqlite3.connect(tmp_path / "cache" / "index.sqlite")
+    with con:
+        n = con.execute("UPDATE pages SET result = replace(result, 'Recorded content', 'Forged content')").rowcount
+    con.close()
+    assert n == 1
+    result = _replay(tmp_path, url)
+    assert result.kind == "cache_corrupt" and "edited" in result.message, result
+    assert "Forged" not in result.render()
+    code, text = _verify_cli(tmp_path, capsys)
+    assert code == 1 and "edited" in text, text
+
+
+def test_body_sha_swapped_in_the_index_is_cache_corrupt(server, tmp_path):
+    doc, url = _record_one(server, tmp_path)
+    cache = WebCache(tmp_path / "cache")
+    other = cache.put_blob(page(9))
+    con = sqlite3.connect(tmp_path / "cache" / "index.sqlite")
+    with con:
+        con.execute("UPDATE pages SET body_sha256 = ?", (other,))
+    con.close()
+    assert _replay(tmp_path, url).kind == "cache_corrupt"
+
+
+def test_edited_search_row_is_cache_corrupt(tmp_path, capsys):
+    from lifesearch_local.web.cache import CacheCorrupt
+
+    cache = WebCache(tmp_path / "cache")
+    cache.put_search("searxng", "solar", {"num": 1}, None, [SearchResult(title="t", link="https://a.org/", position=1)])
+    assert cache.find_search("solar", {"num": 1}, None, "searxng")[0].link == "https://a.org/"
+    con = sqlite3.connect(tmp_path / "cache" / "index.sqlite")
+    with con:
+        con.execute("UPDATE searches SET results = replace(results, 'a.org', 'evil.org')")
+    con.close()
+    with pytest.raises(CacheCorrupt, match="edited"):
+        WebCache(tmp_path / "cache").find_search("solar", {"num": 1}, None, "searxng")
+    code, text = _verify_cli(tmp_path, capsys)
+    assert code == 1 and "search" in text, text
+
+
+def test_verify_refuses_a_directory_that_is_not_a_cache(tmp_path, capsys):
+    from lifesearch_local.cli import main
+
+    assert main(["cache", "verify", str(tmp_path)]) == 2
+    assert "not a web cache" in capsys.readouterr().err
+    assert not (tmp_path / "blobs").exists()  # verifying creates nothing
+
+
+def test_cache_written_before_row_checksums_still_replays_with_its_blob_checked(tmp_path):
+    root = tmp_path / "cache"
+    cache = WebCache(root)
+    doc = _doc(1).model_copy(update={"body_sha256": cache.put_blob(b"body 1")})
+    cache.close()
+    con = sqlite3.connect(root / "index.sqlite")
+    with con:  # the schema of the first release: no row_sha256 column
+        con.execute("DROP TABLE pages")
+        con.execute("CREATE TABLE pages (key TEXT PRIMARY KEY, url TEXT NOT NULL, as_of TEXT NOT NULL, result TEXT NOT NULL, "
+                    "body_sha256 TEXT, created TEXT NOT NULL)")
+        con.execute("INSERT INTO pages VALUES (?, ?, '', ?, ?, '')", (doc.cache_key, doc.url, doc.model_dump_json(), doc.body_sha256))
+    con.close()
+    legacy = WebCache(root)
+    assert legacy.get_page(doc.cache_key).text == "text 1"
+    report = legacy.verify()
+    assert report.ok and report.legacy == 1
+    legacy.blob_path(doc.body_sha256).write_bytes(b"body 2")
+    assert legacy.get_page(doc.cache_key).kind == "cache_corrupt"
+
+
+def test_a_garbage_index_is_one_error_and_verify_says_corrupt(tmp_path, capsys):
+    from lifesearch_local.web.cache import CacheCorrupt
+
+    root = tmp_path / "cache"
+    WebCache(root).close()
+    (root / "index.sqlite").write_bytes(b"this is not a database" * 100)
+    for extra in ("-wal", "-shm"):
+        (root / f"index.sqlite{extra}").unlink(missing_ok=True)
+    with pytest.raises(CacheCorrupt, match="cannot be read"):
+        WebCache(root)
+    code, text = _verify_cli(tmp_path, capsys)
+    assert code == 1 and "CORRUPT" in text
+
+
+def test_a_blob_replaced_by_a_directory_is_cache_corrupt(server, tmp_path):
+    doc, url = _record_one(server, tmp_path)
+    path = WebCache(tmp_path / "cache").blob_path(doc.body_sha256)
+    path.unlink()
+    path.mkdir()
+    assert _replay(tmp_path, url).kind == "cache_corrupt"

@@ -36,8 +36,23 @@ REFUSED = [
     "2002:a00:1::1",  # 6to4 wrapping 10.0.0.1
     "64:ff9b::a00:1",  # NAT64 wrapping 10.0.0.1
     "::10.0.0.1",  # deprecated IPv4-compatible
+    "fec0::1",  # deprecated site-local: Python's is_global says True
+    "feff:ffff::1",  # the top of fec0::/10
+    "0.1.2.3",  # 'this network'
+    "192.88.99.1",  # deprecated 6to4 relay anycast: is_global says True
+    "3fff::1",  # documentation (RFC 9637): is_global says True
+    "5f00::1",  # segment routing SIDs
+    "64:ff9b:1::a00:1",  # local-use NAT64
+    "2002:c0a8:101::1",  # 6to4 wrapping 192.168.1.1
+    "2002:7f00:1::1",  # 6to4 wrapping 127.0.0.1
+    "2002:a9fe:a9fe::1",  # 6to4 wrapping the metadata address
+    "2001:0:4136:e378:8000:63bf:f5ff:fff8",  # Teredo whose client is 10.0.0.7
+    "64:ff9b::7f00:1",  # NAT64 wrapping 127.0.0.1
+    "64:ff9b::a9fe:a9fe",  # NAT64 wrapping the metadata address
+    "::ffff:0:a00:1",  # IPv4-translated 10.0.0.1
+    "::ffff:192.168.0.1",  # mapped private
 ]
-ALLOWED = ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111", "::ffff:93.184.216.34", "2002:5db8:d822::1"]
+ALLOWED = ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111", "::ffff:93.184.216.34", "2002:5db8:d822::1", "64:ff9b::808:808"]
 
 
 @pytest.mark.parametrize("address", REFUSED)
@@ -53,8 +68,14 @@ def test_global_literals_are_allowed(address):
 def test_allow_private_never_opens_link_local_multicast_or_unspecified():
     policy = AddressPolicy(allow_private=True)
     assert policy.refusal("10.0.0.1") is None and policy.refusal("127.0.0.1") is None and policy.refusal("::1") is None
-    for a in ("169.254.169.254", "fe80::1", "224.0.0.1", "0.0.0.0", "::ffff:169.254.169.254"):
+    for a in ("169.254.169.254", "fe80::1", "224.0.0.1", "0.0.0.0", "::ffff:169.254.169.254", "fec0::1", "0.1.2.3",
+              "2002:a9fe:a9fe::1", "64:ff9b::a9fe:a9fe"):
         assert policy.refusal(a) is not None, a
+
+
+def test_site_local_is_named_in_the_refusal():
+    assert AddressPolicy().refusal("fec0::1") == "fec0::1 is site-local"
+    assert "documentation" in AddressPolicy().refusal("3fff::1")
 
 
 def test_allow_networks_opens_only_those_ranges():
@@ -168,3 +189,30 @@ def test_odd_spellings_of_loopback_are_checked_after_resolution(url):
     result = asyncio.run(go())
     assert result.kind == "unsafe_address", result
     assert connector.hosts == []
+
+
+def _ipv6_loopback() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this machine")
+def test_ipv6_literal_urls_fetch_with_robots_on():
+    from .server import LoopbackServer
+
+    with LoopbackServer(bind="::1") as server:
+        server.routes["/robots.txt"] = Reply(body=b"User-agent: *\nDisallow: /private\n", content_type="text/plain")
+        server.routes["/ok"] = Reply(body=b"<html><body><p>" + b"served over IPv6 " * 30 + b"</p></body></html>")
+        server.routes["/private"] = Reply(body=b"<html><body><p>" + b"secret " * 30 + b"</p></body></html>")
+        config = make_config(allow_networks=["::1/128"])
+        assert config.respect_robots  # the default: robots.txt is asked for first
+        (ok, private), _ = fetch_all(config, [server.url("/ok"), server.url("/private")])
+        assert ok.ok, ok
+        assert private.kind == "robots_disallowed", private
+        assert server.hits["/robots.txt"] == 1 and server.hits["/private"] == 0

@@ -5,6 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Protocol
 
+from serving.errors import CONFIG_STATUSES
+from serving.redact import redact
+
 from ...errors import LifesearchError
 from ...retry import RetryableError, RetryPolicy, aretry
 from ..config import SearchConfig
@@ -43,17 +46,20 @@ async def request_json(method: str, url: str, *, config: SearchConfig, **kw: Any
             try:
                 resp = await client.request(method, url, **kw)
             except httpx.TransportError as e:
-                raise RetryableError(f"{url}: {type(e).__name__}: {e}") from e
+                raise RetryableError(redact(f"search endpoint {url}: {type(e).__name__}: {e}")) from None
         if resp.status_code == 429 or resp.status_code >= 500:
-            raise RetryableError(f"{url}: HTTP {resp.status_code}")
+            raise RetryableError(f"search endpoint {url}: HTTP {resp.status_code}")
         if resp.status_code >= 400:
-            raise SearchError(f"{url}: HTTP {resp.status_code}: {resp.text[:200]}")
+            # The body may echo the key (Serper's 403 does): redact it whole before cutting it.
+            body = " ".join(redact(resp.text).split())[:200]
+            hint = CONFIG_STATUSES.get(resp.status_code)
+            raise SearchError(f"search endpoint {url}: HTTP {resp.status_code}: {body}" + (f" ({hint})" if hint else ""))
         try:
             return resp.json()
-        except ValueError as e:
-            raise SearchError(f"{url}: the answer is not JSON") from e
+        except ValueError:
+            raise SearchError(f"search endpoint {url}: the answer is not JSON") from None
 
     try:
         return await aretry(once, policy(config))
     except RetryableError as e:
-        raise SearchError(str(e)) from e
+        raise SearchError(redact(str(e))) from None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
+
+from serving.redact import secret_from_env
 
 from ..config import WebConfig
 from ..records import SearchResult
@@ -14,7 +15,7 @@ class SerperBackend:
     """POSTs to Serper; with a cutoff, asks Google for results up to that date (tbs=cdr)."""
 
     def __init__(self, config: WebConfig, cache: object = None):
-        self.key = os.environ.get(config.search.serper_key_env, "")
+        self.key = secret_from_env(config.search.serper_key_env) or ""
         if not self.key:
             raise SearchError(f"the serper backend needs an API key in ${config.search.serper_key_env}")
         self.url, self.config = config.search.serper_url, config.search

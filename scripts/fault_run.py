@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Scripted fault run (issue 16): `kill -9` of `lifesearch judge` at random points, then two
+concurrent runs on one directory; checks that no judgment is lost or duplicated.
+
+    python scripts/fault_run.py                    # 10 kills, tiny-llama, first 4 sample tasks
+    python scripts/fault_run.py --kills 10 --limit 10 --seed 1 --also "lifesearch cache verify DIR"
+
+Each attempt is killed at a random time (uniform in [0, --horizon] s: during model load, inside
+model calls, between appends), and reports the work it threw away: seconds since its last saved
+judgment. The judge runs with its default `groups_per_call`. After the kills
+the same command runs to the end. Expected records are computed from the inputs (every rubric
+with weight > 0 of every report of the selected tasks). `--also CMD` runs further checks (e.g.
+a tampered web cache) and counts their exit status. Exit 0 when everything holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lifesearch_local.jsonl import read_records  # noqa: E402
+from lifesearch_local.records import Report  # noqa: E402
+from lifesearch_local.tasks import load_tasks  # noqa: E402
+
+TASKS, REPORTS = ROOT / "data/sample/tasks.jsonl", ROOT / "data/sample/reports.jsonl"
+
+
+def judge_cmd(out: Path, model: str, limit: int) -> list[str]:
+    return [sys.executable, "-m", "lifesearch_local", "judge", "--tasks", str(TASKS), "--reports", str(REPORTS),
+            "--model", model, "--id", "fault", "--out", str(out), "--quiet", "--limit", str(limit)]
+
+
+def expected_keys(limit: int) -> set[tuple]:
+    tasks = load_tasks(TASKS)[:limit]
+    by_id = {t.id: t for t in tasks}
+    return {("fault", 0, r.task_id, r.agent, r.run, rub.id) for r in read_records(REPORTS, Report)
+            if r.task_id in by_id for rub in by_id[r.task_id].rubrics if rub.weight > 0}
+
+
+def on_disk(out: Path) -> tuple[list[tuple], int]:
+    """Keys of the whole judgment lines in the file, and whether a torn last line is there."""
+    path = out / "judgments.jsonl"
+    if not path.exists():
+        return [], 0
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    torn = int(bool(lines[-1]))
+    keys = []
+    for raw in lines[:-1]:
+        try:
+            j = json.loads(raw)
+            keys.append((j["judge"], j["judge_run"], j["task_id"], j["agent"], j["run"], j["rubric_id"]))
+        except (ValueError, KeyError):  # a damaged whole line: counts as torn
+            torn += 1
+    return keys, torn
+
+
+def count_lines(out: Path) -> int:
+    path = out / "judgments.jsonl"
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def kill_once(out: Path, model: str, limit: int, delay: float) -> dict:
+    """Start the judge and kill -9 it after `delay` seconds (unless it finished). Returns what
+    happened, with the seconds of work the kill threw away: since the attempt's last saved
+    judgment, or since its start (model load included) when it saved none."""
+    before = count_lines(out)
+    start = time.time()
+    proc = subprocess.Popen(judge_cmd(out, model, limit), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        proc.wait(timeout=delay)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    killed_at = time.time()
+    finished = proc.returncode == 0
+    after = count_lines(out)
+    path = out / "judgments.jsonl"
+    last_save = path.stat().st_mtime if after > before else start
+    return {"at_s": round(killed_at - start, 2), "before": before, "after": after, "finished": finished,
+            "rc": proc.returncode, "lost_s": None if finished else round(killed_at - max(last_save, start), 2)}
+
+
+def check(out: Path, want: set[tuple]) -> dict:
+    keys, torn = on_disk(out)
+    dup = sum(n - 1 for n in Counter(keys).values() if n > 1)
+    return {"records": len(keys), "lost": len(want - set(keys)), "extra": len(set(keys) - want),
+            "duplicated": dup, "torn": torn}
+
+
+def fault_kills(args: argparse.Namespace, want: set[tuple], base: Path) -> bool:
+    out = base / "killed"
+    rng = random.Random(args.seed)
+    print(f"fault run: {args.kills} x kill -9 of `lifesearch judge` at random times in [0, {args.horizon}] s "
+          f"({args.model}, default groups_per_call, first {args.limit} sample tasks, {len(want)} judgments "
+          f"expected) -> {out}")
+    lost = []
+    for i in range(1, args.kills + 1):
+        r = kill_once(out, args.model, args.limit, rng.uniform(0.0, args.horizon))
+        if r["finished"]:
+            print(f"  kill {i}: finished before the kill ({r['at_s']} s); lines on disk {r['before']} -> {r['after']}")
+            continue
+        lost.append(r["lost_s"])
+        print(f"  kill {i}: killed after {r['at_s']} s; lines on disk {r['before']} -> {r['after']}; "
+              f"work thrown away: {r['lost_s']} s")
+    killed = check(out, want)
+    print(f"  after the kills: {killed['records']} whole lines, {killed['duplicated']} duplicated, "
+          f"torn last line: {'yes' if killed['torn'] else 'no'}")
+    res = subprocess.run(judge_cmd(out, args.model, args.limit), cwd=ROOT, capture_output=True, text=True)
+    final = check(out, want)
+    print(f"  final run: rc {res.returncode}; {final['records']} records, lost {final['lost']}, "
+          f"duplicated {final['duplicated']}, unexpected {final['extra']}, torn {final['torn']}")
+    if lost:
+        print(f"  work thrown away per kill (since the last save, or the start with model load): "
+              f"max {max(lost)} s, mean {sum(lost) / len(lost):.2f} s over {len(lost)} kills")
+    return (res.returncode == 0 and killed["duplicated"] == 0
+            and final == {"records": len(want), "lost": 0, "extra": 0, "duplicated": 0, "torn": 0})
+
+
+def concurrent(args: argparse.Namespace, want: set[tuple], base: Path) -> bool:
+    out = base / "concurrent"
+    procs = [subprocess.Popen(judge_cmd(out, args.model, args.limit), cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate() for p in procs]
+    codes = [p.returncode for p in procs]
+    refusal = next((err.strip() for p, (_, err) in zip(procs, results) if p.returncode == 2), "")
+    got = check(out, want)
+    print(f"concurrent: two `lifesearch judge` on one directory at once: exit codes {sorted(codes)}; "
+          f"{got['records']} records, lost {got['lost']}, duplicated {got['duplicated']}")
+    if refusal:
+        print(f"  refused: {refusal}")
+    return sorted(codes) == [0, 2] and "in use by another lifesearch process (pid" in refusal and \
+        got == {"records": len(want), "lost": 0, "extra": 0, "duplicated": 0, "torn": 0}
+
+
+def extra_checks(commands: list[str], base: Path) -> bool:
+    ok = True
+    for cmd in commands:
+        res = subprocess.run(cmd.replace("DIR", str(base)), shell=True, cwd=ROOT)
+        print(f"also: `{cmd}` -> exit {res.returncode}")
+        ok &= res.returncode == 0
+    return ok
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kills", type=int, default=10)
+    p.add_argument("--limit", type=int, default=4, help="first N sample tasks (2 reports each)")
+    p.add_argument("--model", default="tiny-llama")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--horizon", type=float, default=60.0, help="kill times are uniform in [0, horizon] seconds")
+    p.add_argument("--dir", help="work directory (default: a new temp directory)")
+    p.add_argument("--also", action="append", default=[], help="extra check command (DIR = the work directory)")
+    args = p.parse_args()
+    base = Path(args.dir or tempfile.mkdtemp(prefix="fault_run-"))
+    want = expected_keys(args.limit)
+    t0 = time.monotonic()
+    ok = fault_kills(args, want, base)
+    ok &= concurrent(args, want, base)
+    ok &= extra_checks(args.also, base)
+    print(f"RESULT: {'PASS' if ok else 'FAIL'} in {time.monotonic() - t0:.0f} s "
+          f"({shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""Errors of model endpoints, with what a command line needs to report them in one line."""
+
+from __future__ import annotations
+
+# HTTP statuses that mean the configuration is wrong (key, URL, model name), not that the
+# endpoint is having a bad moment: retrying cannot help, the user must fix something.
+CONFIG_STATUSES = {401: "check the API key", 403: "check the API key and its permissions",
+                   404: "check the endpoint URL and the model name"}
+
+
+class EndpointError(RuntimeError):
+    """An endpoint failed, answered in a shape we cannot read, or retries ran out.
+
+    `endpoint` is the URL asked, `status` the last HTTP status (None without a response);
+    `config_error` is True for 401/403/404, which the CLI reports with exit code 2.
+    """
+
+    def __init__(self, message: str, *, endpoint: str | None = None, status: int | None = None):
+        super().__init__(message)
+        self.endpoint, self.status = endpoint, status
+
+    @property
+    def config_error(self) -> bool:
+        return self.status in CONFIG_STATUSES
+
+    def __reduce__(self):  # keep the fields across processes (Ray actors pickle exceptions)
+        return (_rebuild, (str(self), self.endpoint, self.status))
+
+
+def _rebuild(message: str, endpoint: str | None, status: int | None) -> EndpointError:
+    return EndpointError(message, endpoint=endpoint, status=status)

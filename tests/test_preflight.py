@@ -1,0 +1,197 @@
+"""The newcomer's path: setup failures are one line with the fix, exit 2, fast, and leave no run directory."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, rubric, task, write_jsonl
+
+from lifesearch_local.cli import main
+from lifesearch_local.preflight import SetupError, new_dir_or_nothing, preflight, weights_problem
+from serving.config import ModelConfig, RayConfig
+
+SAMPLE = ROOT / "data" / "sample"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens there once the socket closes
+
+
+def cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str, float]:
+    """`lifesearch ARGV` in a fresh process (as a user runs it): rc, stdout, stderr, seconds."""
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "lifesearch_local", *argv], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120, env={**os.environ, **(env or {})})
+    return r.returncode, r.stdout, r.stderr, time.perf_counter() - t0
+
+
+def assert_setup_error(rc: int, err: str, seconds: float, *needles: str) -> None:
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err and seconds < 10
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture
+def hub_offline(tmp_path):
+    """An empty Hugging Face cache and a hub endpoint nobody answers on."""
+    return {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
+            "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"}
+
+
+JUDGE = ["judge", "--tasks", str(SAMPLE / "tasks.jsonl"), "--reports", str(SAMPLE / "reports.jsonl")]
+
+
+def test_judge_with_a_hub_model_under_hf_hub_offline_fails_fast(tmp_path, hub_offline):
+    out = tmp_path / "run"
+    rc, _, err, s = cli(*JUDGE, "--model", "Qwen/Qwen3-0.6B", "--out", str(out), env={**hub_offline, "HF_HUB_OFFLINE": "1"})
+    assert_setup_error(rc, err, s, "Qwen/Qwen3-0.6B", "not in the local Hugging Face cache", "HF_HUB_OFFLINE")
+    assert not out.exists()  # no manifest.json a rerun would mistake for progress
+
+
+def test_judge_with_a_hub_model_and_the_hub_unreachable_fails_fast(tmp_path, hub_offline):
+    out = tmp_path / "run"
+    rc, _, err, s = cli(*JUDGE, "--model", "Qwen/Qwen3-0.6B", "--out", str(out), env=hub_offline)
+    assert_setup_error(rc, err, s, "cannot be reached", "hf download Qwen/Qwen3-0.6B")
+    assert not out.exists()
+
+
+def test_a_model_in_the_local_cache_passes_without_network(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    snap = tmp_path / "models--org--tiny" / "snapshots" / ("a" * 40)
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text("{}")
+    (tmp_path / "models--org--tiny" / "refs").mkdir()
+    (tmp_path / "models--org--tiny" / "refs" / "main").write_text("a" * 40)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert weights_problem("org/tiny") is None
+    assert "HF_HUB_OFFLINE" in weights_problem("org/other")
+    assert weights_problem("tiny-llama") is None and weights_problem(str(tmp_path)) is None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_demo_on_cuda_without_cuda_fails_before_any_phase(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    out = tmp_path / "demo"
+    rc, _, err, s = cli("demo", "--device", "cuda", "--out", str(out), "--quiet")
+    assert_setup_error(rc, err, s, "device cuda", "no usable CUDA GPU", "--device cpu")
+    assert not out.exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_single_gpu_config_on_a_cpu_box_says_so_before_starting_ray(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    out = tmp_path / "sg"
+    rc, _, err, s = cli("run", "--config", "configs/single_gpu.yaml", "--out", str(out))
+    assert_setup_error(rc, err, s, "agent qwen3-8b-agent, judge qwen3-8b-choice: 1 Ray replica(s) × 1 GPU",
+                       "has 0 GPU(s)")
+    assert not out.exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_single_gpu_config_without_ray_names_the_vllm_extra(tmp_path):
+    out = tmp_path / "sg"
+    rc, _, err, s = cli("run", "--config", "configs/single_gpu.yaml", "--out", str(out), "--no-ray")
+    assert_setup_error(rc, err, s, "backend vllm", 'pip install -e ".[vllm]"')
+    assert not out.exists()
+
+
+def test_preflight_groups_models_and_checks_ray_cpus(tmp_path):
+    vllm = ModelConfig(backend="vllm", model=str(tmp_path))  # a local model directory
+    ray = RayConfig(replicas=3, num_cpus_per_replica=1, num_gpus_per_replica=0, num_cpus=2)
+    with pytest.raises(SetupError, match=r"^judge j: 3 Ray replica\(s\) × 1 CPU .* has 2 CPU\(s\)"):
+        preflight([("judge j", ModelConfig(model="tiny-llama", device="cpu"))], ray)
+    preflight([("judge j", ModelConfig(model="tiny-llama", device="cpu"))], ray.model_copy(update={"replicas": 2}))
+    preflight([("judge j", vllm)], RayConfig(address="ray://head:10001", num_gpus_per_replica=1))  # a joined cluster
+
+
+def test_debug_shows_the_traceback(tmp_path, hub_offline):
+    rc, _, err, _ = cli("--debug", *JUDGE, "--model", "Qwen/Qwen3-0.6B", "--out", str(tmp_path / "o"),
+                        env={**hub_offline, "HF_HUB_OFFLINE": "1"})
+    assert rc == 2 and "Traceback" in err and err.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_a_mistyped_command_gets_did_you_mean(capsys):
+    assert main(["jduge", "--tasks", "x"]) == 2
+    assert "unknown command 'jduge'; did you mean 'judge'?" in capsys.readouterr().err
+
+
+def test_ctrl_c_says_a_rerun_resumes(monkeypatch, capsys):
+    import lifesearch_local.tasks
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lifesearch_local.tasks, "load_tasks", interrupted)
+    assert main(["validate", str(SAMPLE / "tasks.jsonl")]) == 130
+    assert "rerun the same command to resume" in capsys.readouterr().err
+
+
+def test_tasks_pointing_at_a_directory_says_so(tmp_path, capsys):
+    write_jsonl(tmp_path / "tasks.jsonl", [task("t1", [rubric("R1", 1.0)])])
+    assert main(["validate", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path}: is a directory; pass a JSONL file (it holds tasks.jsonl)" in err and "no such file" not in err
+
+
+@pytest.mark.parametrize(("yaml", "where"), [
+    ("judge:\n  id: j\n  mdoe: choice\n", "judge.mdoe"),
+    ("judge:\n  id: j\nagents:\n  - id: a\n    max_token: 5\n", "agents[0].max_token"),
+    ("judges:\n  - id: j\n  - id: k\n    runz: 2\n", "judges[1].runz"),
+    ("id: j\nmdoe: choice\n", "mdoe"),  # a bare judge config
+])
+def test_judge_config_is_validated_whole_with_block_paths(tmp_path, capsys, yaml, where):
+    cfg = tmp_path / "j.yaml"
+    cfg.write_text(yaml)
+    out = tmp_path / "o"
+    assert main([*JUDGE, "--config", str(cfg), "--out", str(out)]) == 2
+    assert f"{cfg}: {where}: Extra inputs are not permitted" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_new_dir_or_nothing(tmp_path):
+    fresh = tmp_path / "fresh"
+    with pytest.raises(RuntimeError), new_dir_or_nothing(fresh, keep=("judgments.jsonl",)):
+        fresh.mkdir()
+        (fresh / "manifest.json").write_text("{}")
+        raise RuntimeError("model failed to load")
+    assert not fresh.exists()
+    with pytest.raises(RuntimeError), new_dir_or_nothing(fresh, keep=("judgments.jsonl",)):
+        fresh.mkdir()
+        (fresh / "judgments.jsonl").write_text("{}\n")  # work done: kept for the rerun
+        raise RuntimeError("died later")
+    assert (fresh / "judgments.jsonl").exists()
+    old = tmp_path / "old"
+    old.mkdir()
+    with pytest.raises(RuntimeError), new_dir_or_nothing(old):
+        raise RuntimeError("x")
+    assert old.exists()  # never remove what was there before
+
+
+@pytest.mark.parametrize("argv", [
+    ["curate", "--queries", str(SAMPLE / "queries.jsonl"), "--model", "Qwen/Qwen3-0.6B"],
+    ["reporteval", "--reports", str(SAMPLE / "reports.jsonl"), "--tasks", str(SAMPLE / "tasks.jsonl"),
+     "--model", "Qwen/Qwen3-0.6B"],
+])
+def test_curate_and_reporteval_check_the_model_first(tmp_path, hub_offline, argv):
+    out = tmp_path / "o"
+    rc, _, err, s = cli(*argv, "--out", str(out), env={**hub_offline, "HF_HUB_OFFLINE": "1"})
+    assert_setup_error(rc, err, s, "Qwen/Qwen3-0.6B", "HF_HUB_OFFLINE")
+    assert not out.exists()
