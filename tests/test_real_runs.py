@@ -62,10 +62,6 @@ def test_agent_with_the_real_model_parses_or_counts(real_demo):
     assert rows[0]["type"] == "start" and rows[-1]["type"] == "end" and steps
     for s in steps[:-1]:  # every step before the last one acted: its calls ran or failed visibly
         assert s.get("calls") or s.get("call_errors"), s
-    for s in steps:
-        text = s["output"]["text"]
-        if "<tool_call>" in text and s is not steps[-1]:
-            assert len(s.get("calls", [])) + len(s.get("call_errors", [])) >= 1
     assert rows[-1]["status"] == report.status and report.iterations == len(steps)
     assert report.status in ("completed", "budget", "clarification") and report.text.strip(), report
     print(f"{AGENT}: {report.status} after {report.iterations} step(s); tool calls "
@@ -75,8 +71,15 @@ def test_agent_with_the_real_model_parses_or_counts(real_demo):
 # -- DeepResearch Bench ----------------------------------------------------------------------------
 
 # The two tasks whose reports are shortest in SmolLM2's tokens (2.2k and 3.1k), so that both fit
-# its 8k context and judging them takes seconds; the Chinese reports run past 8k in this tokenizer.
+# its 8k context; the Chinese reports run past 8k in this tokenizer. Only their Must Have rubrics
+# (7 and 9 of 28 and 27) are judged: each rubric costs a ~330-token suffix, which dominates on CPU.
 DRB_TASKS = ("drb-56", "drb-97")
+
+
+def _must_have(line: str) -> str:
+    task = json.loads(line)
+    task["rubrics"] = [r for r in task["rubrics"] if r["priority"] == "Must Have"]
+    return json.dumps(task, ensure_ascii=False)
 
 
 @pytest.fixture(scope="module")
@@ -88,14 +91,16 @@ def drb_pair(smollm2_path, tmp_path_factory) -> Path:
                  "--reports", str(DRB_DIR / "reports-claude-3-7-sonnet.jsonl"), "--out", str(out / "import")]) == 0
     for name in ("tasks.jsonl", "reports.jsonl"):
         lines = (out / "import" / name).read_text(encoding="utf-8").splitlines()
-        keep = [x for x in lines if (lambda row: row.get("task_id", row.get("id")))(json.loads(x)) in DRB_TASKS]
+        keep = [x for x in lines if json.loads(x).get("task_id" if name == "reports.jsonl" else "id") in DRB_TASKS]
+        if name == "tasks.jsonl":
+            keep = [_must_have(x) for x in keep]
         (out / name).write_text("\n".join(keep) + "\n", encoding="utf-8")
     return out
 
 
 def test_judge_score_agree_on_two_drb_tasks(drb_pair, capsys):
     tasks = load_tasks(drb_pair / "tasks.jsonl")
-    assert sorted(t.id for t in tasks) == sorted(DRB_TASKS)
+    assert sorted(t.id for t in tasks) == sorted(DRB_TASKS) and [len(t.rubrics) for t in tasks] == [7, 9]
     base = ["judge", "--tasks", str(drb_pair / "tasks.jsonl"), "--reports", str(drb_pair / "reports.jsonl"), "--quiet"]
     assert main([*base, "--model", "smollm2-135m", "--out", str(drb_pair / "real")]) == 0
     # DRB publishes no per-criterion labels: the reference is a random-weight judge, a chance baseline.

@@ -12,6 +12,7 @@ import pytest
 from doubles import ScriptedBackend
 
 from lifesearch_local.agent.config import AgentConfig, ToolsConfig
+from lifesearch_local.agent.trajectory import trajectory_name
 from lifesearch_local.cli import build_parser
 from lifesearch_local.config import JudgeConfig, RunConfig
 from lifesearch_local.errors import LifesearchError
@@ -85,7 +86,7 @@ def test_the_whole_pipeline_writes_a_complete_run_directory_and_resumes(tmp_path
     html = (run / "report.html").read_text()
     assert "network_error" in html  # the report counts the failed fetches from the trajectories
     # The later rate page never reached the agent of a task whose cutoff is 2026-06-30.
-    traj = (run / "trajectories/sample-en-02__scripted__r0.jsonl").read_text()
+    traj = (run / trajectory_name("sample-en-02", "scripted", 0)).read_text()
     assert LATER not in traj and '"ok":true' in traj
 
     again = Models()

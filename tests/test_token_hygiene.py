@@ -168,3 +168,24 @@ def test_generate_mode_judge_runs_with_thinking_off(tmp_path):
     cfg_on = JudgeConfig(id="j", mode="generate", model=ModelConfig(chat_template_kwargs={"enable_thinking": True}))
     judge_generate(scripted, cfg_on, [pending("a report", "x")], 0)
     assert scripted.generate_calls[-1][0].chat_template_kwargs == {"enable_thinking": True}
+
+
+TOOLS = [{"type": "function", "function": {"name": "web_fetch", "description": "Fetch a page",
+                                           "parameters": {"type": "object", "properties": {"url": {"type": "string"}}}}}]
+
+
+def test_tools_reach_the_model_whatever_the_template(backend):
+    """A template that drops `tools` (SmolLM2's) gets them in the system message, and past calls
+    as `<tool_call>` text; a template that renders tools itself is left alone. Either way the
+    tool name is in the prompt and data in a call's arguments stays data."""
+    from serving.chat import chat_segments, ids_of, ignores_tools
+
+    tok = backend.tokenizer
+    plain = tok.decode(ids_of(chat_segments(tok, agent_messages("y" * 40))))
+    evil = ids_of(chat_segments(tok, agent_messages(EVIL), tools=TOOLS))
+    clean = ids_of(chat_segments(tok, agent_messages("y" * 40), tools=TOOLS))
+    text = tok.decode(clean)
+    assert '"name": "web_fetch"' in text and "Fetch a page" in text and "Fetch a page" not in plain
+    assert controls(tok, evil) == controls(tok, clean)
+    if ignores_tools(tok):
+        assert "<tool_call>" in text and text.count("web_fetch") >= 2  # the schema and the past call

