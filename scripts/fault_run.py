@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Scripted fault run (issue 16): `kill -9` of `lifesearch judge` at random points, then two
-concurrent runs on one directory; checks that no judgment is lost or duplicated.
+concurrent runs on one directory, then a tampered web cache (scripts/fault_cache.py); checks
+that no judgment is lost or duplicated and that every tamper is detected.
 
     python scripts/fault_run.py                    # 10 kills, tiny-llama, the 10 sample tasks
     python scripts/fault_run.py --kills 10 --limit 10 --seed 1 --also "lifesearch cache verify DIR"
@@ -187,7 +188,7 @@ def main() -> int:
     t0 = time.monotonic()
     ok = fault_kills(args, want, base)
     ok &= concurrent(args, want, base)
-    ok &= extra_checks(args.also, base)
+    ok &= extra_checks([f"{shlex.quote(sys.executable)} scripts/fault_cache.py --dir DIR", *args.also], base)
     print(f"RESULT: {'PASS' if ok else 'FAIL'} in {time.monotonic() - t0:.0f} s "
           f"({shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])})")
     return 0 if ok else 1

@@ -97,9 +97,10 @@ def real_groups(args: argparse.Namespace) -> tuple[list, dict]:
     """Token-id groups of real judge prompts (one group per report of --reports-from) and their shape."""
     from pathlib import Path
 
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
-    from serving.hf import choice_items, choice_texts, resolve_model_path
+    from serving.chat import choice_group_items, context_limit
+    from serving.hf import resolve_model_path
     from serving.kernel import common_prefix_len
 
     from ..errors import InputError
@@ -117,18 +118,24 @@ def real_groups(args: argparse.Namespace) -> tuple[list, dict]:
     # The random shape:* models have no tokenizer of their own: use the tiny one (its ids fit their vocab).
     tok_name = "tiny-llama" if args.model in SHAPES else args.model
     tok = AutoTokenizer.from_pretrained(resolve_model_path(tok_name, args.seed))
-    groups = []
+    # The judge's own token ids: template and data tokenized apart, a report longer than the
+    # model's context fitted the way `lifesearch judge` fits it (shape:* models take 32k positions).
+    limit = 32768 if args.model in SHAPES else context_limit(AutoConfig.from_pretrained(resolve_model_path(args.model, args.seed)))
+    groups, elided = [], 0
     for rep in reports:
         task = tasks[rep.task_id]
         group, _ = choice_group(Pending(task, rep, judged_rubrics(task)))
-        groups.append(choice_items(tok, choice_texts(tok, group), CHOICES))
+        items, cut = choice_group_items(tok, group, CHOICES, limit)
+        groups.append(items)
+        elided += cut
     shared = [common_prefix_len([it.ids for it in g]) for g in groups]
     suffixes = [len(it.ids) - n for g, n in zip(groups, shared) for it in g]
     prefixes = sorted(shared)
     shape = {"reports_from": args.reports_from, "reports": len(groups), "rubrics_total": sum(len(g) for g in groups),
              "prefix_tokens_median": prefixes[len(prefixes) // 2], "prefix_tokens_max": prefixes[-1],
              "prefix_tokens_min": prefixes[0], "suffix_tokens_mean": round(sum(suffixes) / len(suffixes), 1),
-             "rubrics_min": min(len(g) for g in groups), "rubrics_max": max(len(g) for g in groups)}
+             "rubrics_min": min(len(g) for g in groups), "rubrics_max": max(len(g) for g in groups),
+             "context_limit": limit, "elided_tokens": elided}
     return groups, shape
 
 
@@ -364,9 +371,15 @@ def _inputs(r: dict) -> str:
         return (f"inputs: {r['reports']} real report(s) from {r['reports_from']}, {r['decisions']} rubrics "
                 f"({r['rubrics_min']}–{r['rubrics_max']} per report); report prefix tokens median "
                 f"{r['prefix_tokens_median']} (min {r['prefix_tokens_min']}, max {r['prefix_tokens_max']}), rubric "
-                f"suffix mean {r['suffix_tokens_mean']} tokens")
+                f"suffix mean {r['suffix_tokens_mean']} tokens; {r['elided_tokens']} report tokens elided to fit "
+                f"{r['context_limit']} positions")
     return (f"inputs: {r['reports']} report(s) × {r['rubrics']} rubrics, prefix {r['prefix_tokens']} + suffix "
             f"{r['suffix_tokens']} tokens")
+
+
+def _faster(ratio: float) -> str:
+    """`ratio` = vLLM's seconds / packed seconds, said the right way round."""
+    return f"packed is {ratio}× faster" if ratio >= 1 else f"vLLM is {round(1 / ratio, 2)}× faster than packed"
 
 
 def _text(r: dict) -> str:
@@ -382,7 +395,7 @@ def _text(r: dict) -> str:
         diff = f"; max |Δ p_true| vs packed {r['max_abs_diff_vllm']:.2e}" if "max_abs_diff_vllm" in r else " (dummy weights)"
         tokens = r.get("vllm_tokens", "")  # computed: prompts less prefix-cache hits
         lines.append(f"{'vllm (prefix cache)':<22}{tokens:>10}{r['vllm_s']:>10.3f}{r['vllm_decisions_per_s']:>14.1f}"
-                     f"   packed is {r['speedup_vs_vllm']}× faster{diff}")
+                     f"   {_faster(r['speedup_vs_vllm'])}{diff}")
         if r.get("vllm_dtype"):
             lines.append(f"vllm: {r['vllm_dtype']}, {r.get('vllm_threads') or 'its own'} compute threads, "
                          f"{r.get('vllm_cached_tokens', 0)} prompt tokens read from its prefix cache")
