@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
@@ -133,7 +134,7 @@ def _acquire(path: Path, command: str) -> int:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        holder = _holder(fd)
         os.close(fd)
         raise RunDirBusy(_busy_message(path.parent, holder)) from None
     except BaseException:
@@ -142,6 +143,18 @@ def _acquire(path: Path, command: str) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, (json.dumps({"pid": os.getpid(), "command": command, "since": _now()}) + "\n").encode(), 0)
     return fd
+
+
+def _holder(fd: int, tries: int = 20) -> str:
+    """The holder's record; it is written just after the lock is taken, so a refusal that comes
+    in between waits a moment (at most ~1 s) for it rather than name no pid."""
+    text = ""
+    for _ in range(tries):  # bounded
+        text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        if text.endswith("\n"):
+            return text
+        time.sleep(0.05)
+    return text
 
 
 def _busy_message(where: Path, holder: str) -> str:

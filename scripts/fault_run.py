@@ -109,14 +109,21 @@ def check(out: Path, want: set[tuple]) -> dict:
 def fault_kills(args: argparse.Namespace, want: set[tuple], base: Path) -> bool:
     out = base / "killed"
     rng = random.Random(args.seed)
-    print(f"fault run: {args.kills} x kill -9 of `lifesearch judge` at random times in [0, {args.horizon}] s "
+    print(f"fault run: {args.kills} x kill -9 of `lifesearch judge` at random times "
           f"({args.model}, default groups_per_call, first {args.limit} sample tasks, {len(want)} judgments "
           f"expected) -> {out}")
     lost, early = [], 0
+    if args.horizon is None:  # kill inside the run, whatever this machine's speed: time one whole run first
+        t0 = time.monotonic()
+        subprocess.run(judge_cmd(base / "calibration", args.model, args.limit), cwd=ROOT, capture_output=True)
+        args.horizon = round(time.monotonic() - t0, 1)
+        print(f"  an uninterrupted run took {args.horizon} s: kill times are uniform in [0, {args.horizon}] s")
     horizon, load_s, per_line = args.horizon, None, None
     for i in range(1, args.kills + 1):
-        if load_s is not None and per_line is not None:  # aim inside what is left, learnt from earlier attempts
-            left = load_s + per_line * max(1, len(want) - count_lines(out))
+        if load_s is not None and per_line is not None:
+            # aim inside what is left, learnt from earlier attempts, and spread it over the kills still
+            # to come: otherwise one attempt finishes the run and the rest find nothing to kill
+            left = load_s + per_line * max(1, len(want) - count_lines(out)) / (args.kills - i + 1)
             horizon = min(args.horizon, max(1.5 * load_s, left))
         r = kill_once(out, args.model, args.limit, rng.uniform(0.0, horizon))
         if r["first_save_s"] is not None:
@@ -179,7 +186,8 @@ def main() -> int:
     p.add_argument("--limit", type=int, default=10, help="first N sample tasks (2 reports each; the sample has 10)")
     p.add_argument("--model", default="tiny-llama")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--horizon", type=float, default=60.0, help="kill times are uniform in [0, horizon] seconds")
+    p.add_argument("--horizon", type=float, help="kill times are uniform in [0, horizon] seconds "
+                   "(default: the time of one uninterrupted run, measured first)")
     p.add_argument("--dir", help="work directory (default: a new temp directory)")
     p.add_argument("--also", action="append", default=[], help="extra check command (DIR = the work directory)")
     args = p.parse_args()
