@@ -52,12 +52,6 @@ def render_chat(tokenizer: Any, messages: list[dict], *, prefill: str = "", tool
     return text + prefill
 
 
-def choice_texts(tokenizer: Any, group: ChoiceGroup) -> list[str]:
-    """The rendered text of each request of a choice group, thinking disabled (for display and benchmarks)."""
-    return [render_chat(tokenizer, r.messages, prefill=r.prefill, **{**r.chat_template_kwargs, "enable_thinking": False})
-            for r in group.requests]
-
-
 def softmax(xs: Sequence[float]) -> list[float]:
     import math
 

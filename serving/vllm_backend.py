@@ -26,7 +26,7 @@ from typing import Any
 from .actors import clear_stray_vllm_env
 from .chat import chat_ids, choice_group_items
 from .config import ModelConfig
-from .hf import resolve_model_path, softmax
+from .hf import render_chat, resolve_model_path, softmax
 from .kernel import Item
 from .protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
 
@@ -211,8 +211,7 @@ class VLLMBackend:
 
     def render(self, messages: list[dict], *, prefill: str = "", tools: list | None = None, **kwargs: Any) -> str:
         """The model's chat template up to the assistant turn, then the prefill (as the hf backend)."""
-        text = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True, **kwargs)
-        return text + prefill
+        return render_chat(self.tokenizer, messages, prefill=prefill, tools=tools, **kwargs)
 
     def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
         built = [choice_group_items(self.tokenizer, g, choices, self.max_positions) for g in groups]
