@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from serving.config import ModelConfig, RayConfig
+from serving.config import HFConfig, ModelConfig, RayConfig
 
 from .agent.config import AgentConfig
 from .errors import InputError
@@ -23,7 +23,7 @@ class JudgeConfig(BaseModel):
 
     id: str
     """Name recorded in judgments and score tables."""
-    model: ModelConfig = Field(default_factory=ModelConfig)
+    model: ModelConfig = Field(default_factory=HFConfig)
     """The model and the engine hosting it."""
     mode: Literal["choice", "generate"] = "choice"
     """choice: one forward pass reading p(true) vs p(false); generate: full JSON with a reason."""

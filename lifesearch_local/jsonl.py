@@ -98,16 +98,24 @@ def load_unique(path: str | Path, parse: Callable[[dict[str, Any], str, int], T]
     return out
 
 
+_BACKEND_TAGS = ("hf", "vllm", "openai")
+
+
 def validation_field(err: ValidationError) -> tuple[str, str]:
     """The first failing field of a pydantic error as `a.b[2].c` and its message."""
     first = err.errors()[0]
     parts: list[str] = []
+    msg, backend = first["msg"], None
     for p in first["loc"]:
         if isinstance(p, int):
             parts[-1:] = [f"{parts[-1]}[{p}]" if parts else f"[{p}]"]
+        elif p in _BACKEND_TAGS and parts and parts[-1] == "model":
+            backend = p  # the model block's union tag: say it in the message, not as a key
         else:
             parts.append(str(p))
-    return ".".join(parts) or "(record)", first["msg"]
+    if backend and first["type"] == "extra_forbidden":
+        msg += f" (not a setting of backend {backend})"
+    return ".".join(parts) or "(record)", msg
 
 
 def require_file(path: str | Path, kind: str = "JSONL") -> None:

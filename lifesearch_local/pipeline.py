@@ -8,7 +8,7 @@ import functools
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from .config import RunConfig
 from .errors import LifesearchError
 from .records import Judgment, Report, Task
 from .signals import StopFlag, graceful_stop
+from .stage import OpenModel
 from .store import RunDir, sha256_file
 
 
@@ -33,7 +34,6 @@ class PipelineResult:
 
 
 PHASES = ("agent", "judge", "reporteval")
-OpenModel = Callable[..., Any]  # (ModelConfig, RayConfig | None) -> context manager yielding a ModelBackend
 
 
 @dataclass
@@ -66,7 +66,7 @@ def run_pipeline(cfg: RunConfig, *, show: bool = True, today: dt.date | None = N
 
 def _pipeline(cfg: RunConfig, show: bool, today: dt.date | None, phases: tuple[str, ...],
               open_model: OpenModel | None, force_config: bool) -> PipelineResult:
-    from serving.ray_session import ray_session
+    from serving.ray.session import ray_session
 
     t0 = time.perf_counter()
     rd = prepare_run_dir(cfg, force_config=force_config)
@@ -84,32 +84,33 @@ def _pipeline(cfg: RunConfig, show: bool, today: dt.date | None, phases: tuple[s
             if result.stopped:
                 return _done(result, t0)
     result.scores = write_scores(rd, cfg, run.tasks, rd.load("reports.jsonl", Report))
-    from .report_html import write_report
+    from .report import write_report
 
     result.report_html = write_report(rd.path)
     return _done(result, t0)
 
 
 @contextlib.contextmanager
-def _phase(run: _Run, name: str, model: Any) -> Iterator[Any]:
-    """Open the phase's model, and record what the phase held: wall seconds (model load
-    included) and GPU-seconds (wall × GPUs held), the cost a rerun from cache avoids."""
-    from serving.registry import open_backend
+def _phase(run: _Run, name: str, model: Any) -> Iterator[OpenModel]:
+    """How the phase's stage opens its model; on exit, if it did, what the phase held: wall
+    seconds (model load included) and GPU-seconds (wall × GPUs held), the cost a rerun from
+    cache avoids."""
+    from .stage import default_open
+
+    loaded: list[bool] = []
+
+    def open_model(m: Any, ray: Any) -> Any:
+        loaded.append(True)
+        return run.open_model(m, ray) if run.open_model else default_open(m, ray, name)
 
     t0 = time.perf_counter()
-    opened = (run.open_model(model, run.cfg.ray) if run.open_model
-              else open_backend(model, run.cfg.ray, phase=name.replace("/", "-")))
-    with opened as backend:
-        yield backend
-    _record_cost(run, name, model, time.perf_counter() - t0)
-    engine = getattr(backend, "stats", None)  # a Ray pool gathers its replicas' counters on close
-    if isinstance(engine, dict) and engine.get("ray_replicas"):
-        run.rd.update_manifest(stage=(name, {"engine": dict(engine)}))
-        run.result.stages[name]["engine"] = dict(engine)
+    yield open_model
+    if loaded:
+        _record_cost(run, name, model, time.perf_counter() - t0)
 
 
 def _record_cost(run: _Run, name: str, model: Any, wall: float) -> dict[str, Any]:
-    from serving.ray_session import gpus_held
+    from serving.ray.session import gpus_held
 
     gpus = gpus_held(model, run.cfg.ray)
     cost = {"phase_wall_s": round(wall, 3), "gpus": gpus, "gpu_s": round(wall * gpus, 1)}
@@ -217,36 +218,31 @@ def import_reports(rd: RunDir, cfg: RunConfig) -> None:
 
 def _agent_phase(run: _Run, *, agent: Any) -> bool:
     """One agent over every pending (task, run), its model loaded for this phase only. True if stopped."""
-    from .agent.stage import agent_stage, pending_runs
+    from .agent.stage import agent_stage
 
-    if run.stop or not pending_runs(run.rd, run.tasks, agent, run.cfg.runs):
-        return bool(run.stop)
+    if run.stop:
+        return True
     name = f"agent/{agent.id}"
-    with _phase(run, name, agent.model) as backend:
-        if run.stop:
-            return True
-        stats = agent_stage(run.rd, run.tasks, agent, backend, run.cfg.web, runs=run.cfg.runs, show=run.show,
-                            today=run.today, force_config=run.force_config)
-    run.result.stages.setdefault(name, {}).update(stats)
+    with _phase(run, name, agent.model) as open_model:
+        stats = agent_stage(run.rd, run.tasks, agent, None, run.cfg.web, runs=run.cfg.runs, show=run.show,
+                            today=run.today, force_config=run.force_config, ray=run.cfg.ray, open_model=open_model)
+    if stats["pending"]:
+        run.result.stages.setdefault(name, {}).update(stats)
     return bool(stats.get("stopped_early"))
 
 
 def _judge_phase(run: _Run, *, judge: Any) -> bool:
     """One judge over every report's unjudged rubrics, its model loaded only if something is left. True if stopped."""
-    from .judge import pending_work
-    from .judging import judge_stage
+    from .judge.stage import judge_stage
 
-    reports = run.rd.load("reports.jsonl", Report)
-    done = run.rd.done_keys("judgments.jsonl", Judgment, lambda j: j.key)
-    by_id = {t.id: t for t in run.tasks}
-    if run.stop or not any(pending_work(by_id, reports, done, judge.id, r) for r in range(judge.runs)):
-        return bool(run.stop)
+    if run.stop:
+        return True
     name = f"judge/{judge.id}"
-    with _phase(run, name, judge.model) as backend:
-        if run.stop:
-            return True
-        stats = judge_stage(run.rd, run.tasks, reports, judge, backend, show=run.show, force_config=run.force_config)
-    run.result.stages.setdefault(name, {}).update(stats)
+    with _phase(run, name, judge.model) as open_model:
+        stats = judge_stage(run.rd, run.tasks, run.rd.load("reports.jsonl", Report), judge, show=run.show,
+                            ray=run.cfg.ray, open_model=open_model, force_config=run.force_config)
+    if stats["decisions"]:
+        run.result.stages.setdefault(name, {}).update(stats)
     return bool(stats.get("stopped_early"))
 
 
@@ -257,20 +253,17 @@ def _reporteval_phase(run: _Run, *, judge: Any) -> bool:
     if run.stop:
         return True
     items = report_items(run.rd.load("reports.jsonl", Report), run.tasks)
-    name, t0 = f"reporteval/{judge.id}", time.perf_counter()
-    # The stage opens the model itself, and only if it has work left.
-    stats = reporteval_stage(run.rd, items, judge, run.cfg.reporteval, run.cfg.web, ray=run.cfg.ray,
-                             show=run.show, force_config=run.force_config)["stats"]
-    if any(m in stats for m in run.cfg.reporteval.metrics):
-        stats = {**stats, **_record_cost(run, name, judge.model, time.perf_counter() - t0)}
+    name = f"reporteval/{judge.id}"
+    with _phase(run, name, judge.model) as open_model:
+        stats = reporteval_stage(run.rd, items, judge, run.cfg.reporteval, run.cfg.web, ray=run.cfg.ray,
+                                 show=run.show, force_config=run.force_config, open_model=open_model)["stats"]
     run.result.stages.setdefault(name, {}).update(stats)
     return bool(stats.get("stopped_early"))
 
 
 def write_scores(rd: RunDir, cfg: RunConfig, tasks: list[Task], reports: list[Report]) -> dict[str, Any] | None:
     """scores.json: the paper's eq. 1 per judge and agent (None when the config has no judge)."""
-    from .cli.score import scores_json
-    from .scoring import score_by_judge
+    from .scoring import score_by_judge, scores_json
 
     ids = {j.id for j in cfg.all_judges()}
     judgments = [j for j in rd.load("judgments.jsonl", Judgment) if j.judge in ids]

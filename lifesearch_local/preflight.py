@@ -76,7 +76,7 @@ def ray_problem(model: ModelConfig, ray: RayConfig | None) -> str | None:
     """Why the replicas of `model` can never be placed on the local Ray cluster this command would start."""
     if ray is None or ray.address or model.backend == "openai":
         return None  # a joined cluster may hold GPUs this machine lacks
-    from serving.ray_session import replica_resources
+    from serving.ray.session import replica_resources
 
     gpus = ray.num_gpus if ray.num_gpus is not None else gpu_count()
     cpus = ray.num_cpus if ray.num_cpus is not None else (os.cpu_count() or 1)
@@ -95,8 +95,8 @@ def ray_problem(model: ModelConfig, ray: RayConfig | None) -> str | None:
 def weights_problem(name: str, revision: str | None = None) -> str | None:
     """None when `name` is a built-in tiny model, a local directory, in the Hugging Face cache,
     or the hub is reachable; else why not (offline: fail now, not after minutes of retries)."""
-    from serving.real_models import REAL_MODELS, real_model_problem
-    from serving.tiny import TINY_MODELS
+    from serving.engines.real_models import REAL_MODELS, real_model_problem
+    from serving.engines.tiny import TINY_MODELS
 
     if name in REAL_MODELS:
         return real_model_problem(name)

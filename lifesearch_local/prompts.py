@@ -21,11 +21,6 @@ def load_template(name: str) -> tuple[str, str]:
     return text, hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def placeholders(name: str) -> set[str]:
-    text, _ = load_template(name)
-    return set(_PLACEHOLDER.findall(text))
-
-
 def render(name: str, **values: object) -> tuple[str, str]:
     """Fill a template; every placeholder must be given and every value used. Returns (text, hash)."""
     text, digest = load_template(name)

@@ -176,3 +176,9 @@ def score_by_judge(
     return {
         name: score_agents(tasks, js, allow_missing=allow_missing, reports=reports) for name, js in groups.items()
     }
+
+
+def scores_json(by_judge: dict) -> dict:
+    """One judge: {"judge", "agents"}; several: {"judges": {name: {"judge", "agents"}}}."""
+    per = {name: {"judge": name, "agents": {a: s.as_json() for a, s in rows.items()}} for name, rows in by_judge.items()}
+    return next(iter(per.values())) if len(per) == 1 else {"judges": per}

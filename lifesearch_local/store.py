@@ -304,7 +304,7 @@ class RunDir:
         hash) compared instead for a run written before the per-stage configs were recorded.
         """
         m = self.manifest()
-        recorded = m.stage_configs.get(stage) if m else None
+        recorded = _without_foreign_model_fields(m.stage_configs.get(stage), config) if m else None
         now = _hash_obj(config)
         changed = ""
         if resuming and recorded is not None and recorded != config:
@@ -320,6 +320,20 @@ class RunDir:
                   "its records now mix both", file=sys.stderr)
         self.update_manifest(configs={stage: config}, hashes={f"resume/{stage}": now},
                              stage=(stage, {"config_forced_over": changed}) if changed else None)
+
+
+def _without_foreign_model_fields(old: Any, new: Any) -> Any:
+    """`old` without the model-block fields `new`'s backend does not have: a stage recorded when one
+    flat model block held every backend's fields (at their defaults) resumes under the same settings."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return old
+    out = {}
+    for k, v in old.items():
+        if k == "model" and isinstance(v, dict) and isinstance(new.get(k), dict):
+            out[k] = {f: x for f, x in v.items() if f in new[k]}
+        else:
+            out[k] = _without_foreign_model_fields(v, new.get(k))
+    return out
 
 
 def new_manifest() -> Manifest:

@@ -1,4 +1,4 @@
-"""Gather concurrent coroutines' chat requests into batches for one synchronous ModelBackend.
+"""Gather concurrent coroutines' chat requests into batches for one synchronous Engine.
 
 Many agents run as coroutines in one event loop; each awaits `BatchingBackend.generate(request)`.
 A request waits at most `max_wait_s` for company (or until `max_batch` are queued), then one
@@ -14,13 +14,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .protocol import ChatRequest, Generation, ModelBackend
+from .protocol import ChatRequest, Engine, Generation
 
 
 class BatchingBackend:
     """Async `generate(one request)` in front of a batched, synchronous `generate(requests)`."""
 
-    def __init__(self, backend: ModelBackend, *, max_batch: int = 32, max_wait_s: float = 0.005, max_inflight: int = 1):
+    def __init__(self, backend: Engine, *, max_batch: int = 32, max_wait_s: float = 0.005, max_inflight: int = 1):
         self.backend = backend
         self.max_batch, self.max_wait_s = max(1, max_batch), max(0.0, max_wait_s)
         self._sem = asyncio.Semaphore(max(1, max_inflight))

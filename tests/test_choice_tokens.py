@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lifesearch_local.judge import PREFILL
-from serving.hf import choice_items
-from serving.tiny import train_tokenizer, training_texts, wrap_tokenizer
+from lifesearch_local.judge.rubric import PREFILL
+from serving.engines.hf import choice_items
+from serving.engines.tiny import train_tokenizer, training_texts, wrap_tokenizer
 
 CORPUS = training_texts() + ['{"satisfied": true, "reason": "x"}\n{"satisfied": false, "reason": "y"}'] * 300
 

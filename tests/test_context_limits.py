@@ -9,11 +9,12 @@ torch = pytest.importorskip("torch")
 from conftest import rubric, task  # noqa: E402
 
 from lifesearch_local.config import JudgeConfig  # noqa: E402
-from lifesearch_local.judge import Pending, judge_choice, judge_generate  # noqa: E402
+from lifesearch_local.judge.rubric import Pending, judge_choice, judge_generate  # noqa: E402
+from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.records import Report, Task  # noqa: E402
-from serving.config import ModelConfig  # noqa: E402
-from serving.hf import HFBackend  # noqa: E402
-from serving.kernel import common_prefix_len  # noqa: E402
+from serving.config import model_config  # noqa: E402
+from serving.engines.hf import HFBackend  # noqa: E402
+from serving.engines.kernel import common_prefix_len  # noqa: E402
 from serving.protocol import ChatRequest  # noqa: E402
 
 LIMIT = 640
@@ -35,7 +36,7 @@ class Positions:
 
 @pytest.fixture(scope="module")
 def backend():
-    b = HFBackend(ModelConfig(model="tiny-llama", kernel="two_stage", max_model_len=LIMIT))
+    b = HFBackend(engine_config(model_config(model="tiny-llama", kernel="two_stage", max_model_len=LIMIT)))
     b.positions = Positions(b.model)
     return b
 
@@ -116,7 +117,7 @@ def test_agent_context_is_fitted_by_its_longest_message(backend):
 @pytest.mark.parametrize("mode", ["choice", "generate"])
 def test_reporteval_quality_fits_a_long_report(backend, mode):
     from lifesearch_local.reporteval.config import ReportEvalConfig
-    from lifesearch_local.reporteval.judgeio import ReportItem
+    from lifesearch_local.reporteval.items import ReportItem
     from lifesearch_local.reporteval.quality import judge_quality
 
     backend.positions.max = -1
@@ -132,17 +133,17 @@ def test_reporteval_quality_fits_a_long_report(backend, mode):
 STOP_SCRIPT = r"""
 import json, sys
 from lifesearch_local.config import JudgeConfig
-from lifesearch_local.judging import judge_stage
+from lifesearch_local.judge.stage import judge_stage
 from lifesearch_local.records import Report, Task
 from lifesearch_local.store import RunDir
-from serving.config import ModelConfig
-from serving.hf import HFBackend
+from serving.config import model_config
+from serving.engines.hf import HFBackend
 
 task = Task.model_validate({"id": "t1", "language": "en", "domain": "company", "question": "Q?", "rubrics": [
     {"id": f"R{i}", "criterion": f"States {i}.", "type": "Objective", "necessity": "Explicit",
      "priority": "Must Have", "weight": 1.0} for i in range(2)]})
 text = " ".join(f"Finding {i}: revenue grew in region {i % 7}." for i in range(2300))
-backend = HFBackend(ModelConfig(model="tiny-llama", kernel="two_stage"))
+backend = HFBackend(engine_config(model_config(model="tiny-llama", kernel="two_stage")))
 backend.scorer.prefill_chunk = 256
 forward = backend.model.forward
 def announce(*a, **kw):
@@ -198,7 +199,7 @@ def test_chunked_prefill_equals_one_forward(backend):
     """Prefix chunks that end anywhere (7 tokens here) give the same scores as scoring each prompt alone."""
     import random
 
-    from serving.kernel import Item, PackedScorer
+    from serving.engines.kernel import Item, PackedScorer
 
     rng = random.Random(3)
     prefix = [rng.randrange(20, 600) for _ in range(150)]

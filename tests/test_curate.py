@@ -20,7 +20,7 @@ from lifesearch_local.curate.records import CurationRecord, Query
 from lifesearch_local.curate.stage import DRAFTS, RECORDS, curate_stage
 from lifesearch_local.errors import InputError
 from lifesearch_local.jsonl import read_records
-from lifesearch_local.prompts import load_template, placeholders, render
+from lifesearch_local.prompts import load_template, render
 from lifesearch_local.records import Domain
 from lifesearch_local.store import ConfigChanged, RunDir
 from lifesearch_local.tasks import DOMAIN_NAMES_ZH, load_tasks, parse_domain
@@ -129,7 +129,7 @@ def test_prompt_files_hold_the_paper_text_and_render_cleanly(name):
     # PDF page furniture must not have leaked into the prompts.
     assert "(continued)" not in text and "\n16\n" not in text and " 14 " not in text
     key = "user_query" if name == "curate_rewrite" else "query"
-    assert placeholders(name) == {key}
+    assert set(re.findall(r"\{([a-z_][a-z0-9_]*)\}", text)) == {key}
     rendered, digest = render(name, **{key: "MY QUERY {x}"})
     assert rendered.endswith("MY QUERY {x}\n") and "{query}" not in rendered and "{user_query}" not in rendered
     assert digest == load_template(name)[1] and len(digest) == 16
@@ -400,10 +400,10 @@ def test_draft_validates_only_with_draft(tmp_path, capsys):
 def test_cli_prints_the_summary(tmp_path, monkeypatch, capsys):
     import contextlib
 
-    import serving.registry
+    import serving.hosting
 
     s = Script({("filter", "and the other one too, cheaper??"): [filter_json(quality_level="low")]})
-    monkeypatch.setattr(serving.registry, "open_backend", lambda cfg, ray=None, phase="": contextlib.nullcontext(s.backend))
+    monkeypatch.setattr(serving.hosting, "open_backend", lambda cfg, ray=None, phase="": contextlib.nullcontext(s.backend))
     monkeypatch.setattr("lifesearch_local.preflight.weights_problem", lambda name, revision=None: None)  # no hub here
     qs = write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "query": EN_QUERY}, {"id": "b", "query": "and the other one too, cheaper??"}])
     assert main(["curate", "--queries", str(qs), "--model", "some/model", "--out", str(tmp_path / "o"), "--quiet"]) == 0
@@ -417,11 +417,11 @@ def test_cli_prints_the_summary(tmp_path, monkeypatch, capsys):
 def test_cli_summary_when_every_query_failed_says_so(tmp_path, monkeypatch, capsys):
     import contextlib
 
-    import serving.registry
+    import serving.hosting
 
     other = "and the other one too, cheaper??"
     s = Script({("filter", EN_QUERY): ["nope"] * 3, ("filter", other): ["nope"] * 3})
-    monkeypatch.setattr(serving.registry, "open_backend", lambda cfg, ray=None, phase="": contextlib.nullcontext(s.backend))
+    monkeypatch.setattr(serving.hosting, "open_backend", lambda cfg, ray=None, phase="": contextlib.nullcontext(s.backend))
     monkeypatch.setattr("lifesearch_local.preflight.weights_problem", lambda name, revision=None: None)  # no hub here
     qs = write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "query": EN_QUERY}, {"id": "b", "query": other}])
     assert main(["curate", "--queries", str(qs), "--model", "some/model", "--out", str(tmp_path / "o"), "--quiet"]) == 0

@@ -6,10 +6,11 @@ import pytest
 
 pytest.importorskip("torch")
 
-from serving.config import ModelConfig  # noqa: E402
+from lifesearch_local.models import engine_config  # noqa: E402
+from serving.config import model_config  # noqa: E402
 from serving.decoding import _byte_decoder, decode_generated  # noqa: E402
+from serving.engines.tiny import train_tokenizer, wrap_tokenizer  # noqa: E402
 from serving.protocol import ChatRequest  # noqa: E402
-from serving.tiny import train_tokenizer, wrap_tokenizer  # noqa: E402
 
 FFFD = "\ufffd"
 
@@ -42,9 +43,9 @@ def test_a_spelled_out_replacement_character_and_markup_tokens_survive(tok):
 def test_hf_backend_generate_decodes_without_replacement_characters(monkeypatch):
     import torch
 
-    from serving.hf import HFBackend
+    from serving.engines.hf import HFBackend
 
-    backend = HFBackend(ModelConfig(model="tiny-qwen3", device="cpu", kernel="single"))
+    backend = HFBackend(engine_config(model_config(model="tiny-qwen3", device="cpu", kernel="single")))
     tail = [byte_id(backend.tokenizer, 0xE5), byte_id(backend.tokenizer, 0x85)]  # "元" is E5 85 83: cut before 83
     body = backend.tokenizer("价格 45", add_special_tokens=False)["input_ids"]
 

@@ -6,18 +6,19 @@ import pytest
 
 pytest.importorskip("torch")
 
-from lifesearch_local.judge import CHOICES, PREFILL, judge_prompt  # noqa: E402
+from lifesearch_local.judge.rubric import CHOICES, PREFILL, judge_prompt  # noqa: E402
+from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.records import Task  # noqa: E402
 from lifesearch_local.resources import resource_path  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
-from serving.config import ModelConfig  # noqa: E402
-from serving.hf import HFBackend  # noqa: E402
+from serving.config import model_config  # noqa: E402
+from serving.engines.hf import HFBackend  # noqa: E402
 from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def backend():
-    return HFBackend(ModelConfig(model="tiny-qwen3", kernel="single"))
+    return HFBackend(engine_config(model_config(model="tiny-qwen3", kernel="single")))
 
 
 def groups_for(tasks: list[Task]) -> list[ChoiceGroup]:

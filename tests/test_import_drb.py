@@ -8,6 +8,7 @@ import os
 from fractions import Fraction
 from pathlib import Path
 
+import drb_roundtrip as roundtrip
 import pytest
 from conftest import write_jsonl
 
@@ -253,8 +254,8 @@ def test_round_trip_on_small_files(tmp_path):
     qp, cp, rp = drb_files(tmp_path)
     out = drb.write_import(drb.import_drb(qp, cp, rp), tmp_path / "out")
     assert [t.id for t in load_tasks(out / "tasks.jsonl")] == ["drb-1", "drb-2"]
-    for got, path in ((drb.reconstruct_criteria(out), cp), (drb.reconstruct_queries(out), qp),
-                      (drb.reconstruct_reports(out), rp)):
+    for got, path in ((roundtrip.reconstruct_criteria(out), cp), (roundtrip.reconstruct_queries(out), qp),
+                      (roundtrip.reconstruct_reports(out), rp)):
         assert [json.dumps(r, ensure_ascii=False) for r in got] == path.read_text(encoding="utf-8").splitlines()
 
 
@@ -282,13 +283,13 @@ def raw_lines(name: str) -> list[str]:
 
 
 def test_real_round_trip_is_exact(real_import):
-    criteria = drb.reconstruct_criteria(real_import)
+    criteria = roundtrip.reconstruct_criteria(real_import)
     assert len(criteria) == 100
     assert criteria == [json.loads(line) for line in raw_lines("criteria.jsonl")]
     # byte for byte too: key order, float spellings and the annotators' extra notes all come back
     assert [json.dumps(r, ensure_ascii=False) for r in criteria] == raw_lines("criteria.jsonl")
-    assert [json.dumps(r, ensure_ascii=False) for r in drb.reconstruct_queries(real_import)] == raw_lines("query.jsonl")
-    reports = drb.reconstruct_reports(real_import)
+    assert [json.dumps(r, ensure_ascii=False) for r in roundtrip.reconstruct_queries(real_import)] == raw_lines("query.jsonl")
+    reports = roundtrip.reconstruct_reports(real_import)
     originals = [json.loads(line) for line in raw_lines("reports-claude-3-7-sonnet.jsonl")]
     assert len(reports) == 100 and [r["article"] for r in reports] == [o["article"] for o in originals]
     assert reports == originals

@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from serving import kernel as K  # noqa: E402
-from serving.kernel import Item, PackedScorer, check_attention_only, common_prefix_len, plan_passes  # noqa: E402
+from serving.engines import kernel as K  # noqa: E402
+from serving.engines.kernel import Item, PackedScorer, check_attention_only, common_prefix_len, plan_passes  # noqa: E402
 from serving.protocol import UnsupportedModelError  # noqa: E402
 
 ARCHS = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral"]
@@ -20,10 +20,10 @@ TOL = 1e-4
 def load(name: str, **overrides):
     from transformers import AutoModelForCausalLM
 
-    from serving.hf import attn_implementation
-    from serving.tiny import build_tiny
+    from lifesearch_local.models import tiny_model_dir
+    from serving.engines.hf import attn_implementation
 
-    path = build_tiny(name)
+    path = tiny_model_dir(name)
     kw = {"attn_implementation": attn_implementation("cpu"), "dtype": torch.float32}
     if overrides:
         from transformers import AutoConfig

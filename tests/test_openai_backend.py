@@ -12,15 +12,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from serving.config import ModelConfig
-from serving.openai_backend import EndpointError, OpenAIBackend, retry_after
+from serving.config import ModelConfig, model_config
+from serving.engines.openai import EndpointError, OpenAIBackend, retry_after
 from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest
 
 PREFILL = '{"satisfied": '
 
 
 def cfg(**kw) -> ModelConfig:
-    return ModelConfig(backend="openai", model="judge-x", base_url="http://endpoint.test/v1",
+    return model_config(backend="openai", model="judge-x", base_url="http://endpoint.test/v1",
                        retry_base_delay_s=0.01, **kw)
 
 
@@ -112,7 +112,7 @@ def test_retries_429_and_500_honouring_retry_after_then_succeeds():
     b = backend(rec)
     t0 = time.monotonic()
     g = b.generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])[0]
-    assert g.text == "ok" and len(rec.bodies) == 3 and b.stats["http_retries"] == 2
+    assert g.text == "ok" and len(rec.bodies) == 3 and b.stats()["http_retries"] == 2
     assert time.monotonic() - t0 < 5
 
 
@@ -223,16 +223,16 @@ def slow_server():
 
 
 def test_a_request_past_the_timeout_is_retried_on_a_real_socket(slow_server):
-    b = OpenAIBackend(ModelConfig(backend="openai", model="m", base_url=slow_server, timeout_s=0.3,
+    b = OpenAIBackend(model_config(backend="openai", model="m", base_url=slow_server, timeout_s=0.3,
                                   max_retries=2, retry_base_delay_s=0.01))
     g = b.generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])[0]
-    assert g.text == "late but fine" and _SlowOnce.calls == 2 and b.stats["http_retries"] == 1
+    assert g.text == "late but fine" and _SlowOnce.calls == 2 and b.stats()["http_retries"] == 1
     b.close()
 
 
 def test_timeouts_that_never_end_fail_with_a_clear_error(slow_server):
     _SlowOnce.stalls = 100  # every request in this test stalls
-    b = OpenAIBackend(ModelConfig(backend="openai", model="m", base_url=slow_server, timeout_s=0.2,
+    b = OpenAIBackend(model_config(backend="openai", model="m", base_url=slow_server, timeout_s=0.2,
                                   max_retries=2, retry_base_delay_s=0.01))
     with pytest.raises(EndpointError, match=r"failed after 2 attempts: timed out after 0.2 s"):
         b.generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])

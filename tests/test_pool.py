@@ -23,19 +23,20 @@ pytest.importorskip("torch")
 from lifesearch_local.cli import main  # noqa: E402
 from lifesearch_local.config import JudgeConfig  # noqa: E402
 from lifesearch_local.jsonl import read_records  # noqa: E402
-from lifesearch_local.judge import CHOICES, PREFILL  # noqa: E402
-from lifesearch_local.judging import judge_stage  # noqa: E402
+from lifesearch_local.judge.rubric import CHOICES, PREFILL  # noqa: E402
+from lifesearch_local.judge.stage import judge_stage  # noqa: E402
+from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.records import Judgment, Report  # noqa: E402
 from lifesearch_local.store import RunDir  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
-from serving.actors import EngineHost  # noqa: E402
-from serving.config import ModelConfig, RayConfig  # noqa: E402
-from serving.hf import HFBackend  # noqa: E402
-from serving.pool import PoolError, RayPool, assign, group_cost  # noqa: E402
-from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest  # noqa: E402
-from serving.ray_session import connect, replica_resources  # noqa: E402
+from serving.config import RayConfig, model_config  # noqa: E402
+from serving.engines.hf import HFBackend  # noqa: E402
+from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest, Engine  # noqa: E402
+from serving.ray.actor import EngineHost  # noqa: E402
+from serving.ray.pool import PoolError, RayPool, assign, group_cost  # noqa: E402
+from serving.ray.session import connect, replica_resources  # noqa: E402
 
-MODEL = ModelConfig(model="tiny-llama", device="cpu")
+MODEL = engine_config(model_config(model="tiny-llama", device="cpu"))
 N_TASKS, N_RUBRICS = 4, 3
 
 
@@ -126,12 +127,12 @@ def test_group_cost_counts_the_shared_prefix_once():
 
 def test_replica_resources_follow_the_engine():
     ray_cfg = RayConfig()
-    assert replica_resources(ModelConfig(backend="vllm", tensor_parallel_size=4), ray_cfg, 8)["num_gpus"] == 4
-    assert replica_resources(ModelConfig(device="cpu"), ray_cfg, 8)["num_gpus"] == 0
-    assert replica_resources(ModelConfig(device="auto"), ray_cfg, 0)["num_gpus"] == 0
-    assert replica_resources(ModelConfig(device="auto"), ray_cfg, 2)["num_gpus"] == 1
+    assert replica_resources(model_config(backend="vllm", tensor_parallel_size=4), ray_cfg, 8)["num_gpus"] == 4
+    assert replica_resources(model_config(device="cpu"), ray_cfg, 8)["num_gpus"] == 0
+    assert replica_resources(model_config(device="auto"), ray_cfg, 0)["num_gpus"] == 0
+    assert replica_resources(model_config(device="auto"), ray_cfg, 2)["num_gpus"] == 1
     pinned = RayConfig(num_gpus_per_replica=0.5, num_cpus_per_replica=3)
-    assert replica_resources(ModelConfig(backend="vllm"), pinned, 8) == {"num_cpus": 3, "num_gpus": 0.5}
+    assert replica_resources(model_config(backend="vllm"), pinned, 8) == {"num_cpus": 3, "num_gpus": 0.5}
 
 
 def test_shipped_configs_are_valid_run_configs():
@@ -166,7 +167,7 @@ class DelayedHost(EngineHost):
         return super().score_choices(groups, choices)
 
 
-class KillDuringSecondCall:
+class KillDuringSecondCall(Engine):
     """Wraps a pool; kills replica 0 while the judge's second batch is in flight on it."""
 
     def __init__(self, pool: RayPool):
@@ -176,9 +177,9 @@ class KillDuringSecondCall:
         self.calls += 1
         if self.calls == 2:
             threading.Timer(0.15, ray.kill, args=(self.pool.replicas[0].handle,)).start()
-        before = self.pool.stats["retried_items"]
+        before = self.pool.stats()["retried_items"]
         out = self.pool.score_choices(groups, choices)
-        self.retried_in_call[self.calls] = self.pool.stats["retried_items"] - before
+        self.retried_in_call[self.calls] = self.pool.stats()["retried_items"] - before
         return out
 
 
@@ -204,7 +205,7 @@ def test_one_phase_on_two_replicas(cluster, local, inputs, reference, tmp_path):
         killer = KillDuringSecondCall(pool)
         judge_stage(RunDir(tmp_path), load_tasks(t), read_records(r, Report),
                     JudgeConfig(id="tiny", model=MODEL, groups_per_call=2), killer, show=False)
-        assert pool.stats["replica_failures"] == 1 and killer.retried_in_call == {1: 0, 2: 1, 3: 0, 4: 0}
+        assert pool.stats()["replica_failures"] == 1 and killer.retried_in_call == {1: 0, 2: 1, 3: 0, 4: 0}
         # the last replica dies too: a clear error, quickly
         ray.kill(pool.replicas[1].handle)
         t1 = time.monotonic()
@@ -248,7 +249,7 @@ def test_a_hung_replica_is_killed_and_the_call_fails_clearly_in_bounded_time(clu
         with pytest.raises(PoolError, match=r"took over 1 s"):
             pool.score_choices(groups(3), CHOICES)
         assert time.monotonic() - t0 < 20
-        assert pool.stats["replica_failures"] == 2 and not any(r.alive for r in pool.replicas)
+        assert pool.stats()["replica_failures"] == 2 and not any(r.alive for r in pool.replicas)
         assert gone([r.name for r in pool.replicas])
 
 

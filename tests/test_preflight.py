@@ -14,7 +14,7 @@ from conftest import ROOT, rubric, task, write_jsonl
 
 from lifesearch_local.cli import main
 from lifesearch_local.preflight import SetupError, new_dir_or_nothing, preflight, weights_problem
-from serving.config import ModelConfig, RayConfig
+from serving.config import RayConfig, model_config
 
 SAMPLE = ROOT / "data" / "sample"
 
@@ -114,11 +114,11 @@ def test_single_gpu_config_without_ray_names_the_vllm_extra(tmp_path):
 
 
 def test_preflight_groups_models_and_checks_ray_cpus(tmp_path):
-    vllm = ModelConfig(backend="vllm", model=str(tmp_path))  # a local model directory
+    vllm = model_config(backend="vllm", model=str(tmp_path))  # a local model directory
     ray = RayConfig(replicas=3, num_cpus_per_replica=1, num_gpus_per_replica=0, num_cpus=2)
     with pytest.raises(SetupError, match=r"^judge j: 3 Ray replica\(s\) × 1 CPU .* has 2 CPU\(s\)"):
-        preflight([("judge j", ModelConfig(model="tiny-llama", device="cpu"))], ray)
-    preflight([("judge j", ModelConfig(model="tiny-llama", device="cpu"))], ray.model_copy(update={"replicas": 2}))
+        preflight([("judge j", model_config(model="tiny-llama", device="cpu"))], ray)
+    preflight([("judge j", model_config(model="tiny-llama", device="cpu"))], ray.model_copy(update={"replicas": 2}))
     preflight([("judge j", vllm)], RayConfig(address="ray://head:10001", num_gpus_per_replica=1))  # a joined cluster
 
 

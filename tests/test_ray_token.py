@@ -13,7 +13,7 @@ pytest.importorskip("ray")
 SCRIPT = """
 import ray
 from serving.config import RayConfig
-from serving.ray_session import connect
+from serving.ray.session import connect
 connect(RayConfig(num_cpus=1, object_store_memory_mb=100))
 assert ray.get(ray.put(7)) == 7
 ray.shutdown()
@@ -31,7 +31,7 @@ def test_local_cluster_uses_a_token_without_rays_warning(tmp_path):
 
 
 def test_a_users_own_auth_mode_is_respected(monkeypatch):
-    from serving.ray_session import token_auth_for_local_cluster
+    from serving.ray.session import token_auth_for_local_cluster
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     token_auth_for_local_cluster()

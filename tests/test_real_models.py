@@ -10,8 +10,9 @@ import json
 import pytest
 from conftest import ROOT
 
-from serving import real_models
-from serving.real_models import MARKER, SMOLLM2, MissingModelError, real_model_problem, smollm2_dir
+from lifesearch_local.models import engine_config  # noqa: E402
+from serving.engines import real_models
+from serving.engines.real_models import MARKER, SMOLLM2, MissingModelError, real_model_problem, smollm2_dir
 
 # -- conversion mechanics, with a stand-in GGUF and a tiny model (no package needed) --------------
 
@@ -21,9 +22,9 @@ def fake_source(tmp_path, monkeypatch):
     """A stand-in GGUF file whose 'dequantized' model is tiny-llama; the model cache in tmp_path."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from serving.tiny import build_tiny
+    from lifesearch_local.models import tiny_model_dir
 
-    tiny = build_tiny("tiny-llama")  # from the real cache, before the cache moves
+    tiny = tiny_model_dir("tiny-llama")  # from the real cache, before the cache moves
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF stand-in")
     sha = hashlib.sha256(gguf.read_bytes()).hexdigest()
@@ -123,14 +124,14 @@ def test_cli_without_the_package_is_one_line_exit_2(no_package, tmp_path, capsys
 
 @pytest.fixture(scope="module")
 def smollm2_backend(smollm2_path):
-    from serving.config import ModelConfig
-    from serving.hf import HFBackend
+    from serving.config import model_config
+    from serving.engines.hf import HFBackend
 
-    return HFBackend(ModelConfig(model=SMOLLM2, device="cpu"))
+    return HFBackend(engine_config(model_config(model=SMOLLM2, device="cpu")))
 
 
 def test_converted_directory_is_a_plain_hf_model(smollm2_path):
-    from serving.hf import resolve_model_path
+    from serving.engines.hf import resolve_model_path
 
     cfg = json.loads((smollm2_path / "config.json").read_text())
     assert "quantization_config" not in cfg and cfg["model_type"] == "llama"

@@ -20,11 +20,12 @@ from lifesearch_local.agent.trajectory import trajectory_name
 from lifesearch_local.cli import main
 from lifesearch_local.config import JudgeConfig
 from lifesearch_local.errors import InputError
-from lifesearch_local.judging import judge_stage
+from lifesearch_local.judge.stage import judge_stage
+from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.records import Judgment, Report, Task
 from lifesearch_local.scoring import score_by_judge
 from lifesearch_local.store import LOCK_FILE, ConfigChanged, RunDir, RunDirBusy
-from serving.config import ModelConfig
+from serving.config import model_config
 
 HOLD = ("import sys, time\nfrom lifesearch_local.store import RunDir\n"
         "with RunDir(sys.argv[1]).locked('judge'):\n    print('held', flush=True)\n    time.sleep(120)\n")
@@ -89,7 +90,7 @@ def tiny_inputs(n_tasks: int = 2, texts: list[str] | None = None) -> tuple[list[
 
 
 def judge(model: str = "tiny-llama", jid: str = "j", **kw) -> JudgeConfig:
-    return JudgeConfig(id=jid, model=ModelConfig(model=model, **kw.pop("model_kw", {})), **kw)
+    return JudgeConfig(id=jid, model=model_config(model=model, **kw.pop("model_kw", {})), **kw)
 
 
 def test_another_model_under_the_same_judge_id_is_refused(tmp_path, capsys):
@@ -155,13 +156,13 @@ def test_each_reports_judgments_are_appended_as_soon_as_they_exist(tmp_path):
 
 
 def test_hf_backend_streams_the_same_results_group_by_group():
-    from lifesearch_local.judge import choice_group, pending_work
-    from serving.hf import HFBackend
+    from lifesearch_local.judge.rubric import choice_group, pending_work
+    from serving.engines.hf import HFBackend
 
     tasks, reports = tiny_inputs(3)
     work = pending_work({t.id: t for t in tasks}, reports, set(), "j", 0)
     groups = [choice_group(p)[0] for p in work]
-    backend = HFBackend(ModelConfig(model="tiny-llama", device="cpu"))
+    backend = HFBackend(engine_config(model_config(model="tiny-llama", device="cpu")))
     whole = backend.score_choices(groups, ["true", "false"])
     parts = list(backend.iter_score_choices(groups, ["true", "false"]))
     assert [idx for idx, _ in parts] == [[0], [1], [2]]

@@ -20,7 +20,7 @@ from lifesearch_local.pipeline import run_pipeline
 from lifesearch_local.records import Judgment, Report
 from lifesearch_local.store import RunDir
 from lifesearch_local.web.config import SearchConfig, WebConfig
-from serving.config import ModelConfig
+from serving.config import model_config
 
 ROOT = Path(__file__).resolve().parent.parent
 LATER = "https://harborlane.example/news/2026-07-rate-update"
@@ -41,10 +41,10 @@ def config(tmp_path: Path, **kw) -> RunConfig:
     return RunConfig(
         name="pipeline-test", out=str(tmp_path / "run"), tasks=str(ROOT / "data/sample/tasks.jsonl"),
         task_ids=["sample-en-02", "sample-zh-04"],
-        agents=[AgentConfig(id="scripted", model=ModelConfig(model="agent-model"), model_retries=0,
+        agents=[AgentConfig(id="scripted", model=model_config(model="agent-model"), model_retries=0,
                             tools=ToolsConfig(enabled=["web_search", "web_fetch"], offline=True))],
         web=WebConfig(mode="replay-or-live", corpus_dirs=[ROOT / "data/web"], search=SearchConfig(backend="local")),
-        judge=JudgeConfig(id="j", model=ModelConfig(model="judge-model")), **kw)
+        judge=JudgeConfig(id="j", model=model_config(model="judge-model")), **kw)
 
 
 class Models:

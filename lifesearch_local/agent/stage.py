@@ -5,18 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from serving.protocol import ModelBackend
+from serving.config import RayConfig
+from serving.protocol import Engine
 
 from ..concurrency import map_bounded, run_sync
 from ..progress import progress_bar
 from ..prompts import load_template
 from ..records import Report, Task
-from ..signals import StopFlag, graceful_stop
+from ..signals import StopFlag
+from ..stage import OpenModel, open_stage
 from ..store import RunDir, config_hash, resume_config
 from ..web.config import WebConfig
 from .config import AgentConfig
@@ -31,49 +32,39 @@ def pending_runs(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, runs: int)
     return [(t, r) for r in range(runs) for t in tasks if (t.id, cfg.id, r) not in done]
 
 
-def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: ModelBackend, web: WebConfig, *,
+def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: Engine | None, web: WebConfig, *,
                 runs: int = 1, show: bool = True, web_handles: WebHandles | None = None,
-                today: dt.date | None = None, force_config: bool = False) -> dict[str, Any]:
+                today: dt.date | None = None, force_config: bool = False, ray: RayConfig | None = None,
+                open_model: OpenModel | None = None) -> dict[str, Any]:
     """Run every pending (task, run) of one agent; reports go to reports.jsonl as each finishes.
 
     Holds the run directory's lock; an agent id with reports made under other settings is
-    refused (ConfigChanged) unless `force_config`. SIGTERM: every task finishes its current
+    refused (ConfigChanged) unless `force_config`. The model (`backend`, else opened in-process
+    or on Ray) is loaded only if a run is pending. SIGTERM: every task finishes its current
     step, nothing new starts, unfinished runs write no report (a rerun restarts them); returns
     with `stopped_early`. Returns the stage stats, also merged into the manifest under `agent/<id>`.
     """
-    with rd.locked("agent"):
-        resuming = any(r.agent == cfg.id for r in rd.load("reports.jsonl", Report))
-        rd.check_config(f"agent/{cfg.id}", resume_config(cfg), resuming=resuming, force=force_config,
-                        legacy=(f"config/agent/{cfg.id}", config_hash(cfg)))
-        return _agent_locked(rd, tasks, cfg, backend, web, runs, show, web_handles, today)
-
-
-def _agent_locked(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: ModelBackend, web: WebConfig,
-                  runs: int, show: bool, web_handles: WebHandles | None, today: dt.date | None) -> dict[str, Any]:
-    work = pending_runs(rd, tasks, cfg, runs)
-    t0 = time.perf_counter()
-    with graceful_stop() as stop:
-        reports, counters = run_sync(lambda: _run_all(rd, work, cfg, backend, web, stop, show, web_handles, today))
-    stats = _stats(cfg, work, reports, counters, time.perf_counter() - t0, bool(stop))
-    engine = getattr(backend, "stats", None)  # e.g. the Ray pool's replicas and retries, hf token counts
-    if isinstance(engine, dict):
-        stats["backend_stats"] = {k: v for k, v in engine.items() if isinstance(v, (int, float, str))}
-    rd.update_manifest(
-        hashes={f"config/agent/{cfg.id}": config_hash(cfg),
-                "prompts/agent_system": load_template("agent_system")[1],
-                **_model_hash(cfg, backend)},
-        seeds={f"agent/{cfg.id}": cfg.seed},
-        stage=(f"agent/{cfg.id}", stats),
-    )
+    with open_stage(rd, f"agent/{cfg.id}", command="agent", settings=resume_config(cfg),
+                    resuming=lambda: any(r.agent == cfg.id for r in rd.load("reports.jsonl", Report)),
+                    legacy=(f"config/agent/{cfg.id}", config_hash(cfg)), force=force_config, model=cfg.model,
+                    ray=ray, engine=backend, open_model=open_model, honour_stop=False) as st:
+        work = pending_runs(rd, tasks, cfg, runs)
+        if work:  # loaded here, in the main thread, before the tasks' workers start
+            st.engine.open()
+        reports, counters = run_sync(lambda: _run_all(rd, work, cfg, st.engine, web, st.stop, show, web_handles, today))
+        st.close_engine()
+        stats = _stats(cfg, work, reports, counters, st.wall(), bool(st.stop))
+        engine = st.engine.stats()  # e.g. hf token counts, the Ray pool's replicas and retries
+        if engine:
+            stats["backend_stats"] = {k: v for k, v in engine.items() if isinstance(v, (int, float, str))}
+        if work:  # a rerun with nothing left keeps the last run's figures
+            st.record(stats, hashes={f"config/agent/{cfg.id}": config_hash(cfg),
+                                     "prompts/agent_system": load_template("agent_system")[1]},
+                      seeds={f"agent/{cfg.id}": cfg.seed}, model_key=cfg.id)
     return stats
 
 
-def _model_hash(cfg: AgentConfig, backend: Any) -> dict[str, str]:
-    digest = backend.model_hash() if hasattr(backend, "model_hash") else None
-    return {f"model/{cfg.id}": digest} if digest else {}
-
-
-async def _run_all(rd: RunDir, work: list[tuple[Task, int]], cfg: AgentConfig, backend: ModelBackend, web: WebConfig,
+async def _run_all(rd: RunDir, work: list[tuple[Task, int]], cfg: AgentConfig, backend: Engine, web: WebConfig,
                    stop: StopFlag, show: bool, handles: WebHandles | None, today: dt.date | None):
     from serving.batching import BatchingBackend
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Protocol
 
 from ..records import Task
@@ -11,11 +10,7 @@ from .config import AgentConfig, ToolsConfig
 from .observation import Observation, clip
 
 # name -> "module:class"; each class is built as cls(tool settings, web handles) by `build_tools`.
-TOOLS: dict[str, str] = {
-    "web_search": "lifesearch_local.agent.tools:WebSearchTool",
-    "web_fetch": "lifesearch_local.agent.tools:WebFetchTool",
-    "python": "lifesearch_local.agent.python_tool:PythonTool",
-}
+TOOLS = ("web_search", "web_fetch", "python")
 
 
 class Tool(Protocol):
@@ -148,10 +143,18 @@ def build_tools(cfg: AgentConfig, web: WebHandles | None) -> dict[str, Tool]:
             from ..errors import LifesearchError
 
             raise LifesearchError(f"agent {cfg.id}: unknown tool {name!r}; known: {', '.join(TOOLS)}")
-        module, attr = TOOLS[name].split(":")
-        cls = getattr(importlib.import_module(module), attr)
-        out[name] = cls(cfg.tools, web)
+        out[name] = _tool(name, cfg, web)
     return out
+
+
+def _tool(name: str, cfg: AgentConfig, web: WebHandles | None) -> Tool:
+    if name == "web_search":
+        return WebSearchTool(cfg.tools, web)
+    if name == "web_fetch":
+        return WebFetchTool(cfg.tools, web)
+    from .python_tool import PythonTool  # the sandbox runner: only for agents that use it
+
+    return PythonTool(cfg.tools, web)
 
 
 def check_arguments(schema: dict[str, Any], arguments: Any) -> str | None:

@@ -1,38 +1,54 @@
-"""The `lifesearch` command line: a registry of subcommands, each imported on use."""
+"""The `lifesearch` command line: one module per subcommand, each adding its parser."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .. import __version__
 from ..errors import LifesearchError
+from ..web import cli as web_cli
+from . import (
+    agree,
+    bench,
+    cluster,
+    curate,
+    demo,
+    importer,
+    judge,
+    repair,
+    report,
+    reporteval,
+    run,
+    score,
+    sweep,
+    validate,
+)
 
-# name -> "module:register"; a module's register(subparsers) adds its parser. Modules keep
-# heavy imports (torch, ray, vllm) inside the functions that run, so `--help` stays fast.
-COMMANDS: dict[str, str] = {
-    "validate": "lifesearch_local.cli.validate:register",
-    "score": "lifesearch_local.cli.score:register",
-    "judge": "lifesearch_local.cli.judge:register",
-    "run": "lifesearch_local.cli.run:register",
-    "agent": "lifesearch_local.cli.run:register_agent",
-    "demo": "lifesearch_local.cli.demo:register",
-    "sweep": "lifesearch_local.cli.sweep:register",
-    "cluster": "lifesearch_local.cli.cluster:register",
-    "bench": "lifesearch_local.cli.bench:register",
-    "fetch": "lifesearch_local.web.cli:register_fetch",
-    "search": "lifesearch_local.web.cli:register_search",
-    "corpus": "lifesearch_local.web.cli:register_corpus",
-    "cache": "lifesearch_local.web.cli:register_cache",
-    "agree": "lifesearch_local.cli.agree:register",
-    "report": "lifesearch_local.cli.report:register",
-    "reporteval": "lifesearch_local.cli.reporteval:register",
-    "import": "lifesearch_local.cli.importer:register",
-    "curate": "lifesearch_local.cli.curate:register",
-    "repair": "lifesearch_local.cli.repair:register",
+# name -> register(subparsers). The command modules keep heavy imports (torch, ray, vllm)
+# inside the functions that run, so importing them all keeps `--help` fast.
+COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
+    "validate": validate.register,
+    "score": score.register,
+    "judge": judge.register,
+    "run": run.register,
+    "agent": run.register_agent,
+    "demo": demo.register,
+    "sweep": sweep.register,
+    "cluster": cluster.register,
+    "bench": bench.register,
+    "fetch": web_cli.register_fetch,
+    "search": web_cli.register_search,
+    "corpus": web_cli.register_corpus,
+    "cache": web_cli.register_cache,
+    "agree": agree.register,
+    "report": report.register,
+    "reporteval": reporteval.register,
+    "import": importer.register,
+    "curate": curate.register,
+    "repair": repair.register,
 }
 
 
@@ -46,9 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of setup and input errors (normally one line)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for target in COMMANDS.values():
-        module, attr = target.split(":")
-        getattr(importlib.import_module(module), attr)(sub)
+    for register in COMMANDS.values():
+        register(sub)
     return parser
 
 

@@ -66,7 +66,9 @@ def load_model(name: str, device: str, dtype_name: str, seed: int):
     from transformers import AutoModelForCausalLM, LlamaConfig
     from transformers.utils import logging as hf_logging
 
-    from serving.hf import attn_implementation, resolve_model_path
+    from serving.engines.hf import attn_implementation
+
+    from ..models import resolved_path
 
     hf_logging.disable_progress_bar()
     dtype = {"auto": torch.bfloat16 if device == "cuda" else torch.float32,
@@ -77,12 +79,12 @@ def load_model(name: str, device: str, dtype_name: str, seed: int):
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attn_implementation(device))
         return model.eval()
-    path = resolve_model_path(name, seed)
+    path = resolved_path(name, seed)
     return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation(device)).to(device).eval()
 
 
 def make_groups(vocab: int, k: int, n: int, p: int, s: int, seed: int):
-    from serving.kernel import Item
+    from serving.engines.kernel import Item
 
     rng = random.Random(seed)
     lo = 16  # keep clear of special tokens
@@ -100,12 +102,12 @@ def real_groups(args: argparse.Namespace) -> tuple[list, dict]:
     from transformers import AutoConfig, AutoTokenizer
 
     from serving.chat import choice_group_items, context_limit
-    from serving.hf import resolve_model_path
-    from serving.kernel import common_prefix_len
+    from serving.engines.kernel import common_prefix_len
 
     from ..errors import InputError
     from ..jsonl import read_records
-    from ..judge import CHOICES, Pending, choice_group, judged_rubrics
+    from ..judge.rubric import CHOICES, Pending, choice_group, judged_rubrics
+    from ..models import resolved_path
     from ..records import Report
     from ..tasks import load_tasks
 
@@ -117,10 +119,10 @@ def real_groups(args: argparse.Namespace) -> tuple[list, dict]:
             raise InputError(args.reports_from, i + 1, "task_id", f"task {rep.task_id!r} is not in {tasks_path}")
     # The random shape:* models have no tokenizer of their own: use the tiny one (its ids fit their vocab).
     tok_name = "tiny-llama" if args.model in SHAPES else args.model
-    tok = AutoTokenizer.from_pretrained(resolve_model_path(tok_name, args.seed))
+    tok = AutoTokenizer.from_pretrained(resolved_path(tok_name, args.seed))
     # The judge's own token ids: template and data tokenized apart, a report longer than the
     # model's context fitted the way `lifesearch judge` fits it (shape:* models take 32k positions).
-    limit = 32768 if args.model in SHAPES else context_limit(AutoConfig.from_pretrained(resolve_model_path(args.model, args.seed)))
+    limit = 32768 if args.model in SHAPES else context_limit(AutoConfig.from_pretrained(resolved_path(args.model, args.seed)))
     groups, elided = [], 0
     for rep in reports:
         task = tasks[rep.task_id]
@@ -141,7 +143,7 @@ def real_groups(args: argparse.Namespace) -> tuple[list, dict]:
 
 def attention_pairs(groups, packed: bool) -> int:
     """Query-key pairs a causal kernel must compute (for the FLOP estimate)."""
-    from serving.kernel import common_prefix_len
+    from serving.engines.kernel import common_prefix_len
 
     total = 0
     for items in groups:
@@ -159,7 +161,7 @@ def timed(model, form: str, groups, budget: int, device: str, *, say=None):
     function) gets an estimate after the warm-up and a progress bar of decisions while it runs."""
     import torch
 
-    from serving.kernel import KernelStats, PackedScorer
+    from serving.engines.kernel import KernelStats, PackedScorer
     from serving.progress_hook import reporting
 
     from ..progress import progress_bar
@@ -189,7 +191,7 @@ def timed(model, form: str, groups, budget: int, device: str, *, say=None):
 
 def tokens_needed(groups, packed: bool) -> int:
     """Tokens a form runs through the model: each shared prefix once (packed forms) or every full prompt."""
-    from serving.kernel import common_prefix_len
+    from serving.engines.kernel import common_prefix_len
 
     if not packed:
         return sum(len(it.ids) for g in groups for it in g)
@@ -259,14 +261,13 @@ def vllm_model_dir(args: argparse.Namespace, config) -> tuple[str, str]:
 
     from transformers import AutoTokenizer
 
-    from serving.hf import resolve_model_path
-    from serving.tiny import build_tiny
+    from ..models import resolved_path, tiny_model_dir
 
     if args.model not in SHAPES:
-        return resolve_model_path(args.model, args.seed), "auto"
+        return resolved_path(args.model, args.seed), "auto"
     out = tempfile.mkdtemp(prefix="lifesearch-shape-")
     config.save_pretrained(out)
-    AutoTokenizer.from_pretrained(build_tiny("tiny-llama")).save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_model_dir("tiny-llama")).save_pretrained(out)
     return out, "dummy"
 
 
@@ -279,14 +280,14 @@ def vllm_baseline(args: argparse.Namespace, config, groups, p_packed: list[float
     """
     import torch
 
-    from serving.config import ModelConfig
-    from serving.vllm_backend import VLLMBackend
+    from serving.config import model_config
+    from serving.engines.vllm import VLLMBackend
 
     path, load_format = vllm_model_dir(args, config)
     longest = max(len(it.ids) for g in groups for it in g)
     cpu = args.device == "cpu" or not torch.cuda.is_available()
     threads = _bind_vllm_cpu_threads() if cpu else None
-    cfg = ModelConfig(backend="vllm", model=path, dtype=args.dtype,  # auto: bf16 on GPU, fp32 on CPU, as for hf
+    cfg = model_config(backend="vllm", model=path, dtype=args.dtype,  # auto: bf16 on GPU, fp32 on CPU, as for hf
                       enable_prefix_caching=True, load_format=load_format, max_model_len=longest + 16,
                       gpu_memory_utilization=0.85, seed=args.seed, enforce_eager=cpu,
                       kv_cache_gib=_kv_cache_gib(config, groups, args.dtype) if cpu else None)
@@ -302,7 +303,7 @@ def vllm_baseline(args: argparse.Namespace, config, groups, p_packed: list[float
         reset = getattr(engine.llm, "reset_prefix_cache", None)
         if reset is not None:
             reset()  # the timed run must not read the warm-up's cache
-        before = dict(engine.stats)
+        before = engine.stats()
         t0 = time.perf_counter()
         lps = engine.score_items(groups)
         vllm_s = time.perf_counter() - t0
@@ -310,8 +311,8 @@ def vllm_baseline(args: argparse.Namespace, config, groups, p_packed: list[float
         engine.close()
     p_vllm = [1 / (1 + math.exp(b - a)) for g in lps for a, b in g]
     decisions = len(p_vllm)
-    prompt_tokens = engine.stats["choice_prompt_tokens"] - before["choice_prompt_tokens"]
-    cached = engine.stats["choice_cached_tokens"] - before["choice_cached_tokens"]
+    prompt_tokens = engine.stats()["choice_prompt_tokens"] - before["choice_prompt_tokens"]
+    cached = engine.stats()["choice_cached_tokens"] - before["choice_cached_tokens"]
     out = {"vllm_s": round(vllm_s, 4), "vllm_decisions_per_s": round(decisions / vllm_s, 2),
            "speedup_vs_vllm": round(vllm_s / packed_s, 2), "vllm_load_format": load_format,
            "vllm_dtype": engine_dtype(engine), "vllm_threads": threads,

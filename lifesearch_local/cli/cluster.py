@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,24 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 
-def alive_nodes() -> list[dict]:
-    import ray
-
-    return [n for n in ray.nodes() if n.get("Alive")]
-
-
 def wait(args: argparse.Namespace) -> int:
-    import ray
+    from serving.ray.session import wait_for_nodes
 
     from ..errors import LifesearchError
 
-    ray.init(address=args.address, logging_level="ERROR", log_to_driver=False)
-    deadline = time.monotonic() + args.timeout
-    n = len(alive_nodes())
-    while n < args.nodes and time.monotonic() < deadline:  # bounded by the deadline
-        time.sleep(2.0)
-        n = len(alive_nodes())
-    ray.shutdown()
+    n = wait_for_nodes(args.address, args.nodes, args.timeout)
     if n < args.nodes:
         raise LifesearchError(f"only {n} of {args.nodes} Ray nodes joined within {args.timeout:.0f} s")
     print(f"{n} Ray nodes alive")
@@ -47,11 +34,8 @@ def wait(args: argparse.Namespace) -> int:
 
 
 def info(args: argparse.Namespace) -> int:
-    import ray
+    from serving.ray.session import node_resources
 
-    ray.init(address=args.address, logging_level="ERROR", log_to_driver=False)
-    for node in alive_nodes():
-        res = {k: v for k, v in node["Resources"].items() if not k.startswith("node:")}
-        print(f"{node['NodeManagerAddress']}: {res}")
-    ray.shutdown()
+    for address, resources in node_resources(args.address):
+        print(f"{address}: {resources}")
     return 0

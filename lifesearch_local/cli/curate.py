@@ -54,12 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def curate_config(args: argparse.Namespace):
     """The CurateConfig of this command: the YAML or --model, with the flags over it."""
-    from serving.config import ModelConfig
+    from serving.config import model_config
 
     from ..config import validate_config
     from ..curate.config import CurateConfig, load_curate_config
 
-    cfg = load_curate_config(args.config) if args.config else CurateConfig(model=ModelConfig(model=args.model))
+    cfg = load_curate_config(args.config) if args.config else CurateConfig(model=model_config(model=args.model))
     data = cfg.model_dump()
     if args.device:
         data["model"]["device"] = args.device

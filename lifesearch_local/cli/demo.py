@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def demo_config(args: argparse.Namespace):
     """The demo as a RunConfig over the bundled sample tasks, reports, labels and corpus."""
-    from serving.config import ModelConfig
+    from serving.config import model_config
 
     from ..agent.config import AgentConfig
     from ..config import JudgeConfig, RunConfig
@@ -54,7 +54,7 @@ def demo_config(args: argparse.Namespace):
     sample = resource_path("data", "sample")
     agents = [] if args.no_agent else [AgentConfig(
         id=f"{_short(args.agent_model)}-agent",
-        model=ModelConfig(model=args.agent_model, device=args.device),
+        model=model_config(model=args.agent_model, device=args.device),
         max_iterations=args.iterations, max_tokens=64, context_tokens=8192, wall_s=120, concurrency=10,
         tools={"offline": True, "python": {"wall_s": 10, "cpu_s": 5, "memory_mb": 512}},
     )]
@@ -66,7 +66,7 @@ def demo_config(args: argparse.Namespace):
         web=WebConfig(mode="replay-or-live", corpus_dirs=[resource_path("data", "web")],
                       search={"backend": "local"}),
         judge=JudgeConfig(id=f"{_short(args.model)}-choice",
-                          model=ModelConfig(model=args.model, kernel=args.kernel, device=args.device)),
+                          model=model_config(model=args.model, kernel=args.kernel, device=args.device)),
     )
 
 

@@ -63,7 +63,7 @@ def limit_work(tasks: list, reports: list, limit: int | None) -> tuple[list, lis
 
 
 def judge_configs(args: argparse.Namespace):
-    from serving.config import ModelConfig
+    from serving.config import model_config, with_settings
 
     from ..config import JudgeConfig, load_judge_configs
 
@@ -71,12 +71,12 @@ def judge_configs(args: argparse.Namespace):
         cfgs = load_judge_configs(args.config)
     else:
         mode = args.mode or "choice"
-        cfgs = [JudgeConfig(id=args.id or f"{Path(args.model).name}-{mode}", model=ModelConfig(model=args.model))]
+        cfgs = [JudgeConfig(id=args.id or f"{Path(args.model).name}-{mode}", model=model_config(model=args.model))]
     out = []
     for c in cfgs:
         model_upd = {k: v for k, v in (("kernel", args.kernel), ("device", args.device)) if v}
         upd = {k: v for k, v in (("mode", args.mode), ("runs", args.runs), ("id", args.id)) if v}
-        out.append(c.model_copy(update={**upd, "model": c.model.model_copy(update=model_upd)}))
+        out.append(c.model_copy(update={**upd, "model": with_settings(c.model, **model_upd)}))
     return out
 
 
@@ -95,10 +95,10 @@ def ray_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from serving.ray_session import ray_session
+    from serving.ray.session import ray_session
 
     from ..jsonl import read_records
-    from ..judging import judge_stage
+    from ..judge.stage import judge_stage
     from ..preflight import new_dir_or_nothing, preflight
     from ..records import Report
     from ..store import RunDir, sha256_file

@@ -104,7 +104,7 @@ def print_result(result) -> bool:
 
 def tiny_models(cfg) -> list[str]:
     """The built-in random-weight models a run config uses."""
-    from serving.tiny import TINY_MODELS
+    from serving.engines.tiny import TINY_MODELS
 
     return sorted({m.model for m in [a.model for a in cfg.agents] + [j.model for j in cfg.all_judges()]} & set(TINY_MODELS))
 

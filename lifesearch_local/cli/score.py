@@ -29,16 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def scores_json(by_judge: dict) -> dict:
-    """One judge: {"judge", "agents"}; several: {"judges": {name: {"judge", "agents"}}}."""
-    per = {name: {"judge": name, "agents": {a: s.as_json() for a, s in rows.items()}} for name, rows in by_judge.items()}
-    return next(iter(per.values())) if len(per) == 1 else {"judges": per}
-
-
 def run(args: argparse.Namespace) -> int:
     from ..jsonl import read_records
     from ..records import Judgment, Report
-    from ..scoring import score_by_judge
+    from ..scoring import score_by_judge, scores_json
     from ..tables import print_scores
     from ..tasks import first_tasks, load_tasks
 

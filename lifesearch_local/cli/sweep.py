@@ -29,13 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from serving.ray_session import ray_session
+    from serving.ray.session import ray_session
 
     from ..agreement import agreement
     from ..config import load_run_config
     from ..errors import LifesearchError
     from ..jsonl import read_records
-    from ..judging import judge_stage
+    from ..judge.stage import judge_stage
     from ..labels import label_index
     from ..preflight import preflight
     from ..records import Judgment, Label, Report

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from serving.config import ModelConfig
+from serving.config import HFConfig, ModelConfig
 
 from ..config import load_yaml, validate_config
 from .records import QualityLevel
@@ -30,7 +30,7 @@ class CurateConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: ModelConfig = Field(default_factory=ModelConfig)
+    model: ModelConfig = Field(default_factory=HFConfig)
     """The model and the engine hosting it."""
     temperature: float = Field(0.0, ge=0.0)
     """Sampling temperature of the first attempt (retries use at least 0.7 and a new seed)."""

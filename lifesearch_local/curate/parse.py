@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..judge import parse_object
+from ..llm import parse_object
 from ..tasks import parse_domain
 from .queries import detect_language
 from .records import QUALITY_RANK, DomainResult, FilterResult, Query, ReasonCode

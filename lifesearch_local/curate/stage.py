@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
 from typing import Any
 
-from serving.protocol import ModelBackend
+from serving.protocol import Engine
 
 from ..jsonl import write_records
-from ..judge import generate_attempts
+from ..llm import generate_attempts
 from ..progress import progress_bar
 from ..prompts import load_template, render
 from ..records import Task
-from ..signals import graceful_stop
+from ..stage import OpenModel, Stage, open_stage
 from ..store import RunDir, config_hash, resume_config
 from .config import CurateConfig
 from .parse import filter_decision, is_empty_answer, parse_domain_answer, parse_filter, parse_rewrite
@@ -41,7 +39,7 @@ def _prompt(stage: StageName, rec: CurationRecord) -> tuple[str, str, str]:
 
 
 def _ask(
-    backend: ModelBackend, cfg: CurateConfig, stage: StageName, recs: Sequence[CurationRecord],
+    backend: Engine, cfg: CurateConfig, stage: StageName, recs: Sequence[CurationRecord],
     parser: Callable[[CurationRecord], Callable[[str], Any]],
 ) -> list[tuple[CurationRecord, Any]]:
     """Run one stage on `recs` with bounded retries; a query with no valid answer is marked failed.
@@ -72,7 +70,7 @@ def _drop(rec: CurationRecord, code: ReasonCode, reason: str) -> None:
     rec.status, rec.code, rec.reason = "dropped", code, reason
 
 
-def curate_chunk(backend: ModelBackend, cfg: CurateConfig, chunk: Sequence[Query]) -> list[CurationRecord]:
+def curate_chunk(backend: Engine, cfg: CurateConfig, chunk: Sequence[Query]) -> list[CurationRecord]:
     """Stage 1 on every query of the chunk, stage 2 on those kept, stage 3 on those still kept."""
     recs = [CurationRecord(id=q.id, language=q.language, query=q.text, status="kept", stage="filter",
                            code="kept", reason="kept", model=cfg.model.model) for q in chunk]
@@ -118,8 +116,8 @@ def draft_tasks(records: Sequence[CurationRecord]) -> list[dict[str, Any]]:
 
 
 def curate_stage(
-    rd: RunDir, queries: Sequence[Query], cfg: CurateConfig, backend: ModelBackend | None = None, *,
-    show: bool = True, force_config: bool = False,
+    rd: RunDir, queries: Sequence[Query], cfg: CurateConfig, backend: Engine | None = None, *,
+    show: bool = True, force_config: bool = False, open_model: OpenModel | None = None,
 ) -> dict[str, Any]:
     """Curate every query not yet in curation.jsonl, chunk by chunk; then rewrite tasks.draft.jsonl
     from all records and record the run in the manifest. Returns this invocation's stats.
@@ -129,60 +127,43 @@ def curate_stage(
     SIGTERM stops after the current chunk (records flushed); rerunning the same command finishes
     the work.
     """
-    with rd.locked("curate"):
-        return _curate_locked(rd, queries, cfg, backend, show, force_config)
-
-
-def _curate_locked(rd: RunDir, queries: Sequence[Query], cfg: CurateConfig, backend: ModelBackend | None,
-                   show: bool, force_config: bool) -> dict[str, Any]:
-    records = rd.load(RECORDS, CurationRecord)  # extended with each chunk, never read again
-    done = {r.id for r in records}
-    todo = [q for q in queries if q.id not in done]
-    # before any record, so that a run killed midway still says what config it had
-    rd.check_config("curate", resume_config(cfg), resuming=bool(done), force=force_config,
-                    legacy=("config/curate", config_hash(cfg)))
-    if todo:
-        rd.update_manifest(hashes={"config/curate": config_hash(cfg)})
-    t0, stopped, new = time.perf_counter(), False, 0
-    with graceful_stop() as stop, ExitStack() as models:
-        if todo and backend is None:
-            from serving.registry import open_backend
-
-            backend = models.enter_context(open_backend(cfg.model, phase="curate"))
-        with progress_bar(len(todo), desc="curate", unit="query", show=show) as bar:
-            for i in range(0, len(todo), cfg.batch_size):
-                chunk = todo[i : i + cfg.batch_size]
-                curated = curate_chunk(backend, cfg, chunk)
-                rd.append(RECORDS, curated)
-                records.extend(curated)
-                new += len(chunk)
-                bar.advance(len(chunk))
-                if stop and i + cfg.batch_size < len(todo):
-                    stopped = True
-                    break
-    write_records(rd.file(DRAFTS), draft_tasks(records))
-    stats = {"queries": len(queries), "already_recorded": len(done), "curated": new,
-             "wall_s": round(time.perf_counter() - t0, 3), "stopped_early": stopped,
-             "backend": cfg.model.backend, "model": cfg.model.model, **summarize_records(records)}
-    gen = getattr(backend, "stats", None)
-    if isinstance(gen, dict):
-        stats.update({k: v for k, v in gen.items() if v})
-    _record(rd, cfg, backend, stats)
+    with open_stage(rd, "curate", command="curate", settings=resume_config(cfg),
+                    resuming=lambda: bool(rd.load(RECORDS, CurationRecord)),
+                    legacy=("config/curate", config_hash(cfg)), force=force_config, model=cfg.model,
+                    engine=backend, open_model=open_model, honour_stop=False) as st:
+        records = rd.load(RECORDS, CurationRecord)  # extended with each chunk, never read again
+        done = {r.id for r in records}
+        todo = [q for q in queries if q.id not in done]
+        if todo:  # before any record, so that a run killed midway still says what config it had
+            rd.update_manifest(hashes={"config/curate": config_hash(cfg)})
+        new, stopped = _curate_all(st, cfg, todo, records, show)
+        st.close_engine()
+        write_records(rd.file(DRAFTS), draft_tasks(records))
+        stats = {"queries": len(queries), "already_recorded": len(done), "curated": new,
+                 "wall_s": st.wall(), "stopped_early": stopped,
+                 "backend": cfg.model.backend, "model": cfg.model.model, **summarize_records(records)}
+        stats.update({k: v for k, v in st.engine.stats().items() if v})
+        st.record(stats, hashes={"config/curate": config_hash(cfg),
+                                 **{f"prompts/{name}": load_template(name)[1] for name in TEMPLATES}},
+                  seeds={"curate": cfg.model.seed}, model_key="curate", curate_config=cfg.model_dump(mode="json"))
     return stats
 
 
-def _record(rd: RunDir, cfg: CurateConfig, backend: ModelBackend | None, stats: dict[str, Any]) -> None:
-    """Prompt hashes, the config (and its hash), the seed and the stats, in the manifest."""
-    rd.update_manifest(
-        hashes={
-            "config/curate": config_hash(cfg),
-            **{f"prompts/{name}": load_template(name)[1] for name in TEMPLATES},
-            **({"model/curate": backend.model_hash()} if hasattr(backend, "model_hash") else {}),
-        },
-        seeds={"curate": cfg.model.seed},
-        stage=("curate", stats),
-        curate_config=cfg.model_dump(mode="json"),
-    )
+def _curate_all(st: Stage, cfg: CurateConfig, todo: Sequence[Query], records: list[CurationRecord],
+                show: bool) -> tuple[int, bool]:
+    """The pending queries, a chunk at a time, each chunk appended as it is done: (curated, stopped)."""
+    new = 0
+    with progress_bar(len(todo), desc="curate", unit="query", show=show) as bar:
+        for i in range(0, len(todo), cfg.batch_size):
+            chunk = todo[i : i + cfg.batch_size]
+            curated = curate_chunk(st.engine, cfg, chunk)
+            st.rd.append(RECORDS, curated)
+            records.extend(curated)
+            new += len(chunk)
+            bar.advance(len(chunk))
+            if st.stop and i + cfg.batch_size < len(todo):
+                return new, True
+    return new, False
 
 
 def summarize_records(records: Sequence[CurationRecord]) -> dict[str, Any]:

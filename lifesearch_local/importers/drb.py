@@ -32,9 +32,9 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, StrictInt, StrictStr
 
 from ..errors import InputError, LifesearchError
-from ..jsonl import numbered_records, read_records, write_records
+from ..jsonl import numbered_records, write_records
 from ..records import Domain, Report, Rubric, Task
-from ..tasks import load_tasks, parse_domain
+from ..tasks import parse_domain
 
 WEIGHT_RULE = (
     "e = dimension_weight[dimension] * criterion weight; "
@@ -366,41 +366,3 @@ def write_import(result: DrbImport, out: str | Path, *, force: bool = False) -> 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
-
-
-def _load(out: str | Path) -> tuple[dict[str, Task], list[tuple[int, DrbSource]], str]:
-    out = Path(out)
-    src = str(out / "drb_source.jsonl")
-    return {t.id: t for t in load_tasks(out / "tasks.jsonl")}, read_drb(src, DrbSource), src
-
-
-def reconstruct_criteria(out: str | Path) -> list[dict[str, Any]]:
-    """The DRB criteria.jsonl records an import directory was made from, exactly (key order included)."""
-    tasks, sources, path = _load(out)
-    records = []
-    for lineno, s in sources:
-        task = tasks.get(s.task_id)
-        if task is None or {r.id for r in task.rubrics} != set(s.rubrics):
-            raise InputError(path, lineno, "rubrics", f"do not match the rubrics of task {s.task_id!r} in tasks.jsonl")
-        crit: dict[str, list[DrbCriterion]] = {d: [] for d in s.dimensions}
-        for r in task.rubrics:
-            x = s.rubrics[r.id]
-            crit[x.dimension].append(DrbCriterion(**x.model_dump(exclude={"dimension"})))
-        rec = DrbCriteria(id=s.id, prompt=task.question, dimension_weight=s.dimension_weight, criterions=crit)
-        records.append(rec.model_dump(mode="json"))
-    return records
-
-
-def reconstruct_queries(out: str | Path) -> list[dict[str, Any]]:
-    """The DRB query.jsonl records of an import directory, exactly."""
-    tasks, sources, _ = _load(out)
-    return [DrbQuery(id=s.id, topic=s.topic, language=tasks[s.task_id].language,
-                     prompt=tasks[s.task_id].question).model_dump(mode="json") for _, s in sources]
-
-
-def reconstruct_reports(out: str | Path) -> list[dict[str, Any]]:
-    """The DRB reports records (id, prompt, article) of an import directory's reports.jsonl."""
-    tasks, sources, _ = _load(out)
-    ids = {s.task_id: s.id for _, s in sources}
-    return [DrbReport(id=ids[r.task_id], prompt=tasks[r.task_id].question, article=r.text).model_dump(mode="json")
-            for r in read_records(Path(out) / "reports.jsonl", Report)]

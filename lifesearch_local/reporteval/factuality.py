@@ -13,13 +13,14 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from serving.protocol import ChoiceGroup, ModelBackend
+from serving.protocol import ChoiceGroup, Engine
 
 from ..config import JudgeConfig
+from ..llm import generate_parsed, parse_object
 from ..prompts import load_template, render
 from .aggregate import factuality_stats
 from .claims import extract_claims
-from .judgeio import ReportItem, argmax, as_int, evaluation, expected, generate_parsed, parse_object, user
+from .items import ReportItem, argmax, as_int, evaluation, expected, user
 from .records import Claim, ClaimSource, FactualityResult, ReportEvaluation
 from .sources import Source, SourceKey, source_key
 
@@ -84,7 +85,7 @@ def _plan(items: Sequence[ReportItem], sources: dict[SourceKey, Source]) -> tupl
     return claims_by_item, jobs
 
 
-def _choice(backend: ModelBackend, jobs: list[_Job], sources: dict[SourceKey, Source]) -> None:
+def _choice(backend: Engine, jobs: list[_Job], sources: dict[SourceKey, Source]) -> None:
     by_prefix: dict[tuple[SourceKey, int], list[_Job]] = {}
     for j in jobs:
         by_prefix.setdefault((j.key, j.chunk), []).append(j)
@@ -97,7 +98,7 @@ def _choice(backend: ModelBackend, jobs: list[_Job], sources: dict[SourceKey, So
             j.label, j.probs = LABELS[argmax(r.probs)], r.probs
 
 
-def _generate(backend: ModelBackend, cfg: JudgeConfig, jobs: list[_Job], sources: dict[SourceKey, Source]) -> None:
+def _generate(backend: Engine, cfg: JudgeConfig, jobs: list[_Job], sources: dict[SourceKey, Source]) -> None:
     prompts = [factuality_prompt(sources[j.key], j.chunk, j.claim.text) for j in jobs]
     for j, (parsed, raw) in zip(jobs, generate_parsed(backend, cfg, prompts, parse_support, max_tokens=cfg.max_tokens)):
         j.raw = raw
@@ -123,7 +124,7 @@ def _decide(jobs: list[_Job]) -> None:
         slot.expected = expected(best.probs, LABELS) if best.probs else None
 
 
-def judge_factuality(backend: ModelBackend, cfg: JudgeConfig, items: Sequence[ReportItem],
+def judge_factuality(backend: Engine, cfg: JudgeConfig, items: Sequence[ReportItem],
                      sources: dict[SourceKey, Source]) -> list[ReportEvaluation]:
     """One record per report; the claims of the whole batch that cite one source chunk share one prompt group."""
     claims_by_item, jobs = _plan(items, sources)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from serving.protocol import ChoiceGroup, ChoiceRequest, ModelBackend, Span
+from serving.protocol import ChoiceGroup, ChoiceRequest, Engine, Span
 
 from ..config import JudgeConfig
+from ..llm import generate_parsed_fitted, parse_object
 from ..prompts import render, render_span
 from .config import ReportEvalConfig
-from .judgeio import (
+from .items import (
     SCORE_PREFILL,
     SCORES,
     ReportItem,
@@ -17,8 +18,6 @@ from .judgeio import (
     as_int,
     evaluation,
     expected,
-    generate_parsed_fitted,
-    parse_object,
     user,
 )
 from .records import DimensionScore, QualityResult, ReportEvaluation
@@ -71,7 +70,7 @@ def _ungraded() -> list[DimensionScore]:
     return [DimensionScore(dimension=k) for k, _ in DIMENSIONS]
 
 
-def _choice(backend: ModelBackend, items: Sequence[ReportItem]) -> list[tuple[list[DimensionScore], str | None, int]]:
+def _choice(backend: Engine, items: Sequence[ReportItem]) -> list[tuple[list[DimensionScore], str | None, int]]:
     groups = [ChoiceGroup(
         key=f"quality|{it.report.task_id}|{it.report.agent}|{it.report.run}",
         requests=[_request(quality_prompt_span(it.question, it.report.text, k)) for k, _ in DIMENSIONS],
@@ -86,7 +85,7 @@ def _request(prompt: tuple[str, str, Span]) -> ChoiceRequest:
     return user(text, SCORE_PREFILL, elastic=span)
 
 
-def _generate(backend: ModelBackend, cfg: JudgeConfig, rcfg: ReportEvalConfig,
+def _generate(backend: Engine, cfg: JudgeConfig, rcfg: ReportEvalConfig,
               items: Sequence[ReportItem]) -> list[tuple[list[DimensionScore], str | None, int]]:
     prompts = [quality_prompt_span(it.question, it.report.text) for it in items]
     out = []
@@ -98,7 +97,7 @@ def _generate(backend: ModelBackend, cfg: JudgeConfig, rcfg: ReportEvalConfig,
     return out
 
 
-def judge_quality(backend: ModelBackend, cfg: JudgeConfig, rcfg: ReportEvalConfig,
+def judge_quality(backend: Engine, cfg: JudgeConfig, rcfg: ReportEvalConfig,
                   items: Sequence[ReportItem]) -> list[ReportEvaluation]:
     """One record per report; empty reports are not sent to the judge (recorded ungraded with a note)."""
     todo = [it for it in items if it.report.text.strip()]

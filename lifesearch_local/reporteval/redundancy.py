@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from serving.protocol import ChoiceGroup, ModelBackend
+from serving.protocol import ChoiceGroup, Engine
 
 from ..config import JudgeConfig
+from ..llm import generate_parsed_fitted, parse_object
 from ..prompts import load_template, render
 from .aggregate import mean
 from .config import ReportEvalConfig
-from .judgeio import (
+from .items import (
     SCORE_PREFILL,
     SCORES,
     ReportItem,
@@ -19,8 +20,6 @@ from .judgeio import (
     as_int,
     evaluation,
     expected,
-    generate_parsed_fitted,
-    parse_object,
     user,
 )
 from .records import RedundancyPair, RedundancyResult, ReportEvaluation, SectionInfo
@@ -66,7 +65,7 @@ def parse_redundancy(text: str) -> tuple[int, str] | None:
     return parse_object(text, accept)
 
 
-def _choice(backend: ModelBackend, plans: Sequence[_Plan]) -> None:
+def _choice(backend: Engine, plans: Sequence[_Plan]) -> None:
     # One group per report. Grouping by (report, first section) would put passage A in the
     # shared prefix, but measured on CPU it saved 8% of the tokens and tripled the passes.
     live = [p for p in plans if p.result.pairs]
@@ -81,7 +80,7 @@ def _choice(backend: ModelBackend, plans: Sequence[_Plan]) -> None:
             pair.score, pair.label, pair.probs = expected(r.probs, _VALUES), argmax(r.probs), r.probs
 
 
-def _generate(backend: ModelBackend, cfg: JudgeConfig, plans: Sequence[_Plan]) -> None:
+def _generate(backend: Engine, cfg: JudgeConfig, plans: Sequence[_Plan]) -> None:
     jobs = [(p, pair) for p in plans for pair in p.result.pairs]
     prompts = [redundancy_prompt(p.kept[x.a].text, p.kept[x.b].text) for p, x in jobs]
     for (p, pair), (parsed, raw, cut) in zip(jobs, generate_parsed_fitted(backend, cfg, prompts, parse_redundancy,
@@ -92,7 +91,7 @@ def _generate(backend: ModelBackend, cfg: JudgeConfig, plans: Sequence[_Plan]) -
             pair.score, pair.label, pair.reason = float(parsed[0]), parsed[0], parsed[1]
 
 
-def judge_redundancy(backend: ModelBackend, cfg: JudgeConfig, rcfg: ReportEvalConfig,
+def judge_redundancy(backend: Engine, cfg: JudgeConfig, rcfg: ReportEvalConfig,
                      items: Sequence[ReportItem]) -> list[ReportEvaluation]:
     """One record per report: the pairs of all reports of the batch go to the engine in one call."""
     plans = [_Plan(it, *plan_pairs(it, rcfg)) for it in items]

@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from serving.protocol import ModelBackend
-from serving.stop import Stopped, honoured
+from serving.config import RayConfig
+from serving.protocol import Engine
+from serving.stop import Stopped
 
 from ..config import JudgeConfig
 from ..errors import LifesearchError
 from ..progress import progress_bar
 from ..prompts import load_template
 from ..records import Report, Task
-from ..signals import graceful_stop
+from ..stage import OpenModel, open_stage
 from ..store import RunDir, resume_config, sha256_bytes
 from ..web.config import WebConfig
 from .aggregate import summarize
 from .config import ReportEvalConfig
 from .factuality import cited_sources, judge_factuality
-from .judgeio import ReportItem
+from .items import ReportItem
 from .quality import judge_quality
 from .records import ReportEvaluation
 from .redundancy import judge_redundancy
@@ -46,24 +46,6 @@ def report_items(reports: Sequence[Report], tasks: Sequence[Task] | None = None)
     return [ReportItem(r, by_id[r.task_id].question, by_id[r.task_id].as_of) for r in reports]
 
 
-class LazyBackend:
-    """Opens the engine on first use, so a resumed stage with nothing left loads no model."""
-
-    def __init__(self, opener: Callable[[], ModelBackend]):
-        self._opener, self.inner = opener, None
-
-    def _get(self) -> ModelBackend:
-        if self.inner is None:
-            self.inner = self._opener()
-        return self.inner
-
-    def generate(self, requests):
-        return self._get().generate(requests)
-
-    def score_choices(self, groups, choices):
-        return self._get().score_choices(groups, choices)
-
-
 def decisions(rec: ReportEvaluation) -> int:
     """Graded judge decisions in a record (dimensions, pairs, claim–source pairs)."""
     if rec.quality:
@@ -73,7 +55,7 @@ def decisions(rec: ReportEvaluation) -> int:
     return rec.factuality.stats.judged if rec.factuality else 0
 
 
-def _evaluate(metric: str, backend: ModelBackend, cfg: JudgeConfig, rcfg: ReportEvalConfig,
+def _evaluate(metric: str, backend: Engine, cfg: JudgeConfig, rcfg: ReportEvalConfig,
               batch: Sequence[ReportItem], sources: dict) -> list[ReportEvaluation]:
     if metric == "quality":
         return judge_quality(backend, cfg, rcfg, batch)
@@ -86,7 +68,7 @@ def _hash(obj: Any) -> str:
     return sha256_bytes(json.dumps(obj, sort_keys=True, default=str).encode())
 
 
-def _run_metric(rd: RunDir, metric: str, todo: Sequence[ReportItem], backend: ModelBackend, cfg: JudgeConfig,
+def _run_metric(rd: RunDir, metric: str, todo: Sequence[ReportItem], backend: Engine, cfg: JudgeConfig,
                 rcfg: ReportEvalConfig, web: WebConfig, stop: Any, show: bool) -> dict[str, Any]:
     """Evaluate one metric over the pending reports, a batch at a time; returns its stats."""
     t0, st = time.perf_counter(), {"reports": 0, "decisions": 0, "stopped_early": False}
@@ -114,7 +96,8 @@ def _run_metric(rd: RunDir, metric: str, todo: Sequence[ReportItem], backend: Mo
 
 def reporteval_stage(
     rd: RunDir, items: Sequence[ReportItem], cfg: JudgeConfig, rcfg: ReportEvalConfig, web: WebConfig,
-    backend: ModelBackend | None = None, *, ray: Any | None = None, show: bool = True, force_config: bool = False,
+    backend: Engine | None = None, *, ray: RayConfig | None = None, show: bool = True, force_config: bool = False,
+    open_model: OpenModel | None = None,
 ) -> dict[str, Any]:
     """Evaluate every (metric, report) not yet in reporteval.jsonl; returns stats and this judge's summary.
 
@@ -123,40 +106,30 @@ def reporteval_stage(
     only if something is left to do. SIGTERM stops after the current batch (records flushed);
     rerunning the same command finishes the work.
     """
-    with rd.locked("reporteval"):
-        return _reporteval_locked(rd, items, cfg, rcfg, web, backend, ray, show, force_config)
+    def done() -> set:
+        return rd.done_keys(RECORDS, ReportEvaluation, lambda r: r.key)
 
-
-def _reporteval_locked(rd: RunDir, items: Sequence[ReportItem], cfg: JudgeConfig, rcfg: ReportEvalConfig,
-                       web: WebConfig, backend: ModelBackend | None, ray: Any, show: bool,
-                       force_config: bool) -> dict[str, Any]:
-    from serving.registry import open_backend
-
-    done = rd.done_keys(RECORDS, ReportEvaluation, lambda r: r.key)
     # `metrics` only picks which records to add; the others decide what every record says.
     settings = {"judge": resume_config(cfg), "reporteval": resume_config(rcfg.model_copy(update={"metrics": []}))}
-    rd.check_config(f"reporteval/{cfg.id}", settings, resuming=any(k[0] == cfg.id for k in done), force=force_config,
-                    legacy=(f"config/reporteval/{cfg.id}", _hash([cfg.model_dump(), rcfg.model_dump()])))
-    stats: dict[str, Any] = {"mode": cfg.mode, "model": cfg.model.model, "backend": cfg.model.backend,
-                             "web_mode": web.mode, "stopped_early": False}
-    t_all = time.perf_counter()
-    with graceful_stop() as stop, honoured(stop.event), contextlib.ExitStack() as stack:
-        lazy = LazyBackend(lambda: backend or stack.enter_context(open_backend(cfg.model, ray)))
+    config_digest = _hash([cfg.model_dump(), rcfg.model_dump()])
+    with open_stage(rd, f"reporteval/{cfg.id}", command="reporteval", settings=settings,
+                    resuming=lambda: any(k[0] == cfg.id for k in done()), legacy=(f"config/reporteval/{cfg.id}", config_digest),
+                    force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model) as st:
+        stats: dict[str, Any] = {"mode": cfg.mode, "model": cfg.model.model, "backend": cfg.model.backend,
+                                 "web_mode": web.mode, "stopped_early": False}
+        recorded = done()
         for metric in rcfg.metrics:
-            todo = [it for it in items if (cfg.id, metric, *it.report.key) not in done]
+            todo = [it for it in items if (cfg.id, metric, *it.report.key) not in recorded]
             if todo:
-                stats[metric] = _run_metric(rd, metric, todo, lazy, cfg, rcfg, web, stop, show)
+                stats[metric] = _run_metric(rd, metric, todo, st.engine, cfg, rcfg, web, st.stop, show)
                 if stats[metric].pop("stopped_early"):
                     stats["stopped_early"] = True
                     break
-    stats["wall_s"] = round(time.perf_counter() - t_all, 3)
-    summary = summarize(rd.load(RECORDS, ReportEvaluation))
-    rd.file(SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    rd.update_manifest(
-        hashes={**{f"prompts/{p}": load_template(p)[1] for p in PROMPTS},
-                f"config/reporteval/{cfg.id}": _hash([cfg.model_dump(), rcfg.model_dump()]),
-                **({f"model/{cfg.id}": lazy.inner.model_hash()} if hasattr(lazy.inner, "model_hash") else {})},
-        seeds={"reporteval/redundancy": rcfg.seed},
-        stage=(f"reporteval/{cfg.id}", stats),
-    )
+        st.close_engine()
+        stats["wall_s"] = st.wall()
+        summary = summarize(rd.load(RECORDS, ReportEvaluation))
+        rd.file(SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        st.record(stats, hashes={**{f"prompts/{p}": load_template(p)[1] for p in PROMPTS},
+                                 f"config/reporteval/{cfg.id}": config_digest},
+                  seeds={"reporteval/redundancy": rcfg.seed}, model_key=cfg.id)
     return {"stats": stats, "summary": summary.get(cfg.id, {})}

@@ -17,8 +17,8 @@ from .corpus import Corpus, CorpusEntry
 from .dates import after_cutoff
 from .decode import charset_param
 from .extract import extract, is_challenge, is_paywall, media_type, supported
-from .http import FetchError, HttpClient, RawResponse
-from .records import Document, Failure, FailureKind, FetchStats
+from .http import HttpClient, RawResponse
+from .records import Document, Failure, FailureKind, FetchError, FetchStats
 from .ssrf import Resolver
 from .wayback import fetch_capture
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import httpcore
 import httpx
 
-from ..retry import RetryableError, RetryPolicy, aretry
+from serving.retry import RetryableError, RetryPolicy, aretry
+
 from .config import WebConfig
 from .decode import BoundedDecoder, TooLarge, UnsupportedEncoding, charset_param, decode_text
 from .extract import is_challenge, media_type
-from .records import FailureKind
+from .records import FailureKind, FetchError
 from .robots import RobotsCache
 from .ssrf import (
     AddressPolicy,
@@ -55,14 +56,6 @@ EXCEPTION_KINDS: dict[type[BaseException], FailureKind] = {
     httpcore.NetworkError: "network_error",
     OSError: "network_error",
 }
-
-
-class FetchError(Exception):
-    """A fetch that ends in a typed failure; the fetcher turns it into a `Failure` record."""
-
-    def __init__(self, kind: FailureKind, message: str, status: int | None = None, final_url: str | None = None):
-        super().__init__(message)
-        self.kind, self.message, self.status, self.final_url = kind, message, status, final_url
 
 
 class _Retry(RetryableError):

@@ -169,3 +169,11 @@ class FetchStats(BaseModel):
     def count(self, result: Document | Failure) -> None:
         """Add one result to the counters."""
         result.tally(self)
+
+
+class FetchError(Exception):
+    """A fetch that ends in a typed failure; the fetcher turns it into a `Failure` record."""
+
+    def __init__(self, kind: FailureKind, message: str, status: int | None = None, final_url: str | None = None):
+        super().__init__(message)
+        self.kind, self.message, self.status, self.final_url = kind, message, status, final_url

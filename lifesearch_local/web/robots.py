@@ -8,7 +8,9 @@ from urllib.robotparser import RobotFileParser
 
 import httpx
 
-# (status, text) of GET origin/robots.txt; raises UnsafeAddressError for a refused host.
+from .records import FetchError
+
+# (status, text) of GET origin/robots.txt; raises FetchError (kind unsafe_address) for a refused host.
 RobotsGetter = Callable[[str], Awaitable[tuple[int, str]]]
 
 
@@ -39,8 +41,6 @@ class RobotsCache:
 
     async def _load(self, key: str) -> RobotFileParser | None:
         """Parsed rules, or None for "no rules" (absent, any 4xx or 5xx, unreachable)."""
-        from .http import FetchError
-
         try:
             status, text = await self._get(f"{key}/robots.txt")
         except FetchError as e:

@@ -10,7 +10,8 @@ import re
 from urllib.parse import urlencode
 
 from .extract import supported
-from .http import FetchError, HttpClient, RawResponse
+from .http import HttpClient, RawResponse
+from .records import FetchError
 
 _CAPTURE_TS = re.compile(r"/web/(\d{8,14})id_/")
 

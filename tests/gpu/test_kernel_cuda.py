@@ -51,7 +51,7 @@ def build(arch: str, device: str = "cuda"):
 
 
 def groups(seed: int = 0):
-    from serving.kernel import Item
+    from serving.engines.kernel import Item
 
     rng = random.Random(seed)
     out = []
@@ -67,7 +67,7 @@ def p_true(lps) -> list[float]:
 
 
 def score(model, form: str, gs, budget: int = 4096):
-    from serving.kernel import PackedScorer
+    from serving.engines.kernel import PackedScorer
 
     return PackedScorer(model, form=form, token_budget=budget).score(gs)
 

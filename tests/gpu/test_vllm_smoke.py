@@ -14,18 +14,18 @@ import pytest
 pytestmark = pytest.mark.gpu
 vllm = pytest.importorskip("vllm")
 
-from lifesearch_local.judge import CHOICES, PREFILL, judge_prompt  # noqa: E402
+from lifesearch_local.judge.rubric import CHOICES, PREFILL, judge_prompt  # noqa: E402
+from lifesearch_local.models import tiny_model_dir  # noqa: E402
 from lifesearch_local.resources import resource_path  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
-from serving.config import ModelConfig  # noqa: E402
+from serving.config import model_config  # noqa: E402
 from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest  # noqa: E402
-from serving.tiny import build_tiny  # noqa: E402
 
 MAX_DP = 2e-2  # bf16 in both engines, different kernels
 
 
 def model_path() -> str:
-    return os.environ.get("LIFESEARCH_GPU_MODEL") or str(build_tiny("tiny-llama"))
+    return os.environ.get("LIFESEARCH_GPU_MODEL") or str(tiny_model_dir("tiny-llama"))
 
 
 def groups() -> list[ChoiceGroup]:
@@ -40,9 +40,9 @@ def groups() -> list[ChoiceGroup]:
 def hf_scores():
     import torch
 
-    from serving.hf import HFBackend
+    from serving.engines.hf import HFBackend
 
-    hf = HFBackend(ModelConfig(model=model_path(), device="cuda", dtype="bfloat16", kernel="single"))
+    hf = HFBackend(model_config(model=model_path(), device="cuda", dtype="bfloat16", kernel="single"))
     out = hf.score_choices(groups(), CHOICES)
     del hf
     gc.collect()
@@ -52,9 +52,9 @@ def hf_scores():
 
 @pytest.fixture(scope="module")
 def engine():
-    from serving.vllm_backend import VLLMBackend
+    from serving.engines.vllm import VLLMBackend
 
-    return VLLMBackend(ModelConfig(backend="vllm", model=model_path(), dtype="bfloat16", gpu_memory_utilization=0.4,
+    return VLLMBackend(model_config(backend="vllm", model=model_path(), dtype="bfloat16", gpu_memory_utilization=0.4,
                                    max_model_len=8192, enforce_eager=True))
 
 

@@ -83,9 +83,10 @@ def fake_judge_probs(key: str, i: int, req, choices: Sequence[str]) -> list[floa
 
 @pytest.fixture(scope="session")
 def tiny_backend():
-    """The tiny random Llama through serving.registry.open_backend, loaded once for the session."""
-    from serving.config import ModelConfig
-    from serving.registry import open_backend
+    """The tiny random Llama through serving.hosting.open_backend, loaded once for the session."""
+    from lifesearch_local.models import engine_config
+    from serving.config import model_config
+    from serving.hosting import open_backend
 
-    with open_backend(ModelConfig(model="tiny-llama", device="cpu")) as backend:
+    with open_backend(engine_config(model_config(model="tiny-llama", device="cpu"))) as backend:
         yield backend

@@ -11,7 +11,7 @@ from lifesearch_local.config import JudgeConfig
 from lifesearch_local.records import Report
 from lifesearch_local.reporteval.config import ReportEvalConfig
 from lifesearch_local.reporteval.factuality import judge_factuality, parse_support
-from lifesearch_local.reporteval.judgeio import ReportItem
+from lifesearch_local.reporteval.items import ReportItem
 from lifesearch_local.reporteval.quality import DIMENSIONS, judge_quality, parse_quality
 from lifesearch_local.reporteval.redundancy import judge_redundancy, parse_redundancy
 from lifesearch_local.reporteval.sources import Source, source_key, split_chunks

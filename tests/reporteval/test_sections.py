@@ -6,7 +6,7 @@ import pytest
 
 from lifesearch_local.records import Report
 from lifesearch_local.reporteval.config import ReportEvalConfig
-from lifesearch_local.reporteval.judgeio import ReportItem
+from lifesearch_local.reporteval.items import ReportItem
 from lifesearch_local.reporteval.redundancy import plan_pairs
 from lifesearch_local.reporteval.sections import heading_key, pair_seed, sample_pairs, split_sections
 

@@ -1,4 +1,4 @@
-"""The stage and the CLI with the tiny random Llama (serving.hf through open_backend), offline on CPU."""
+"""The stage and the CLI with the tiny random Llama (serving.engines.hf through open_backend), offline on CPU."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from lifesearch_local.reporteval.stage import RECORDS, report_items, reporteval_
 from lifesearch_local.store import RunDir
 from lifesearch_local.tasks import load_tasks
 from lifesearch_local.web.config import WebConfig
-from serving.config import ModelConfig
+from serving.config import model_config
 
 from .conftest import CORPUS, FIXTURES, SAMPLE_TASKS
 
@@ -33,7 +33,7 @@ def web(tmp_path) -> WebConfig:
 
 def test_tiny_choice_all_metrics(tmp_path, tiny_backend):
     rd = RunDir(tmp_path / "run")
-    cfg = JudgeConfig(id="tiny", model=ModelConfig(model="tiny-llama", device="cpu"))
+    cfg = JudgeConfig(id="tiny", model=model_config(model="tiny-llama", device="cpu"))
     res = reporteval_stage(rd, items(), cfg, ReportEvalConfig(), web(tmp_path), tiny_backend, show=False)
     recs = rd.load(RECORDS, ReportEvaluation)
     assert len(recs) == 9 and {r.metric for r in recs} == {"quality", "redundancy", "factuality"}

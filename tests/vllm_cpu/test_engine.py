@@ -16,11 +16,11 @@ import math
 import pytest
 
 from lifesearch_local.jsonl import read_records
-from lifesearch_local.judge import CHOICES, Pending, choice_group, judged_rubrics
+from lifesearch_local.judge.rubric import CHOICES, Pending, choice_group, judged_rubrics
 from lifesearch_local.records import Report
 from lifesearch_local.resources import resource_path
 from lifesearch_local.tasks import load_tasks
-from serving.kernel import Item
+from serving.engines.kernel import Item
 from serving.protocol import ChatRequest, ChoiceGroup
 
 from .conftest import vllm_config
@@ -54,7 +54,7 @@ def p_true(groups) -> list[float]:
 def test_choice_scores_match_hf_in_fp32_and_read_the_prefix_cache(engine, hf):
     groups = judge_groups()
     want = hf.score_choices(groups, CHOICES)
-    before = dict(engine.stats)
+    before = engine.stats()
     got = engine.score_choices(groups, CHOICES)
     assert [len(g) for g in got] == [len(g.requests) for g in groups] == [3, 3]
     dp = max(abs(a - b) for a, b in zip(p_true(want), p_true(got)))
@@ -64,14 +64,14 @@ def test_choice_scores_match_hf_in_fp32_and_read_the_prefix_cache(engine, hf):
     # Prefix caching did its job: after a report's first prompt, the others read the shared
     # prefix (the template head, question and report) from the cache, in whole blocks.
     from serving.chat import choice_group_items
-    from serving.kernel import common_prefix_len
+    from serving.engines.kernel import common_prefix_len
 
     block = engine.llm.llm_engine.vllm_config.cache_config.block_size
     items = [choice_group_items(engine.tokenizer, g, CHOICES, engine.max_positions)[0] for g in groups]
     least = sum((len(its) - 1) * (common_prefix_len([it.ids for it in its]) // block * block) for its in items)
-    cached = engine.stats["choice_cached_tokens"] - before["choice_cached_tokens"]
+    cached = engine.stats()["choice_cached_tokens"] - before["choice_cached_tokens"]
     assert least > 0 and cached >= least, (cached, least)
-    assert engine.stats["choice_prompts"] - before["choice_prompts"] == 6
+    assert engine.stats()["choice_prompts"] - before["choice_prompts"] == 6
 
 
 def test_the_bound_catches_a_decision_read_one_token_early(engine, hf):
@@ -102,7 +102,7 @@ def test_ray_pool_hosts_the_vllm_engine_on_cpu(engine):
     """One Ray actor hosting vLLM (no GPU reserved): same answers as the in-process engine."""
     pytest.importorskip("ray")
     from serving.config import RayConfig
-    from serving.pool import RayPool
+    from serving.ray.pool import RayPool
 
     groups = judge_groups()
     want = engine.score_choices(groups, CHOICES)
@@ -114,4 +114,4 @@ def test_ray_pool_hosts_the_vllm_engine_on_cpu(engine):
         (g,) = pool.generate([ChatRequest(messages=[{"role": "user", "content": QUESTION}], max_tokens=20)])
     assert max(abs(a - b) for a, b in zip(p_true(want), p_true(got))) <= 1e-6
     assert "Paris" in g.text
-    assert pool.stats["choice_prompts"] == 6 and pool.stats["choice_cached_tokens"] > 0, pool.stats
+    assert pool.stats()["choice_prompts"] == 6 and pool.stats()["choice_cached_tokens"] > 0, pool.stats()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib
+from collections.abc import Callable
 
 from ..cache import ReplayMiss, WebCache
 from ..config import WebConfig
@@ -11,20 +11,41 @@ from ..dates import after_cutoff
 from ..records import SearchResult
 from .base import SearchBackend, SearchError, ranked
 
-# name -> "module:class"; each class takes (config, cache) and is imported on use.
-SEARCH_BACKENDS: dict[str, str] = {
-    "searxng": "lifesearch_local.web.search.searxng:SearxngBackend",
-    "serper": "lifesearch_local.web.search.serper:SerperBackend",
-    "local": "lifesearch_local.web.search.local:LocalBackend",
-    "replay": "lifesearch_local.web.search.replay:ReplayBackend",
+
+def _searxng(config: WebConfig, cache: WebCache | None) -> SearchBackend:
+    from .searxng import SearxngBackend
+
+    return SearxngBackend(config, cache)
+
+
+def _serper(config: WebConfig, cache: WebCache | None) -> SearchBackend:
+    from .serper import SerperBackend
+
+    return SerperBackend(config, cache)
+
+
+def _local(config: WebConfig, cache: WebCache | None) -> SearchBackend:
+    from .local import LocalBackend  # bm25s and the corpus index: only when chosen
+
+    return LocalBackend(config, cache)
+
+
+def _replay(config: WebConfig, cache: WebCache | None) -> SearchBackend:
+    from .replay import ReplayBackend
+
+    return ReplayBackend(config, cache)
+
+
+# name -> factory taking (config, cache); each imports its backend on use.
+SEARCH_BACKENDS: dict[str, Callable[[WebConfig, WebCache | None], SearchBackend]] = {
+    "searxng": _searxng, "serper": _serper, "local": _local, "replay": _replay,
 }
 
 
 def make_backend(name: str, config: WebConfig, cache: WebCache | None = None) -> SearchBackend:
     if name not in SEARCH_BACKENDS:
         raise SearchError(f"unknown search backend {name!r}; known: {', '.join(SEARCH_BACKENDS)}")
-    module, attr = SEARCH_BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module), attr)(config, cache)
+    return SEARCH_BACKENDS[name](config, cache)
 
 
 class Searcher:

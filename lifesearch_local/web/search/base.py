@@ -7,9 +7,9 @@ from typing import Any, Protocol
 
 from serving.errors import CONFIG_STATUSES
 from serving.redact import redact
+from serving.retry import RetryableError, RetryPolicy, aretry
 
 from ...errors import LifesearchError
-from ...retry import RetryableError, RetryPolicy, aretry
 from ..config import SearchConfig
 from ..records import SearchResult
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .config import ModelConfig, RayConfig
+from ..config import ModelConfig, RayConfig
 
 
 def replica_resources(model: ModelConfig, ray_cfg: RayConfig, cluster_gpus: float) -> dict[str, float]:
@@ -125,3 +125,46 @@ def ray_session(ray_cfg: RayConfig | None) -> Iterator[None]:
 def in_session() -> bool:
     """Whether a `ray_session` block is open (a pool then leaves Ray up for the next phase)."""
     return _sessions > 0
+
+
+# -- an existing cluster's nodes (batch scripts) ------------------------------------
+
+
+def alive_nodes() -> list[dict[str, Any]]:
+    """The cluster's live nodes as Ray reports them (connected by `connect`)."""
+    import ray
+
+    return [n for n in ray.nodes() if n.get("Alive")]
+
+
+def wait_for_nodes(address: str, nodes: int, timeout_s: float, poll_s: float = 2.0) -> int:
+    """Join the cluster at `address` and wait until `nodes` are alive or `timeout_s` passes;
+    returns the number alive then (Ray is left as it was found)."""
+    import time
+
+    import ray
+
+    started = connect(RayConfig(address=address))
+    try:
+        deadline = time.monotonic() + timeout_s
+        n = len(alive_nodes())
+        while n < nodes and time.monotonic() < deadline:  # bounded by the deadline
+            time.sleep(poll_s)
+            n = len(alive_nodes())
+        return n
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def node_resources(address: str) -> list[tuple[str, dict[str, float]]]:
+    """(address, resources) of each live node of the cluster at `address`."""
+    import ray
+
+    started = connect(RayConfig(address=address))
+    try:
+        return [(n["NodeManagerAddress"], {k: v for k, v in n["Resources"].items() if not k.startswith("node:")})
+                for n in alive_nodes()]
+    finally:
+        if started:
+            ray.shutdown()

@@ -1,4 +1,4 @@
-"""What the three metrics share: the report item, JSON answer parsing, bounded generate retries."""
+"""What the three metrics share: the report with its question and cutoff, record building, score helpers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 from serving.protocol import ChoiceRequest, Span
 
 from ..config import JudgeConfig
-from ..judge import generate_parsed, generate_parsed_fitted, parse_object  # noqa: F401  (shared with the rubric judge)
 from ..records import Report
 from .records import Metric, ReportEvaluation
 

@@ -7,29 +7,33 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import stop
-from .chat import chat_ids, check_choices, choice_group_items, context_limit, decision_item
-from .config import ModelConfig
-from .decoding import decode_generated
+from .. import stop
+from ..chat import chat_ids, check_choices, choice_group_items, context_limit, decision_item
+from ..config import HFConfig
+from ..decoding import decode_generated
+from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
 from .kernel import Item, PackedScorer
-from .protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
 from .real_models import REAL_MODELS, real_model_dir
-from .tiny import TINY_MODELS, build_tiny
+from .tiny import TINY_MODELS
 
 
 def attn_implementation(device: str) -> str:
-    """Our GQA-preserving SDPA on CPU (see serving.attention), stock SDPA elsewhere."""
+    """Our GQA-preserving SDPA on CPU (see serving.engines.attention), stock SDPA elsewhere."""
     from .attention import register
 
     return register() if device == "cpu" else "sdpa"
 
 
-def resolve_model_path(name: str, seed: int = 0) -> str:
-    """tiny-* names become locally built models, smollm2-135m a locally converted one; anything
-    else is a path or hub id."""
+def resolve_model_path(name: str) -> str:
+    """smollm2-135m becomes its locally converted directory; anything else is a path or hub id.
+    tiny-* names are built by the library (lifesearch_local.models.engine_config) before an engine
+    sees them: their tokenizer learns from the project's bundled text, which serving does not know."""
     if name in REAL_MODELS:
         return str(real_model_dir(name))
-    return str(build_tiny(name, seed=seed)) if name in TINY_MODELS else name
+    if name in TINY_MODELS:
+        raise ValueError(f"{name}: a tiny model is built from texts first; pass its directory "
+                         "(lifesearch_local.models.tiny_model_dir)")
+    return name
 
 
 def choice_items(tokenizer: Any, texts: Sequence[str], choices: Sequence[str]) -> list[Item]:
@@ -61,10 +65,10 @@ def softmax(xs: Sequence[float]) -> list[float]:
     return [v / s for v in e]
 
 
-class HFBackend:
+class HFBackend(Engine):
     """A transformers causal LM with chat rendering, batched generation and packed choice scoring."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: HFConfig):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -74,7 +78,7 @@ class HFBackend:
         device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = {"auto": torch.bfloat16 if device == "cuda" else torch.float32, "float32": torch.float32,
                  "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.dtype]
-        self.path = resolve_model_path(cfg.model, cfg.seed)
+        self.path = resolve_model_path(cfg.model)
         self.tokenizer = AutoTokenizer.from_pretrained(self.path, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
         self.model = AutoModelForCausalLM.from_pretrained(
             self.path, revision=cfg.revision, dtype=dtype, attn_implementation=attn_implementation(device),
@@ -82,11 +86,8 @@ class HFBackend:
         ).to(device).eval()
         self.scorer = PackedScorer(self.model, form=cfg.kernel, token_budget=cfg.token_budget)
         self.max_positions = context_limit(self.model.config, cfg.max_model_len)
-        self.stats = {"generate_prompt_tokens": 0, "generate_output_tokens": 0}
+        self.counters = {"generate_prompt_tokens": 0, "generate_output_tokens": 0}
 
-    @classmethod
-    def from_config(cls, cfg: ModelConfig) -> HFBackend:
-        return cls(cfg)
 
     def model_hash(self) -> str:
         """Hash of the model's config and tokenizer files (identifies random tiny models too)."""
@@ -96,6 +97,15 @@ class HFBackend:
             if (p / name).is_file() and (p / name).stat().st_size < (1 << 28):
                 h.update((p / name).read_bytes())
         return h.hexdigest()[:16]
+
+    def stats(self) -> dict[str, Any]:
+        """Generation token counts, and the packed kernel's work once it has scored something."""
+        out: dict[str, Any] = dict(self.counters)
+        k = self.scorer.stats
+        if k.decisions:
+            out.update(kernel_form=self.scorer.form, forward_tokens=k.forward_tokens, prompt_tokens=k.prompt_tokens,
+                       forward_passes=k.passes, kernel_seconds=k.seconds)
+        return out
 
     def render(self, messages: list[dict], *, prefill: str = "", tools: list | None = None, **kwargs: Any) -> str:
         """The chat template applied up to the assistant turn, then the prefill."""
@@ -161,8 +171,8 @@ class HFBackend:
             text = decode_generated(self.tokenizer, ids[:n_out])  # no U+FFFD from split characters
             text, stopped = _cut_at_stop(text, req.stop)
             finish = "stop" if (eos in ids or stopped) else "length"
-            self.stats["generate_prompt_tokens"] += len(ids_in)
-            self.stats["generate_output_tokens"] += n_out
+            self.counters["generate_prompt_tokens"] += len(ids_in)
+            self.counters["generate_output_tokens"] += n_out
             results.append(Generation(text=text, prompt_tokens=len(ids_in), output_tokens=n_out, finish_reason=finish,
                                       truncated_tokens=cut))
         return results

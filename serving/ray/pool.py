@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import ModelConfig, RayConfig
-from .protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
-from .ray_session import connect, in_session, replica_resources
+from ..config import ModelConfig, RayConfig
+from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
+from .session import connect, in_session, replica_resources
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +76,8 @@ class Replica:
     error: str = ""
 
 
-class RayPool:
-    """`replicas` Ray actors hosting `model`, usable wherever a ModelBackend is.
+class RayPool(Engine):
+    """`replicas` Ray actors hosting `model`, usable wherever a Engine is.
 
     `with RayPool(model, ray_cfg) as backend:` creates the actors (per phase) and kills them
     on exit. `score_choices` sends each group whole to one replica, balancing estimated tokens;
@@ -94,7 +94,7 @@ class RayPool:
         self._lock = threading.Lock()
         self._started_ray = False
         self._model_hash: str | None = None
-        self.stats: dict[str, Any] = {"ray_replicas": ray_cfg.replicas, "replica_failures": 0, "retried_items": 0}
+        self.counters: dict[str, Any] = {"ray_replicas": ray_cfg.replicas, "replica_failures": 0, "retried_items": 0}
 
     def __repr__(self) -> str:
         return f"RayPool({self.model.backend}:{self.model.model}, replicas={self.ray_cfg.replicas}, phase={self.phase!r})"
@@ -121,7 +121,7 @@ class RayPool:
         return self
 
     def _create_actors(self, ray: Any) -> None:
-        from .actors import EngineHost
+        from .actor import EngineHost
 
         total = ray.cluster_resources()
         res = replica_resources(self.model, self.ray_cfg, total.get("GPU", 0.0))
@@ -174,7 +174,7 @@ class RayPool:
         import ray
 
         if self.replicas and ray.is_initialized():
-            self.stats.update(self._engine_stats(ray))
+            self.counters.update(self._engine_stats(ray))
             for r in self.replicas:
                 try:
                     ray.kill(r.handle, no_restart=True)
@@ -211,6 +211,10 @@ class RayPool:
     def model_hash(self) -> str | None:
         return self._model_hash
 
+    def stats(self) -> dict[str, Any]:
+        """Replicas, failures and retries; after `close`, the replicas' engine counters summed too."""
+        return dict(self.counters)
+
     def served_keys(self) -> list[list[list[str]]]:
         """Per replica, the group keys of each score_choices call it served (for checks and logs)."""
         import ray
@@ -219,7 +223,7 @@ class RayPool:
 
     # dispatch ---------------------------------------------------------------------
     def _run(self, method: str, items: list, costs: list[float], args: Callable[[list], tuple]) -> list:
-        from lifesearch_local.retry import RetryableError, RetryPolicy, retry
+        from serving.retry import RetryableError, RetryPolicy, retry
 
         results: dict[int, Any] = {}
         attempts = 1 + self.ray_cfg.max_task_retries
@@ -228,7 +232,7 @@ class RayPool:
             todo = [i for i in range(len(items)) if i not in results]
             failed = self._dispatch(method, items, costs, todo, args, results)
             if failed:
-                self.stats["retried_items"] += failed
+                self.counters["retried_items"] += failed
                 raise RetryableError(f"{failed} item(s) lost with their replica")
 
         if not items:
@@ -294,7 +298,7 @@ class RayPool:
 
     def _drop(self, rep: Replica, why: str, *, kill: bool) -> None:
         if rep.alive:
-            self.stats["replica_failures"] += 1
+            self.counters["replica_failures"] += 1
             log.warning("replica %s out of the pool: %s", rep.name, why)
         rep.alive, rep.error = False, why
         if kill:

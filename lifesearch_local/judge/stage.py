@@ -1,0 +1,103 @@
+"""The judge stage of a run directory: resumable, one judgment line per rubric, stats in the manifest."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from serving.config import RayConfig
+from serving.progress_hook import reporting
+from serving.protocol import Engine
+from serving.stop import until_stopped
+
+from ..config import JudgeConfig
+from ..errors import LifesearchError
+from ..progress import progress_bar
+from ..prompts import load_template
+from ..records import Judgment, Report, Task
+from ..stage import OpenModel, Stage, open_stage
+from ..store import RunDir, config_hash, resume_config
+from .rubric import judge_batches, pending_work
+
+
+def judge_stage(
+    rd: RunDir,
+    tasks: Sequence[Task],
+    reports: Sequence[Report],
+    cfg: JudgeConfig,
+    backend: Engine | None = None,
+    *,
+    show: bool = True,
+    ray: RayConfig | None = None,
+    open_model: OpenModel | None = None,
+    force_config: bool = False,
+) -> dict:
+    """Judge every rubric of every report not yet in `judgments.jsonl`; returns the stage stats.
+
+    Holds the run directory's lock. A judge id with judgments already made under other settings
+    is refused (ConfigChanged) unless `force_config`. The model is loaded only if something is
+    left to judge (empty reports are not sent to it): `backend` if given, else in-process, or
+    with `ray` as a pool of Ray actors that lives for this stage only. Each report's judgments
+    are appended as soon as they exist. SIGTERM stops after the current report or batch
+    (records flushed); rerunning the same command finishes the work.
+    """
+    by_id = {t.id: t for t in tasks}
+    unknown = sorted({r.task_id for r in reports} - by_id.keys())
+    if unknown:
+        raise LifesearchError(f"reports for tasks not in the tasks file: {', '.join(unknown[:5])}")
+    def done() -> set:
+        return rd.done_keys("judgments.jsonl", Judgment, lambda j: j.key)
+
+    with open_stage(rd, f"judge/{cfg.id}", command="judge", settings=resume_config(cfg),
+                    resuming=lambda: any(k[0] == cfg.id for k in done()), legacy=(f"config/judge/{cfg.id}", config_hash(cfg)),
+                    force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model) as st:
+        decisions = _judge_all(st, by_id, reports, cfg, done(), show)
+        st.close_engine()
+        stats = _stats(st, cfg, decisions)
+        if decisions or st.stop:  # a rerun with nothing left keeps the last run's figures
+            st.record(stats, hashes={f"config/judge/{cfg.id}": config_hash(cfg),
+                                     "prompts/judge_en": load_template("judge_en")[1],
+                                     "prompts/judge_zh": load_template("judge_zh")[1]},
+                      seeds={f"judge/{cfg.id}": cfg.model.seed}, model_key=cfg.id)
+    return stats
+
+
+def _judge_all(st: Stage, by_id: dict[str, Task], reports: Sequence[Report], cfg: JudgeConfig, done: set,
+               show: bool) -> int:
+    """Every judge run's pending rubrics, report by report; the decisions written."""
+    decisions = 0
+    for judge_run in range(cfg.runs):
+        work = pending_work(by_id, reports, done, cfg.id, judge_run)
+        total = sum(len(p.rubrics) for p in work)
+        if not total:
+            continue
+        desc = f"judge {cfg.id}" + (f" run {judge_run}" if cfg.runs > 1 else "")
+        # the bar counts decisions as the kernel computes them, then settles on what was written
+        with progress_bar(total, desc=desc, unit="decision", show=show) as bar, reporting(bar.advance):
+            written = 0
+            for _reports, rows in until_stopped(judge_batches(st.engine, cfg, work, judge_run)):
+                flat = [j for row in rows for j in row]
+                st.rd.append("judgments.jsonl", flat)
+                decisions += len(flat)
+                written += len(flat)
+                bar.advance_to(written)
+                if st.stop:
+                    break
+        if st.stop:  # a model call may have given up mid-report on SIGTERM
+            break
+    return decisions
+
+
+def _stats(st: Stage, cfg: JudgeConfig, decisions: int) -> dict:
+    wall = st.wall()
+    stats = {"backend": cfg.model.backend, "model": cfg.model.model, "mode": cfg.mode, "decisions": decisions,
+             "wall_s": wall, "decisions_per_s": round(decisions / wall, 2) if wall and decisions else 0.0,
+             "stopped_early": bool(st.stop)}
+    engine = st.engine.stats()
+    kernel_s = engine.pop("kernel_seconds", None)
+    if cfg.mode != "choice":  # the kernel's counters describe choice scoring only
+        for k in ("kernel_form", "forward_tokens", "prompt_tokens", "forward_passes"):
+            engine.pop(k, None)
+    elif "forward_tokens" in engine:
+        engine["tokens_per_s"] = round(engine["forward_tokens"] / kernel_s, 1) if kernel_s else 0.0
+    stats.update({k: v for k, v in engine.items() if v})
+    return stats

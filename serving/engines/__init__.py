@@ -1,0 +1,34 @@
+"""The engines, one factory each (its import inside, so only the chosen engine's libraries load)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..config import ModelConfig
+from ..protocol import Engine
+
+
+def _hf(cfg: ModelConfig) -> Engine:
+    from .hf import HFBackend
+
+    return HFBackend(cfg)
+
+
+def _vllm(cfg: ModelConfig) -> Engine:
+    from .vllm import VLLMBackend
+
+    return VLLMBackend(cfg)
+
+
+def _openai(cfg: ModelConfig) -> Engine:
+    from .openai import OpenAIBackend
+
+    return OpenAIBackend(cfg)
+
+
+ENGINES: dict[str, Callable[[ModelConfig], Engine]] = {"hf": _hf, "vllm": _vllm, "openai": _openai}
+
+
+def open_engine(cfg: ModelConfig) -> Engine:
+    """The engine named by `cfg.backend`, in this process, its model loaded."""
+    return ENGINES[cfg.backend](cfg)
