@@ -9,11 +9,16 @@ import json
 import shutil
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import RunConfig
+from serving.config import ModelConfig, RayConfig
+from serving.protocol import Engine
+
+from .agent.config import AgentConfig
+from .config import JudgeConfig, RunConfig
 from .errors import LifesearchError
 from .records import Judgment, Report, Task
 from .signals import StopFlag, graceful_stop
@@ -91,7 +96,7 @@ def _pipeline(cfg: RunConfig, show: bool, today: dt.date | None, phases: tuple[s
 
 
 @contextlib.contextmanager
-def _phase(run: _Run, name: str, model: Any) -> Iterator[OpenModel]:
+def _phase(run: _Run, name: str, model: ModelConfig) -> Iterator[OpenModel]:
     """How the phase's stage opens its model; on exit, if it did, what the phase held: wall
     seconds (model load included) and GPU-seconds (wall × GPUs held), the cost a rerun from
     cache avoids."""
@@ -99,7 +104,7 @@ def _phase(run: _Run, name: str, model: Any) -> Iterator[OpenModel]:
 
     loaded: list[bool] = []
 
-    def open_model(m: Any, ray: Any) -> Any:
+    def open_model(m: ModelConfig, ray: RayConfig | None) -> AbstractContextManager[Engine]:
         loaded.append(True)
         return run.open_model(m, ray) if run.open_model else default_open(m, ray, name)
 
@@ -109,7 +114,7 @@ def _phase(run: _Run, name: str, model: Any) -> Iterator[OpenModel]:
         _record_cost(run, name, model, time.perf_counter() - t0)
 
 
-def _record_cost(run: _Run, name: str, model: Any, wall: float) -> dict[str, Any]:
+def _record_cost(run: _Run, name: str, model: ModelConfig, wall: float) -> dict[str, Any]:
     from serving.ray.session import gpus_held
 
     gpus = gpus_held(model, run.cfg.ray)
@@ -216,7 +221,7 @@ def import_reports(rd: RunDir, cfg: RunConfig) -> None:
     rd.update_manifest(hashes={"reports_source": sha256_file(cfg.reports)})
 
 
-def _agent_phase(run: _Run, *, agent: Any) -> bool:
+def _agent_phase(run: _Run, *, agent: AgentConfig) -> bool:
     """One agent over every pending (task, run), its model loaded for this phase only. True if stopped."""
     from .agent.stage import agent_stage
 
@@ -231,7 +236,7 @@ def _agent_phase(run: _Run, *, agent: Any) -> bool:
     return bool(stats.get("stopped_early"))
 
 
-def _judge_phase(run: _Run, *, judge: Any) -> bool:
+def _judge_phase(run: _Run, *, judge: JudgeConfig) -> bool:
     """One judge over every report's unjudged rubrics, its model loaded only if something is left. True if stopped."""
     from .judge.stage import judge_stage
 
@@ -246,7 +251,7 @@ def _judge_phase(run: _Run, *, judge: Any) -> bool:
     return bool(stats.get("stopped_early"))
 
 
-def _reporteval_phase(run: _Run, *, judge: Any) -> bool:
+def _reporteval_phase(run: _Run, *, judge: JudgeConfig) -> bool:
     """ReportEval quality / redundancy / factuality of every report with this judge. True if stopped."""
     from .reporteval.stage import report_items, reporteval_stage
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from lifesearch_local.judge.rubric import PREFILL
+from lifesearch_local.models import tiny_training_texts
 from serving.engines.hf import choice_items
-from serving.engines.tiny import train_tokenizer, training_texts, wrap_tokenizer
+from serving.engines.tiny import train_tokenizer, wrap_tokenizer
 
-CORPUS = training_texts() + ['{"satisfied": true, "reason": "x"}\n{"satisfied": false, "reason": "y"}'] * 300
+CORPUS = list(tiny_training_texts()) + ['{"satisfied": true, "reason": "x"}\n{"satisfied": false, "reason": "y"}'] * 300
 
 
 @pytest.fixture(scope="module", params=["plain", "prefix_space", "fused"])
