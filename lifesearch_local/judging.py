@@ -49,6 +49,19 @@ def judge_stage(
         return _judge_locked(rd, by_id, reports, cfg, backend, show, ray, force_config)
 
 
+def keep_legacy_id(rd: RunDir, cfg: JudgeConfig, legacy: str | None) -> JudgeConfig:
+    """The config under its pre-derivation default id when the run directory holds judgments
+    under that id and none under the derived one, so that a rerun resumes them instead of
+    judging everything again under a new id (the stage's config check still applies)."""
+    if legacy is None or not cfg.derived or legacy == cfg.id or not rd.file("judgments.jsonl").is_file():
+        return cfg
+    judges = {j.judge for j in rd.load("judgments.jsonl", Judgment)}
+    if legacy not in judges or cfg.id in judges:
+        return cfg
+    print(f"judge {cfg.id}: {rd.path} holds judgments under the earlier default id {legacy}; continuing under it")
+    return cfg.updated(id=legacy)
+
+
 def _judge_locked(rd: RunDir, by_id: dict[str, Task], reports: Sequence[Report], cfg: JudgeConfig,
                   backend: ModelBackend | None, show: bool, ray: RayConfig | None, force_config: bool) -> dict:
     done = rd.done_keys("judgments.jsonl", Judgment, lambda j: j.key)

@@ -14,11 +14,16 @@ from pathlib import Path
 import pytest
 from test_report_html import TABLES_JS, Browser, find_chromium
 
+from lifesearch_local.config import JudgeConfig
 from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment, Report
+from lifesearch_local.report.html import slug
 from lifesearch_local.tasks import load_tasks
+from serving.config import ModelConfig
 
 AGENTS = {"sample-thorough", "sample-shallow", "tiny-qwen3-agent"}
+# The demo's judge id, derived from its settings: `tiny-qwen3/choice/<hash>`.
+JUDGE = JudgeConfig(model=ModelConfig(model="tiny-qwen3")).id
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +52,9 @@ def test_demo_runs_offline_and_writes_a_complete_run_directory(demo):
     assert len(judgments) == len({j.key for j in judgments}) == 3 * per_report
     assert set(json.loads((out / "scores.json").read_text())["agents"]) == AGENTS
     stages = json.loads((out / "manifest.json").read_text())["stages"]
-    assert stages["judge/tiny-qwen3-choice"]["kernel_form"] == "two_stage"
+    assert stages[f"judge/{JUDGE}"]["kernel_form"] == "two_stage"
     assert stages["agent/tiny-qwen3-agent"]["finished"] == len(tasks)
-    assert "gpu_s" in stages["judge/tiny-qwen3-choice"]
+    assert "gpu_s" in stages[f"judge/{JUDGE}"]
     # rerun: nothing left to do, no model loaded, same judgments
     r2 = subprocess.run([sys.executable, "-m", "lifesearch_local", "demo", "--out", str(out), "--quiet"],
                         capture_output=True, text=True, timeout=300)
@@ -67,7 +72,7 @@ def test_demo_report_in_a_real_browser(demo, tmp_path):
         page = browser.open(url, height=3000)
         assert page.errors() == [] and page.requests() == [url]
         tables = json.loads(page.eval(TABLES_JS))
-        rows = {r[0]: r for r in tables["scores-tiny-qwen3-choice"]}
+        rows = {r[0]: r for r in tables[f"scores-{slug(JUDGE)}"]}
         scores = json.loads((out / "scores.json").read_text())["agents"]
         assert set(rows) == AGENTS
         for agent, s in scores.items():

@@ -14,13 +14,16 @@ import pytest
 from test_import_drb import DRB_DIR
 
 from lifesearch_local.cli import main
+from lifesearch_local.config import JudgeConfig
 from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment, Report
 from lifesearch_local.tasks import load_tasks
+from serving.config import ModelConfig
 
 pytestmark = pytest.mark.slow
 AGENT = "smollm2-135m-agent"
-JUDGE = "smollm2-135m-choice"
+JUDGE = JudgeConfig(model=ModelConfig(model="smollm2-135m")).id  # smollm2-135m/choice/<hash>
+TINY_JUDGE = JudgeConfig(model=ModelConfig(model="tiny-llama")).id
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +122,7 @@ def test_judge_score_agree_on_two_drb_tasks(drb_pair, capsys):
     assert scored["overall_mean"] == pytest.approx(sum(expect) / len(expect))
 
     assert main(["agree", "--tasks", str(drb_pair / "tasks.jsonl"), "--judgments", str(drb_pair / "real" / "judgments.jsonl"),
-                 "--labels-from-judgments", str(drb_pair / "tiny" / "judgments.jsonl"), "--label-judge", "tiny-llama-choice",
+                 "--labels-from-judgments", str(drb_pair / "tiny" / "judgments.jsonl"), "--label-judge", TINY_JUDGE,
                  "--json"]) == 0
     agree = json.loads(capsys.readouterr().out)
     m = agree["judges"][JUDGE]

@@ -65,8 +65,7 @@ def demo_config(args: argparse.Namespace):
         labels=str(sample / "labels.jsonl"), agents=agents,
         web=WebConfig(mode="replay-or-live", corpus_dirs=[resource_path("data", "web")],
                       search={"backend": "local"}),
-        judge=JudgeConfig(id=f"{_short(args.model)}-choice",
-                          model=ModelConfig(model=args.model, kernel=args.kernel, device=args.device)),
+        judge=JudgeConfig(model=ModelConfig(model=args.model, kernel=args.kernel, device=args.device)),
     )
 
 
@@ -75,6 +74,7 @@ def _short(model: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..judging import keep_legacy_id
     from ..pipeline import run_pipeline
     from ..preflight import new_dir_or_nothing, preflight
     from ..records import Judgment
@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         print(TINY_NOTE.format(models=", ".join(tiny_models(cfg))))
     if args.fresh and os.path.isdir(args.out):
         RunDir(args.out).clear()  # under the lock: never from under another process's run
+    if os.path.isdir(args.out):  # a demo directory from before ids were derived resumes under its id
+        cfg.judge = keep_legacy_id(RunDir(args.out), cfg.judge, f"{_short(args.model)}-choice")
     with new_dir_or_nothing(args.out, keep=WORK):
         result = run_pipeline(cfg, show=not args.quiet)
     if not print_result(result):
