@@ -114,7 +114,10 @@ def _record(rd: RunDir, cfg: JudgeConfig, backend: ModelBackend | None, stats: d
 
 
 def _stats(backend, cfg: JudgeConfig, decisions: int, wall: float, stopped: bool) -> dict:
-    stats = {"backend": cfg.model.backend, "model": cfg.model.model, "mode": cfg.mode, "decisions": decisions,
+    from serving.tiny import random_weights
+
+    stats = {"backend": cfg.model.backend, "model": cfg.model.model, "random_weights": random_weights(cfg.model),
+             "mode": cfg.mode, "decisions": decisions,
              "wall_s": round(wall, 3), "decisions_per_s": round(decisions / wall, 2) if wall and decisions else 0.0,
              "stopped_early": stopped}
     scorer = getattr(backend, "scorer", None)

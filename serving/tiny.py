@@ -73,6 +73,11 @@ _ARCH: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+def random_weights(model: Any) -> bool:
+    """Whether a ModelConfig serves random weights: a built-in tiny model, or vLLM's `dummy` load format."""
+    return model.model in TINY_MODELS or getattr(model, "load_format", "auto") == "dummy"
+
+
 def cache_root() -> Path:
     return Path(os.environ.get("LIFESEARCH_CACHE", Path.home() / ".cache" / "lifesearch-local"))
 

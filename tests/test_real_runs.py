@@ -29,9 +29,9 @@ TINY_JUDGE = JudgeConfig(model=ModelConfig(model="tiny-llama")).id
 @pytest.fixture(scope="module")
 def real_demo(smollm2_path, tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("real-demo") / "run"
-    r = subprocess.run([sys.executable, "-m", "lifesearch_local", "demo", "--model", "smollm2-135m",
-                        "--agent-model", "smollm2-135m", "--limit", "1", "--iterations", "2", "--out", str(out),
-                        "--quiet"], capture_output=True, text=True, timeout=900, env={**os.environ})
+    # `demo --real`: smollm2-135m as agent and judge, on the first task with two agent steps
+    r = subprocess.run([sys.executable, "-m", "lifesearch_local", "demo", "--real", "--out", str(out), "--quiet"],
+                       capture_output=True, text=True, timeout=900, env={**os.environ})
     assert r.returncode == 0, r.stderr[-3000:]
     print(r.stdout)
     return out, r.stdout
@@ -39,7 +39,9 @@ def real_demo(smollm2_path, tmp_path_factory) -> tuple[Path, str]:
 
 def test_demo_with_the_real_model(real_demo):
     out, stdout = real_demo
-    assert "RANDOM weights" not in stdout
+    assert "RANDOM weights" not in stdout and "random weights" not in stdout and "NOTE: smollm2-135m" in stdout
+    assert f"LifeSearch scores — judge {JUDGE}" in stdout
+    assert 'id="random-weights"' not in (out / "report.html").read_text(encoding="utf-8")
     tasks = load_tasks(out / "tasks.jsonl")
     assert [t.id for t in tasks] == ["sample-en-01"]
     reports = read_records(out / "reports.jsonl", Report)
