@@ -29,33 +29,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from serving.ray_session import ray_session
-
-    from ..agreement import agreement
+def sweep_inputs(args: argparse.Namespace):
+    """(config, tasks, reports, labels) of a sweep: `--reports` replaces the config's, and
+    `task_ids:` narrows the tasks, their reports and their labels."""
     from ..config import load_run_config
     from ..errors import LifesearchError
     from ..jsonl import read_records
-    from ..judging import judge_stage
-    from ..labels import label_index
     from ..pipeline import select_tasks
-    from ..preflight import preflight
-    from ..records import Judgment, Label, Report
-    from ..store import RunDir, sha256_file
-    from ..tables import random_weight_roles, random_weights_warning
+    from ..records import Label, Report
     from ..tasks import load_tasks
-    from .agree import print_agreement
 
     cfg = load_run_config(args.config)
     if args.reports:
         cfg = cfg.model_copy(update={"reports": args.reports})
-    judges = cfg.all_judges()
-    if not (cfg.reports and cfg.labels and judges):
+    if not (cfg.reports and cfg.labels and cfg.all_judges()):
         raise LifesearchError(f"{args.config}: a sweep needs `reports:` (or --reports), `labels:` and `judges:`")
     tasks = select_tasks(load_tasks(cfg.tasks), cfg.task_ids)
-    ids = {t.id for t in tasks}  # `task_ids:` narrows the reports and labels as well
+    ids = {t.id for t in tasks}
     reports = [r for r in read_records(cfg.reports, Report) if r.task_id in ids]
     labels = [lab for lab in read_records(cfg.labels, Label) if lab.task_id in ids]
+    return cfg, tasks, reports, labels
+
+
+def run(args: argparse.Namespace) -> int:
+    from serving.ray_session import ray_session
+
+    from ..agreement import agreement
+    from ..judging import judge_stage
+    from ..labels import label_index
+    from ..preflight import preflight
+    from ..records import Judgment
+    from ..store import RunDir, sha256_file
+    from ..tables import random_weight_roles, random_weights_warning
+    from .agree import print_agreement
+
+    cfg, tasks, reports, labels = sweep_inputs(args)
+    judges, ids = cfg.all_judges(), {t.id for t in tasks}
     preflight([(f"judge {j.id}", j.model) for j in judges], cfg.ray)
     rd = RunDir(args.out or f"runs/{cfg.name}-sweep")
     print(f"sweep {len(judges)} judge config(s) over {len(reports)} reports -> {rd.path}")
@@ -76,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         print_agreement(result, ", ".join(sorted({lab.source for lab in labels})), len(labels))
-        if random_weight_roles(judges):
-            print(random_weights_warning(random_weight_roles(judges)))
+        random = random_weight_roles(judges)
+        if random:  # under the table, where its numbers would otherwise read as a finding
+            print(random_weights_warning(random))
     print(f"sweep results: {rd.file('judgments.jsonl')}, {rd.file('agreement.json')}",
           file=sys.stderr if args.json else sys.stdout)
     return 0
