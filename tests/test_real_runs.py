@@ -14,21 +14,24 @@ import pytest
 from test_import_drb import DRB_DIR
 
 from lifesearch_local.cli import main
+from lifesearch_local.config import JudgeConfig
 from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment, Report
 from lifesearch_local.tasks import load_tasks
+from serving.config import model_config
 
 pytestmark = pytest.mark.slow
 AGENT = "smollm2-135m-agent"
-JUDGE = "smollm2-135m-choice"
+JUDGE = JudgeConfig(model=model_config(model="smollm2-135m")).id  # smollm2-135m/choice/<hash>
+TINY_JUDGE = JudgeConfig(model=model_config(model="tiny-llama")).id
 
 
 @pytest.fixture(scope="module")
 def real_demo(smollm2_path, tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("real-demo") / "run"
-    r = subprocess.run([sys.executable, "-m", "lifesearch_local", "demo", "--model", "smollm2-135m",
-                        "--agent-model", "smollm2-135m", "--limit", "1", "--iterations", "2", "--out", str(out),
-                        "--quiet"], capture_output=True, text=True, timeout=900, env={**os.environ})
+    # `demo --real`: smollm2-135m as agent and judge, on the first task with two agent steps
+    r = subprocess.run([sys.executable, "-m", "lifesearch_local", "demo", "--real", "--out", str(out), "--quiet"],
+                       capture_output=True, text=True, timeout=900, env={**os.environ})
     assert r.returncode == 0, r.stderr[-3000:]
     print(r.stdout)
     return out, r.stdout
@@ -36,7 +39,9 @@ def real_demo(smollm2_path, tmp_path_factory) -> tuple[Path, str]:
 
 def test_demo_with_the_real_model(real_demo):
     out, stdout = real_demo
-    assert "RANDOM weights" not in stdout
+    assert "RANDOM weights" not in stdout and "random weights" not in stdout and "NOTE: smollm2-135m" in stdout
+    assert f"LifeSearch scores — judge {JUDGE}" in stdout
+    assert 'id="random-weights"' not in (out / "report.html").read_text(encoding="utf-8")
     tasks = load_tasks(out / "tasks.jsonl")
     assert [t.id for t in tasks] == ["sample-en-01"]
     reports = read_records(out / "reports.jsonl", Report)
@@ -119,7 +124,7 @@ def test_judge_score_agree_on_two_drb_tasks(drb_pair, capsys):
     assert scored["overall_mean"] == pytest.approx(sum(expect) / len(expect))
 
     assert main(["agree", "--tasks", str(drb_pair / "tasks.jsonl"), "--judgments", str(drb_pair / "real" / "judgments.jsonl"),
-                 "--labels-from-judgments", str(drb_pair / "tiny" / "judgments.jsonl"), "--label-judge", "tiny-llama-choice",
+                 "--labels-from-judgments", str(drb_pair / "tiny" / "judgments.jsonl"), "--label-judge", TINY_JUDGE,
                  "--json"]) == 0
     agree = json.loads(capsys.readouterr().out)
     m = agree["judges"][JUDGE]

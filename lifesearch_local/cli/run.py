@@ -57,6 +57,7 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
     from ..pipeline import PHASES, run_pipeline
     from ..preflight import new_dir_or_nothing, preflight
     from ..store import RunDir
+    from ..tables import random_weight_roles
 
     cfg = load_run_config(args.config)
     update = {**(update or {}), **({"out": args.out} if args.out else {})}
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
     _tiny_note(cfg)
     with new_dir_or_nothing(cfg.out_dir(), keep=WORK):
         result = run_pipeline(cfg, show=not args.quiet, phases=phases, force_config=args.force_config)
-    if print_result(result):
+    if print_result(result, random_weight_roles(cfg.all_judges(), cfg.agents)):
         html = f"  (report: {result.report_html})" if result.report_html else ""
         print(f"run finished in {result.wall_s} s; run directory: {result.run_dir}{html}")
     return 0
@@ -88,9 +89,10 @@ def phase_models(cfg, phases: tuple[str, ...]) -> list[tuple[str, object]]:
     return out
 
 
-def print_result(result) -> bool:
-    """Per-stage lines, then the score tables; False (after saying so) when a signal stopped the run."""
-    from ..tables import print_scores
+def print_result(result, random: list[str] | None = None) -> bool:
+    """Per-stage lines, then the score tables and, when `random` names random-weight models, a
+    warning under them; False (after saying so) when a signal stopped the run."""
+    from ..tables import print_scores, random_weights_warning
 
     for name, stats in result.stages.items():
         print(_stage_line(name, stats))
@@ -99,6 +101,8 @@ def print_result(result) -> bool:
         return False
     if result.scores:
         print_scores(result.scores)
+        if random:
+            print(random_weights_warning(random))
     return True
 
 

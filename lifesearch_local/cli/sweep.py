@@ -15,11 +15,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(`reports:`), one phase per judge model (in-process, or Ray actors when the YAML has `ray:`), "
         "(only judges that sample are repeated: choice mode and temperature 0 give the same verdicts every time), "
         "then print the paper's Table 3 layout against the reference labels (`labels:`), sorted by "
-        "mean accuracy. Resumable: judgments already in the output directory are kept.",
+        "mean accuracy; `task_ids:` limits the tasks, reports and labels. Resumable: judgments already in the output directory are kept.",
     )
     p.add_argument("--config", required=True, help="run YAML with tasks, reports, labels and judges")
     p.add_argument("--runs", type=int, help="judge repetitions per config that samples (generate mode, temperature "
                    "> 0; overrides its runs); a deterministic judge runs once, since its repeats would agree exactly")
+    p.add_argument("--reports", help="reports JSONL to judge instead of the config's `reports:`")
     p.add_argument("--out", help="output directory (default runs/<name>-sweep)")
     p.add_argument("--json", action="store_true", help="print the agreement JSON")
     p.add_argument("--force-config", action="store_true",
@@ -28,28 +29,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def sweep_inputs(args: argparse.Namespace):
+    """(config, tasks, reports, labels) of a sweep: `--reports` replaces the config's, and
+    `task_ids:` narrows the tasks, their reports and their labels."""
+    from ..config import load_run_config
+    from ..errors import LifesearchError
+    from ..jsonl import read_records
+    from ..pipeline import select_tasks
+    from ..records import Label, Report
+    from ..tasks import load_tasks
+
+    cfg = load_run_config(args.config)
+    if args.reports:
+        cfg = cfg.model_copy(update={"reports": args.reports})
+    if not (cfg.reports and cfg.labels and cfg.all_judges()):
+        raise LifesearchError(f"{args.config}: a sweep needs `reports:` (or --reports), `labels:` and `judges:`")
+    tasks = select_tasks(load_tasks(cfg.tasks), cfg.task_ids)
+    ids = {t.id for t in tasks}
+    reports = [r for r in read_records(cfg.reports, Report) if r.task_id in ids]
+    labels = [lab for lab in read_records(cfg.labels, Label) if lab.task_id in ids]
+    return cfg, tasks, reports, labels
+
+
 def run(args: argparse.Namespace) -> int:
     from serving.ray.session import ray_session
 
     from ..agreement import agreement
-    from ..config import load_run_config
-    from ..errors import LifesearchError
-    from ..jsonl import read_records
     from ..judge.stage import judge_stage
     from ..labels import label_index
     from ..preflight import preflight
-    from ..records import Judgment, Label, Report
+    from ..records import Judgment
     from ..store import RunDir, sha256_file
-    from ..tasks import load_tasks
+    from ..tables import random_weight_roles, random_weights_warning
     from .agree import print_agreement
 
-    cfg = load_run_config(args.config)
-    judges = cfg.all_judges()
-    if not (cfg.reports and cfg.labels and judges):
-        raise LifesearchError(f"{args.config}: a sweep needs `reports:`, `labels:` and `judges:`")
-    tasks = load_tasks(cfg.tasks)
-    reports = read_records(cfg.reports, Report)
-    labels = read_records(cfg.labels, Label)
+    cfg, tasks, reports, labels = sweep_inputs(args)
+    judges, ids = cfg.all_judges(), {t.id for t in tasks}
     preflight([(f"judge {j.id}", j.model) for j in judges], cfg.ray)
     rd = RunDir(args.out or f"runs/{cfg.name}-sweep")
     print(f"sweep {len(judges)} judge config(s) over {len(reports)} reports -> {rd.path}")
@@ -62,14 +77,17 @@ def run(args: argparse.Namespace) -> int:
             stats = judge_stage(rd, tasks, reports, judge, ray=cfg.ray, show=not args.quiet,
                                 force_config=args.force_config)
             print(f"judge {judge.id} × {judge.runs} run(s): {stats['decisions']} new decisions in {stats['wall_s']} s")
-    ids = {j.id for j in judges}
-    judgments = [j for j in rd.load("judgments.jsonl", Judgment) if j.judge in ids]
+    judge_ids = {j.id for j in judges}
+    judgments = [j for j in rd.load("judgments.jsonl", Judgment) if j.judge in judge_ids and j.task_id in ids]
     result = agreement(tasks, judgments, label_index(labels))
     (rd.file("agreement.json")).write_text(json.dumps(result, indent=2) + "\n")
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print_agreement(result, ", ".join(sorted({lab.source for lab in labels})), len(labels))
+        random = random_weight_roles(judges)
+        if random:  # under the table, where its numbers would otherwise read as a finding
+            print(random_weights_warning(random))
     print(f"sweep results: {rd.file('judgments.jsonl')}, {rd.file('agreement.json')}",
           file=sys.stderr if args.json else sys.stdout)
     return 0

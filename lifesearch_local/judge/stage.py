@@ -11,6 +11,7 @@ from serving.stop import until_stopped
 
 from ..config import JudgeConfig
 from ..errors import LifesearchError
+from ..models import random_weights
 from ..progress import progress_bar
 from ..prompts import load_template
 from ..records import Judgment, Report, Task
@@ -61,6 +62,19 @@ def judge_stage(
     return stats
 
 
+def keep_legacy_id(rd: RunDir, cfg: JudgeConfig, legacy: str | None) -> JudgeConfig:
+    """The config under its pre-derivation default id when the run directory holds judgments
+    under that id and none under the derived one, so that a rerun resumes them instead of
+    judging everything again under a new id (the stage's config check still applies)."""
+    if legacy is None or not cfg.derived or legacy == cfg.id or not rd.file("judgments.jsonl").is_file():
+        return cfg
+    judges = {j.judge for j in rd.load("judgments.jsonl", Judgment)}
+    if legacy not in judges or cfg.id in judges:
+        return cfg
+    print(f"judge {cfg.id}: {rd.path} holds judgments under the earlier default id {legacy}; continuing under it")
+    return cfg.updated(id=legacy)
+
+
 def _judge_all(st: Stage, by_id: dict[str, Task], reports: Sequence[Report], cfg: JudgeConfig, done: set,
                show: bool) -> int:
     """Every judge run's pending rubrics, report by report; the decisions written."""
@@ -89,7 +103,8 @@ def _judge_all(st: Stage, by_id: dict[str, Task], reports: Sequence[Report], cfg
 
 def _stats(st: Stage, cfg: JudgeConfig, decisions: int) -> dict:
     wall = st.wall()
-    stats = {"backend": cfg.model.backend, "model": cfg.model.model, "mode": cfg.mode, "decisions": decisions,
+    stats = {"backend": cfg.model.backend, "model": cfg.model.model, "random_weights": random_weights(cfg.model),
+             "mode": cfg.mode, "decisions": decisions,
              "wall_s": wall, "decisions_per_s": round(decisions / wall, 2) if wall and decisions else 0.0,
              "stopped_early": bool(st.stop)}
     engine = st.engine.stats()
