@@ -254,10 +254,10 @@ def cli(*argv: str) -> int:
 
 
 def test_commands_registered():
-    from lifesearch_local.cli import COMMANDS
+    from lifesearch_local.cli import COMMANDS, agree, report
 
-    assert COMMANDS["agree"] == "lifesearch_local.cli.agree:register"
-    assert COMMANDS["report"] == "lifesearch_local.cli.report:register"
+    assert COMMANDS["agree"] is agree.register
+    assert COMMANDS["report"] is report.register
 
 
 def test_cli_json(fx, capsys):

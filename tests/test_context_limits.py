@@ -134,6 +134,7 @@ STOP_SCRIPT = r"""
 import json, sys
 from lifesearch_local.config import JudgeConfig
 from lifesearch_local.judge.stage import judge_stage
+from lifesearch_local.models import engine_config
 from lifesearch_local.records import Report, Task
 from lifesearch_local.store import RunDir
 from serving.config import model_config

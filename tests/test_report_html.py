@@ -143,12 +143,6 @@ def test_report_shows_agreement_errors(tmp_path):
     assert 'id="scores-choice-a"' in page
 
 
-def test_report_html_entry_point():
-    from lifesearch_local import report_html
-
-    assert report_html.write_report is write_report
-
-
 def test_report_cli(tmp_path, capsys):
     from lifesearch_local.cli import report
 
