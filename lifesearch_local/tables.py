@@ -78,3 +78,63 @@ def random_weights_warning(roles: list[str]) -> str:
     """The line printed next to scores made with random-weight models."""
     return (f"WARNING: random weights: {', '.join(roles)}. These models are untrained: the scores and agreement "
             "above are noise, not findings (`lifesearch demo --real` runs the real smollm2-135m).")
+
+
+def agreement_table(result: Mapping[str, Mapping], title: str = ""):
+    """A rich Table in the Table 3 layout, one row per judge config, in the given order."""
+    from rich.table import Table
+
+    from .agreement import TABLE3_COLUMNS as COLUMNS
+    from .agreement import fmt_metric as fmt
+
+    t = Table(title=title or None)
+    t.add_column("Judge", style="bold")
+    t.add_column("Runs", justify="right")
+    for _, short, _, _ in COLUMNS:
+        t.add_column(short, justify="right")
+    for name in ("ρ", "τ", "Agents", "n", "Ungr."):
+        t.add_column(name, justify="right")
+    for judge, m in result.items():
+        t.add_row(
+            judge,
+            str(m["n_runs"]),
+            *[fmt(m[key], how) for _, _, key, how in COLUMNS],
+            fmt(m.get("rank_spearman"), "f3"),
+            fmt(m.get("rank_kendall"), "f3"),
+            str(m.get("rank_agents", "—")),
+            str(m["n"]),
+            str(m["ungraded"]),
+        )
+    return t
+
+
+def breakdown_table(result: Mapping[str, Mapping], attr: str):
+    """Mean accuracy (and n) per value of one rubric attribute, one row per judge."""
+    from rich.table import Table
+
+    from .agreement import fmt_metric as fmt
+
+    values = sorted({v for m in result.values() for v in m["by"][attr]})
+    t = Table(title=f"Mean accuracy (%) by {attr}")
+    t.add_column("Judge", style="bold")
+    for v in values:
+        t.add_column(v, justify="right")
+    for judge, m in result.items():
+        cells = []
+        for v in values:
+            g = m["by"][attr].get(v)
+            cells.append("—" if g is None else f"{fmt(g['accuracy_mean'], 'pct1')} (n={g['n']})")
+        t.add_row(judge, *cells)
+    return t
+
+
+def print_agreement(result: Mapping[str, Mapping], source: str, n_labels: int) -> None:
+    from .agreement import BREAKDOWNS, TABLE3_LEGEND
+    out = console()
+    out.print(agreement_table(result, title=f"Judge agreement with {n_labels} labels ({source})"))
+    out.print(TABLE3_LEGEND, style="dim")
+    for attr in BREAKDOWNS:
+        out.print(breakdown_table(result, attr))
+    ungraded = sum(m["ungraded"] for m in result.values())
+    if ungraded:
+        out.print(f"{ungraded} ungraded judgment(s) counted as wrong")

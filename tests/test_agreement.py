@@ -325,7 +325,7 @@ def test_cli_missing_judgments_error(tmp_path, capsys):
 
 
 def test_print_agreement_summary(fx, tmp_path, capsys):
-    from lifesearch_local.cli.agree import print_agreement_summary
+    from lifesearch_local.cli.common import print_agreement_summary
 
     print_agreement_summary(fx["tasks"], fx["judgments"], FIX / "labels.jsonl")
     out = capsys.readouterr().out

@@ -10,7 +10,7 @@ import random
 import sys
 import time
 
-from .judge import positive_int
+from .common import positive_int
 
 # Dense bf16 peak (no sparsity) by device-name fragment, for the fraction-of-peak figure.
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}

@@ -6,7 +6,7 @@ import argparse
 import os
 import time
 
-from .judge import positive_int
+from .common import positive_int
 
 TINY_NOTE = (
     "NOTE: {models} = tiny model(s) with RANDOM weights, built locally so the demo runs offline on a CPU. "
@@ -107,8 +107,7 @@ def run(args: argparse.Namespace) -> int:
     from ..store import RunDir
     from ..tables import random_weight_roles, random_weights_warning
     from ..tasks import load_tasks
-    from .agree import print_agreement_summary
-    from .run import WORK, phase_models, print_result, tiny_models
+    from .common import WORK, phase_models, print_agreement_summary, print_result, tiny_models
 
     t0 = time.perf_counter()
     cfg = demo_config(apply_real(args))

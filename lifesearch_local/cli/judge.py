@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .common import judge_configs, positive_int, ray_config
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -40,14 +42,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def positive_int(value: str) -> int:
-    """argparse type: an integer ≥ 1."""
-    n = int(value)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
 def limit_work(tasks: list, reports: list, limit: int | None) -> tuple[list, list]:
     """The first `limit` tasks (file order) and only their reports; printed when it cuts anything."""
     from ..tasks import first_tasks
@@ -63,37 +57,9 @@ def limit_work(tasks: list, reports: list, limit: int | None) -> tuple[list, lis
     return kept, mine
 
 
-def judge_configs(args: argparse.Namespace):
-    from serving.config import model_config
-
-    from ..config import JudgeConfig, load_judge_configs
-
-    if args.config:
-        cfgs = load_judge_configs(args.config)
-    else:
-        cfgs = [JudgeConfig(id=args.id, model=model_config(model=args.model), mode=args.mode or "choice")]
-    model_upd = {k: v for k, v in (("kernel", args.kernel), ("device", args.device)) if v}
-    upd = {k: v for k, v in (("mode", args.mode), ("runs", args.runs), ("id", args.id)) if v}
-    return [c.updated(model=model_upd, **upd) for c in cfgs]
-
-
 def legacy_id(args: argparse.Namespace, cfg) -> str | None:
     """The id `judge --model M` gave before ids were derived (`<dir name>-<mode>`), or None."""
     return None if args.config or args.id else f"{Path(args.model).name}-{cfg.mode}"
-
-
-def ray_config(args: argparse.Namespace):
-    """The Ray settings for this command: the config's top-level `ray:` block unless --no-ray."""
-    from serving.config import RayConfig
-
-    from ..config import load_yaml, validate_config
-
-    if args.ray is False:
-        return None
-    block = load_yaml(args.config).get("ray") if args.config else None
-    if block is not None:
-        return validate_config(RayConfig, block, args.config)
-    return RayConfig() if args.ray else None
 
 
 def run(args: argparse.Namespace) -> int:

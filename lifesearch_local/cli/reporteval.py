@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from ..reporteval.stage import report_items
     from ..store import RunDir
     from ..tasks import load_tasks
-    from .judge import judge_configs
+    from .common import judge_configs
 
     rcfg, web, ray = _settings(args)
     tasks = load_tasks(args.tasks) if args.tasks else None
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace, rd: Any, items: list, rcfg: Any, web: Any, ray: Any) -> int:
     from ..reporteval.stage import RECORDS, reporteval_stage
     from ..store import sha256_file
-    from .judge import judge_configs
+    from .common import judge_configs
 
     rd.update_manifest(hashes={"reports": sha256_file(args.reports), **({"tasks": sha256_file(args.tasks)} if args.tasks else {})})
     out = {}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .common import WORK, phase_models, print_result, tiny_note
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -68,7 +70,7 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
     preflight(phase_models(cfg, phases), cfg.ray)
     if args.fresh and Path(cfg.out_dir()).is_dir():
         RunDir(cfg.out_dir()).clear()  # under the lock: never from under another process's run
-    _tiny_note(cfg)
+    tiny_note(cfg)
     with new_dir_or_nothing(cfg.out_dir(), keep=WORK):
         result = run_pipeline(cfg, show=not args.quiet, phases=phases, force_config=args.force_config)
     if print_result(result, random_weight_roles(cfg.all_judges(), cfg.agents)):
@@ -78,58 +80,3 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
 
 
 # What a run directory holds that a rerun must not lose (the rest is rewritten from the inputs).
-WORK = ("judgments.jsonl", "reporteval.jsonl", "trajectories", "web_cache")
-
-
-def phase_models(cfg, phases: tuple[str, ...]) -> list[tuple[str, object]]:
-    """(role, ModelConfig) of every model the given phases may load, for the preflight."""
-    out = [(f"agent {a.id}", a.model) for a in cfg.agents] if "agent" in phases else []
-    if "judge" in phases or ("reporteval" in phases and cfg.reporteval is not None):
-        out += [(f"judge {j.id}", j.model) for j in cfg.all_judges()]
-    return out
-
-
-def print_result(result, random: list[str] | None = None) -> bool:
-    """Per-stage lines, then the score tables and, when `random` names random-weight models, a
-    warning under them; False (after saying so) when a signal stopped the run."""
-    from ..tables import print_scores, random_weights_warning
-
-    for name, stats in result.stages.items():
-        print(_stage_line(name, stats))
-    if result.stopped:
-        print(f"stopped by signal after {result.wall_s} s; rerun the same command to finish ({result.run_dir})")
-        return False
-    if result.scores:
-        print_scores(result.scores)
-        if random:
-            print(random_weights_warning(random))
-    return True
-
-
-def tiny_models(cfg) -> list[str]:
-    """The built-in random-weight models a run config uses."""
-    from serving.engines.tiny import TINY_MODELS
-
-    return sorted({m.model for m in [a.model for a in cfg.agents] + [j.model for j in cfg.all_judges()]} & set(TINY_MODELS))
-
-
-def _tiny_note(cfg) -> None:
-    tiny = tiny_models(cfg)
-    if tiny:
-        print(f"NOTE: {', '.join(tiny)} = tiny model(s) with RANDOM weights, built locally so the run works offline on a "
-              "CPU. Their reports and verdicts are noise: the scores only show the pipeline working. Put real models "
-              "in the config's agents/judge blocks for meaningful numbers.")
-
-
-def _stage_line(name: str, s: dict) -> str:
-    if name.startswith("agent/"):
-        web = s.get("web", {}).get("fetch", {})
-        return (f"{name}: {s['finished']}/{s['pending']} runs {s['status']}, {s['iterations']} iterations, "
-                f"{s['output_tokens']} output tokens ({s['tokens_per_s']} tok/s), max batch {s['max_batch']}, "
-                f"pages: {web.get('corpus', 0)} corpus, {web.get('cached', 0)} cache, {web.get('live', 0)} live, "
-                f"{web.get('archive', 0)} archive; {s['wall_s']} s")
-    if name.startswith("reporteval/"):
-        parts = [f"{m} {s[m].get('decisions', 0)}" for m in ("quality", "redundancy", "factuality") if m in s]
-        return f"{name}: decisions {', '.join(parts) or 'none left'} in {s.get('wall_s', 0)} s"
-    cost = f"; {s['gpu_s']} GPU-s" if s.get("gpus") else ""
-    return f"{name}: {s.get('decisions', 0)} decisions in {s.get('wall_s', 0)} s{cost}"

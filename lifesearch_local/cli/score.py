@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .judge import positive_int
+from .common import positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -60,8 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from ..preflight import preflight
     from ..records import Judgment
     from ..store import RunDir, sha256_file
-    from ..tables import random_weight_roles, random_weights_warning
-    from .agree import print_agreement
+    from ..tables import print_agreement, random_weight_roles, random_weights_warning
 
     cfg, tasks, reports, labels = sweep_inputs(args)
     judges, ids = cfg.all_judges(), {t.id for t in tasks}

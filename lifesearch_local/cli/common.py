@@ -1,0 +1,125 @@
+"""What several commands share: argument types, judge and Ray settings from arguments, result printing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def positive_int(value: str) -> int:
+    """argparse type: an integer ≥ 1."""
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def judge_configs(args: argparse.Namespace):
+    from serving.config import model_config
+
+    from ..config import JudgeConfig, load_judge_configs
+
+    if args.config:
+        cfgs = load_judge_configs(args.config)
+    else:
+        cfgs = [JudgeConfig(id=args.id, model=model_config(model=args.model), mode=args.mode or "choice")]
+    model_upd = {k: v for k, v in (("kernel", args.kernel), ("device", args.device)) if v}
+    upd = {k: v for k, v in (("mode", args.mode), ("runs", args.runs), ("id", args.id)) if v}
+    return [c.updated(model=model_upd, **upd) for c in cfgs]
+
+
+def ray_config(args: argparse.Namespace):
+    """The Ray settings for this command: the config's top-level `ray:` block unless --no-ray."""
+    from serving.config import RayConfig
+
+    from ..config import load_yaml, validate_config
+
+    if args.ray is False:
+        return None
+    block = load_yaml(args.config).get("ray") if args.config else None
+    if block is not None:
+        return validate_config(RayConfig, block, args.config)
+    return RayConfig() if args.ray else None
+
+
+WORK = ("judgments.jsonl", "reporteval.jsonl", "trajectories", "web_cache")
+
+
+def phase_models(cfg, phases: tuple[str, ...]) -> list[tuple[str, object]]:
+    """(role, ModelConfig) of every model the given phases may load, for the preflight."""
+    out = [(f"agent {a.id}", a.model) for a in cfg.agents] if "agent" in phases else []
+    if "judge" in phases or ("reporteval" in phases and cfg.reporteval is not None):
+        out += [(f"judge {j.id}", j.model) for j in cfg.all_judges()]
+    return out
+
+
+def print_result(result, random: list[str] | None = None) -> bool:
+    """Per-stage lines, then the score tables and, when `random` names random-weight models, a
+    warning under them; False (after saying so) when a signal stopped the run."""
+    from ..tables import print_scores, random_weights_warning
+
+    for name, stats in result.stages.items():
+        print(_stage_line(name, stats))
+    if result.stopped:
+        print(f"stopped by signal after {result.wall_s} s; rerun the same command to finish ({result.run_dir})")
+        return False
+    if result.scores:
+        print_scores(result.scores)
+        if random:
+            print(random_weights_warning(random))
+    return True
+
+
+def tiny_models(cfg) -> list[str]:
+    """The built-in random-weight models a run config uses."""
+    from serving.engines.tiny import TINY_MODELS
+
+    return sorted({m.model for m in [a.model for a in cfg.agents] + [j.model for j in cfg.all_judges()]} & set(TINY_MODELS))
+
+
+def tiny_note(cfg) -> None:
+    tiny = tiny_models(cfg)
+    if tiny:
+        print(f"NOTE: {', '.join(tiny)} = tiny model(s) with RANDOM weights, built locally so the run works offline on a "
+              "CPU. Their reports and verdicts are noise: the scores only show the pipeline working. Put real models "
+              "in the config's agents/judge blocks for meaningful numbers.")
+
+
+def _stage_line(name: str, s: dict) -> str:
+    if name.startswith("agent/"):
+        web = s.get("web", {}).get("fetch", {})
+        return (f"{name}: {s['finished']}/{s['pending']} runs {s['status']}, {s['iterations']} iterations, "
+                f"{s['output_tokens']} output tokens ({s['tokens_per_s']} tok/s), max batch {s['max_batch']}, "
+                f"pages: {web.get('corpus', 0)} corpus, {web.get('cached', 0)} cache, {web.get('live', 0)} live, "
+                f"{web.get('archive', 0)} archive; {s['wall_s']} s")
+    if name.startswith("reporteval/"):
+        parts = [f"{m} {s[m].get('decisions', 0)}" for m in ("quality", "redundancy", "factuality") if m in s]
+        return f"{name}: decisions {', '.join(parts) or 'none left'} in {s.get('wall_s', 0)} s"
+    cost = f"; {s['gpu_s']} GPU-s" if s.get("gpus") else ""
+    return f"{name}: {s.get('decisions', 0)} decisions in {s.get('wall_s', 0)} s{cost}"
+
+
+def print_agreement_summary(tasks, judgments, labels_path) -> None:
+    """The Table 3 layout for a pipeline that just judged (`lifesearch demo` / `run`); silent
+    without a labels file, a warning (never an exception) when the labels do not match."""
+
+    from ..agreement import TABLE3_LEGEND, agreement
+    from ..errors import LifesearchError
+    from ..jsonl import read_records
+    from ..labels import label_index
+    from ..records import Label
+    from ..tables import agreement_table, console
+
+    if labels_path is None or not Path(labels_path).exists():
+        return
+    labels = read_records(labels_path, Label)
+    try:
+        result = agreement(tasks, judgments, label_index(labels), exclude={lab.source for lab in labels})
+    except LifesearchError as e:
+        print(f"judge agreement not computed: {e}", file=sys.stderr)
+        return
+    source = ", ".join(sorted({lab.source for lab in labels}))
+    out = console()
+    out.print(agreement_table(result, title=f"Judge agreement with {len(labels)} labels ({source})"))
+    out.print(TABLE3_LEGEND, style="dim")
