@@ -18,7 +18,7 @@ from lifesearch_local.config import JudgeConfig, load_judge_configs, load_run_co
 from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment, Report
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "compare-judges.md"
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment
 from serving.config import HFConfig, VLLMConfig, model_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 ID = re.compile(r"^[A-Za-z0-9._-]+/(choice|generate)/[0-9a-f]{6}$")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 
 ARGS = ["bench", "judge", "--model", "tiny-llama", "--prefix-tokens", "192", "--rubrics", "5", "--suffix-tokens", "24"]
 

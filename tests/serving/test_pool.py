@@ -152,7 +152,7 @@ def test_shipped_configs_are_valid_run_configs():
 
 def test_starting_ray_keeps_the_graceful_sigterm_handler(cluster):
     # Ray's driver replaces SIGTERM with a handler that exits at once; Slurm preemption must
-    # still finish the batch and flush (see tests/test_judge_cli.py for the in-process path).
+    # still finish the batch and flush (see tests/judge/test_judge_cli.py for the in-process path).
     if not cluster["started"]:
         pytest.skip("Ray was already running in this process")
     assert cluster["kept_sigterm"]
