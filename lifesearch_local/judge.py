@@ -192,9 +192,10 @@ def generate_attempts(
 def _attempts(
     backend: ModelBackend, cfg: RetrySettings, prompts: Sequence[str], parses: Sequence[Callable[[str], T | None]], *,
     max_tokens: int, seed: int = 0, reject_truncated: bool = False, spans: Sequence[Span | None] | None = None,
-    template_kwargs: dict | None = None,
+    template_kwargs: dict | None = None, stop_after_json: bool = False,
 ) -> list[tuple[T | None, list[str], int]]:
-    """The retry loop; also returns the prompt tokens the backend elided to fit its context."""
+    """The retry loop; also returns the prompt tokens the backend elided to fit its context.
+    `stop_after_json`: each answer ends where its first JSON object closes (see ChatRequest)."""
     parsed: list[T | None] = [None] * len(prompts)
     raws: list[list[str]] = [[] for _ in prompts]
     cut = [0] * len(prompts)
@@ -206,7 +207,7 @@ def _attempts(
             messages=[{"role": "user", "content": prompts[i]}], max_tokens=max_tokens,
             temperature=cfg.temperature if attempt == 0 else max(cfg.temperature, 0.7),
             seed=cfg.model.seed + seed + attempt, elastic=spans[i] if spans else None,
-            chat_template_kwargs=template_kwargs or {},
+            chat_template_kwargs=template_kwargs or {}, stop_after_json=stop_after_json,
         ) for i in todo]
         for i, gen in zip(todo, backend.generate(reqs)):
             raws[i].append(gen.text)
@@ -232,21 +233,27 @@ def generate_parsed(
 
 def generate_parsed_fitted(
     backend: ModelBackend, cfg: RetrySettings, prompts: Sequence[str], parse: Callable[[str], T | None], *,
-    max_tokens: int, seed: int = 0, spans: Sequence[Span | None] | None = None,
+    max_tokens: int, seed: int = 0, spans: Sequence[Span | None] | None = None, stop_after_json: bool = False,
 ) -> list[tuple[T | None, str | None, int]]:
     """`generate_parsed` where `spans` mark what may be elided to fit the context; adds the tokens elided."""
     results = _attempts(backend, cfg, prompts, [parse] * len(prompts), max_tokens=max_tokens, seed=seed, spans=spans,
-                        template_kwargs=judge_template_kwargs(cfg))
+                        template_kwargs=judge_template_kwargs(cfg), stop_after_json=stop_after_json)
     return [(v, raws[-1] if raws else None, cut) for v, raws, cut in results]
 
 
 def judge_generate(backend: ModelBackend, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:
-    """Full JSON answers; unparseable ones are retried (bounded), then recorded as ungraded."""
+    """Full JSON answers; unparseable ones are retried (bounded), then recorded as ungraded.
+
+    With thinking off (the default), decoding ends where the answer's JSON object closes (what
+    follows is never read; a thinking judge's braces could be in its thinking), and the
+    rubric prompts of a report are sent together: the report is their shared token prefix
+    (prefilled once by the hf engine, prefix-cached by vLLM)."""
     prompts = [[judge_prompt_span(p.task, r, p.report.text) for r in p.rubrics] for p in batch]
     flat = [text for row in prompts for text, _, _ in row]
     spans = [span for row in prompts for _, _, span in row]
     results = iter(generate_parsed_fitted(backend, cfg, flat, parse_verdict, max_tokens=cfg.max_tokens,
-                                          seed=1000 * judge_run, spans=spans))
+                                          seed=1000 * judge_run, spans=spans,
+                                          stop_after_json=judge_template_kwargs(cfg).get("enable_thinking") is False))
     out = []
     for p, row in zip(batch, prompts):
         judged = []

@@ -25,7 +25,13 @@ class ModelConfig(BaseModel):
     kernel: Literal["auto", "dense", "flex", "two_stage", "naive", "single"] = "auto"
     """Choice-scoring form of the hf backend (auto: two_stage, the fastest measured on CPU and GPU)."""
     token_budget: int = Field(8192, ge=64)
-    """Max tokens per packed forward pass (a group larger than this runs alone)."""
+    """Max tokens per packed forward pass (a group larger than this runs alone); in generate mode,
+    max KV tokens held per decoding batch: shared prefix + rows × (suffix + max_tokens)."""
+    generate_form: Literal["shared_prefix", "padded"] = "shared_prefix"
+    """hf generation: `shared_prefix` prefills a prefix common to several requests (the rubrics
+    of a report) once and decodes their rows as a batch over its KV (serving.prefix_decode);
+    `padded` is the former path, `model.generate` over a left-padded batch of whole prompts.
+    Models with sliding windows or non-attention layers always take `padded`."""
     seed: int = 0
     """Seed for sampling and for building tiny models."""
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)

@@ -26,6 +26,7 @@ from typing import Any
 from .actors import clear_stray_vllm_env
 from .chat import chat_ids, choice_group_items
 from .config import ModelConfig
+from .decoding import json_stopped
 from .hf import render_chat, resolve_model_path, softmax
 from .kernel import Item
 from .protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
@@ -241,8 +242,8 @@ class VLLMBackend:
         prompts = [token_prompt(ids) for ids, _, _ in fitted]
         requests = [r.model_copy(update={"max_tokens": max(1, n)}) for r, (_, _, n) in zip(requests, fitted)]
         params = [self.sp(**sampling_kwargs(r)) for r in requests]
-        gens = [parse_generation(o).model_copy(update={"truncated_tokens": cut})
-                for o, (_, cut, _) in zip(self.llm.generate(prompts, params, use_tqdm=False), fitted)]
+        gens = [json_stopped(parse_generation(o), r.stop_after_json).model_copy(update={"truncated_tokens": cut})
+                for o, r, (_, cut, _) in zip(self.llm.generate(prompts, params, use_tqdm=False), requests, fitted)]
         self.stats["generate_prompt_tokens"] += sum(g.prompt_tokens for g in gens)
         self.stats["generate_output_tokens"] += sum(g.output_tokens for g in gens)
         return gens
