@@ -53,11 +53,12 @@ class Decoded:
 class SharedPrefixKV:
     """The KV of one group's prefix (batch 1) and of its rows' suffixes (preallocated, per row)."""
 
-    def __init__(self, prefix: list[tuple[Any, Any]], rows: int, length: int):
+    def __init__(self, prefix: list[tuple[Any, Any]], rows: int, length: int, budget: int = 8192):
         import torch
 
         self.prefix = prefix  # per layer: (kv_heads, P, head_dim) keys and values
         self.cursor = 0
+        self.budget = budget
         self.suffix = [tuple(torch.empty((rows, k.shape[0], length, k.shape[-1]), dtype=k.dtype, device=k.device)
                              for _ in range(2)) for k, _ in prefix]
 
@@ -88,8 +89,14 @@ def shared_prefix_attention(module: Any, query: Any, key: Any, value: Any, atten
     sk[:, :, c : c + q] = key
     sv[:, :, c : c + q] = value
     ks, vs = sk[:, :, : c + q], sv[:, :, : c + q]
+    scale = scaling if scaling is not None else d**-0.5
+    if q > 1:
+        return _suffix_prefill(query, ks, vs, pk, pv, attention_mask, scale, max(1, st.budget // (p + c + q)))
+    fused = _decode_step_fused(query, ks, vs, pk, pv, attention_mask, scale)
+    if fused is not None:
+        return fused, None
     # heads are kv-major, so (rows, kv_heads, group × queries, dim) is a view: no key is repeated
-    qs = query * (scaling if scaling is not None else d**-0.5)
+    qs = query * scale
     out = torch.empty_like(query)
     step = max(1, SCORE_ELEMS // max(1, b * h * (p + c + q)))
     for a in range(0, q, step):
@@ -104,6 +111,48 @@ def shared_prefix_attention(module: Any, query: Any, key: Any, value: Any, atten
         o = op.view(kvh, b, g * n, d).transpose(0, 1) + probs[..., p:] @ vs
         out[:, :, a : a + n] = o.reshape(b, h, n, d)
     return out.transpose(1, 2).contiguous(), None
+
+
+def _decode_step_fused(query: Any, ks: Any, vs: Any, pk: Any, pv: Any, mask: Any, scale: float) -> Any:
+    """One query per row on CPU: torch's fused attention over the prefix (every row's queries
+    stacked, batch 1) and over each row's suffix, each returning its log-sum-exp, merged
+    exactly; None where that kernel is not available (the score-matrix form runs instead)."""
+    import torch
+
+    op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    if op is None or query.device.type != "cpu" or pk.shape[1] == 0:
+        return None
+    b, h, _, d = query.shape
+    kvh = ks.shape[1]
+    g = h // kvh
+    qs = query.reshape(b, kvh, g, d)
+    o1, l1 = op(qs.transpose(0, 1).reshape(1, kvh, b * g, d), pk[None], pv[None], 0.0, False, scale=scale)
+    bias = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill(~mask, float("-inf"))
+    o2, l2 = op(qs, ks.contiguous(), vs.contiguous(), 0.0, False, attn_mask=bias, scale=scale)
+    o1, l1 = o1.reshape(kvh, b, g, d).transpose(0, 1), l1.reshape(kvh, b, g).transpose(0, 1)
+    top = torch.maximum(l1, l2)
+    w1, w2 = (l1 - top).exp()[..., None], (l2 - top).exp()[..., None]
+    out = (w1 * o1.float() + w2 * o2.float()) / (w1 + w2)
+    return out.to(query.dtype).reshape(b, 1, h, d)
+
+
+def _suffix_prefill(query: Any, ks: Any, vs: Any, pk: Any, pv: Any, mask: Any, scale: float, rows_per: int) -> tuple[Any, None]:
+    """Many queries per row (the rubric suffixes): fused SDPA over the prefix KV repeated for a
+    slice of rows at a time (a transient within the token budget, one layer at a time); faster
+    than the score-matrix form, which is kept for the one-query decoding steps."""
+    import torch
+    import torch.nn.functional as F
+
+    b, h, q, _ = query.shape
+    out = []
+    for a in range(0, b, rows_per):
+        n = min(rows_per, b - a)
+        k = torch.cat([pk.unsqueeze(0).expand(n, -1, -1, -1), ks[a : a + n]], dim=2)
+        v = torch.cat([pv.unsqueeze(0).expand(n, -1, -1, -1), vs[a : a + n]], dim=2)
+        m = torch.cat([mask.new_ones((n, 1, q, pk.shape[1])), mask[a : a + n]], dim=-1)
+        out.append(F.scaled_dot_product_attention(query[a : a + n], k, v, attn_mask=m, scale=scale,
+                                                  enable_gqa=k.shape[1] != h))
+    return torch.cat(out).transpose(1, 2).contiguous(), None
 
 
 def register() -> str:
@@ -262,7 +311,7 @@ class PrefixDecoder:
         pos = (p + (j[None, :] - pad[:, None]).clamp(min=0))
         # padding queries see themselves, so no softmax row is empty (their outputs are never read)
         mask = ((j[None, :] <= j[:, None])[None] & real[:, None, :]) | torch.eye(w, dtype=torch.bool, device=self.device)
-        st = SharedPrefixKV(prefix, len(rows), w + n_new)
+        st = SharedPrefixKV(prefix, len(rows), w + n_new, self.budget)
         logits = self._forward(ids, pos, mask[:, None], st)
         self.stats["suffix_tokens"] += sum(len(s) for s in suffixes)
         self.stats["batches"] += 1

@@ -62,9 +62,9 @@ def test_a_small_token_budget_splits_rows_and_keeps_the_text(backends, monkeypat
     held = []
     real_init = prefix_decode.SharedPrefixKV.__init__
 
-    def record(self, prefix, rows, length):
+    def record(self, prefix, rows, length, budget):
         held.append((rows, prefix[0][0].shape[1] + rows * length))
-        real_init(self, prefix, rows, length)
+        real_init(self, prefix, rows, length, budget)
 
     monkeypatch.setattr(prefix_decode.SharedPrefixKV, "__init__", record)
     budget = min(g.prompt_tokens for g in shared.generate(reqs[:2])) + 60
