@@ -255,10 +255,15 @@ class PrefixDecoder:
                 members = [rows[i] for i in group]
                 p = common_prefix_len([r.ids for r in members])
                 prefix = self._prefill(members[0].ids[:p])
-                for chunk in plan_chunks(members, p, self.budget):
-                    done = self._decode_chunk([members[k] for k in chunk], prefix, p, temperature, top_p, gen)
-                    for k, d in zip(chunk, done):
-                        out[group[k]] = d
+                before = self.model.config._attn_implementation
+                self.model.set_attn_implementation(register())  # the model is shared: always restored
+                try:
+                    for chunk in plan_chunks(members, p, self.budget):
+                        done = self._decode_chunk([members[k] for k in chunk], prefix, p, temperature, top_p, gen)
+                        for k, d in zip(chunk, done):
+                            out[group[k]] = d
+                finally:
+                    self.model.set_attn_implementation(before)
         return out
 
     def _tensor(self, rows: Any) -> Any:
@@ -287,14 +292,9 @@ class PrefixDecoder:
         return [(layer.keys[0], layer.values[0]) for layer in cache.layers]
 
     def _forward(self, ids: Any, pos: Any, mask: Any, st: SharedPrefixKV) -> Any:
-        """Last-position logits of rows continuing over `st` (attention switched to NAME for the call)."""
-        before = self.model.config._attn_implementation
-        self.model.set_attn_implementation(register())
-        try:
-            out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=False,
-                             logits_to_keep=1, shared_prefix=st)
-        finally:
-            self.model.set_attn_implementation(before)
+        """Last-position logits of rows continuing over `st` (the model's attention is NAME meanwhile)."""
+        out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=False,
+                         logits_to_keep=1, shared_prefix=st)
         st.cursor += ids.shape[1]
         return out.logits[:, -1]
 
