@@ -5,7 +5,9 @@ The rubric prompts of one report repeat the report and differ in a short tail. B
 grouped by common token-id prefix; a group's prefix runs once (batch 1, in chunks) and its
 KV is kept once; the rows' suffixes and generated tokens live in a preallocated per-row
 buffer, and an attention function (registered under NAME) attends every row's queries to
-the shared prefix KV and to the row's own suffix KV, one softmax over both. Rows of a group
+the shared prefix KV and to the row's own suffix KV as one softmax over both (decoding
+steps: two fused attentions merged by their log-sum-exp; the suffix prefill: fused SDPA over
+the prefix repeated for a few rows at a time). Rows of a group
 are decoded in chunks sized so that prefix plus rows × (suffix + max_new) stays within the
 token budget: memory follows the budget, not the number of rubrics. Finished rows (EOS,
 stop string, closed JSON object, length) leave the batch.
