@@ -57,9 +57,10 @@ def generate_attempts(
 def _attempts(
     backend: Engine, cfg: RetrySettings, prompts: Sequence[str], parses: Sequence[Callable[[str], T | None]], *,
     max_tokens: int, seed: int = 0, reject_truncated: bool = False, spans: Sequence[Span | None] | None = None,
-    template_kwargs: dict | None = None,
+    template_kwargs: dict | None = None, stop_after_json: bool = False,
 ) -> list[tuple[T | None, list[str], int]]:
-    """The retry loop; also returns the prompt tokens the backend elided to fit its context."""
+    """The retry loop; also returns the prompt tokens the backend elided to fit its context.
+    `stop_after_json`: each answer ends where its first JSON object closes (see ChatRequest)."""
     parsed: list[T | None] = [None] * len(prompts)
     raws: list[list[str]] = [[] for _ in prompts]
     cut = [0] * len(prompts)
@@ -71,7 +72,7 @@ def _attempts(
             messages=[{"role": "user", "content": prompts[i]}], max_tokens=max_tokens,
             temperature=cfg.temperature if attempt == 0 else max(cfg.temperature, 0.7),
             seed=cfg.model.seed + seed + attempt, elastic=spans[i] if spans else None,
-            chat_template_kwargs=template_kwargs or {},
+            chat_template_kwargs=template_kwargs or {}, stop_after_json=stop_after_json,
         ) for i in todo]
         for i, gen in zip(todo, backend.generate(reqs)):
             raws[i].append(gen.text)
@@ -97,9 +98,9 @@ def generate_parsed(
 
 def generate_parsed_fitted(
     backend: Engine, cfg: RetrySettings, prompts: Sequence[str], parse: Callable[[str], T | None], *,
-    max_tokens: int, seed: int = 0, spans: Sequence[Span | None] | None = None,
+    max_tokens: int, seed: int = 0, spans: Sequence[Span | None] | None = None, stop_after_json: bool = False,
 ) -> list[tuple[T | None, str | None, int]]:
     """`generate_parsed` where `spans` mark what may be elided to fit the context; adds the tokens elided."""
     results = _attempts(backend, cfg, prompts, [parse] * len(prompts), max_tokens=max_tokens, seed=seed, spans=spans,
-                        template_kwargs=judge_template_kwargs(cfg))
+                        template_kwargs=judge_template_kwargs(cfg), stop_after_json=stop_after_json)
     return [(v, raws[-1] if raws else None, cut) for v, raws, cut in results]

@@ -38,7 +38,7 @@ _HELD_GUARD = threading.Lock()
 # across them (on a GPU after a CPU, with larger batches, with more judge repetitions).
 EXECUTION_ONLY = frozenset({"runs", "groups_per_call", "concurrency", "batch", "batch_size"})
 MODEL_EXECUTION_ONLY = frozenset({
-    "device", "kernel", "token_budget", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching",
+    "device", "kernel", "generate_form", "token_budget", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching",
     "enforce_eager", "base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency", "retry_base_delay_s",
 })
 

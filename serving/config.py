@@ -46,7 +46,13 @@ class HFConfig(_LocalWeights):
     kernel: Literal["auto", "dense", "flex", "two_stage", "naive", "single"] = "auto"
     """Choice-scoring form (auto: two_stage, the fastest measured on CPU and GPU)."""
     token_budget: int = Field(8192, ge=64)
-    """Max tokens per packed forward pass (a group larger than this runs alone)."""
+    """Max tokens per packed forward pass (a group larger than this runs alone); in generate mode,
+    max KV tokens held per decoding batch: shared prefix + rows × (suffix + max_tokens)."""
+    generate_form: Literal["shared_prefix", "padded"] = "shared_prefix"
+    """Generation: `shared_prefix` prefills a prefix common to several requests (the rubrics of a
+    report) once and decodes their rows as a batch over its KV (serving.engines.prefix_decode);
+    `padded` is the former path, `model.generate` over a left-padded batch of whole prompts.
+    Models with sliding windows or non-attention layers always take `padded`."""
 
 
 class VLLMConfig(_LocalWeights):
@@ -102,6 +108,7 @@ _FLAT_DEFAULTS: dict[str, Any] = {
     "trust_remote_code": False, "tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "kv_cache_gib": None,
     "enable_prefix_caching": True, "load_format": "auto", "base_url": None, "api_key_env": None, "timeout_s": 600.0,
     "max_retries": 4, "max_concurrency": 32, "retry_base_delay_s": 1.0, "choice_top_k": 20, "enforce_eager": False,
+    "generate_form": "shared_prefix",
 }
 
 

@@ -59,3 +59,69 @@ def decode_generated(tokenizer: Any, ids: Sequence[int]) -> str:
             break
         text = tokenizer.decode(list(ids[: len(ids) - k]), skip_special_tokens=True)
     return text
+
+
+class JsonObjectEnd:
+    """Finds where the first top-level JSON object of a growing text closes: braces are counted
+    outside strings (escapes honoured), so a `}` inside the reason does not end the answer.
+    Fed the whole text so far at each step; only the new characters are scanned."""
+
+    def __init__(self) -> None:
+        self.scanned = ""
+        self.depth = 0
+        self.in_string = False
+        self.escape = False
+        self.end: int | None = None
+
+    def feed(self, text: str) -> int | None:
+        """The index one past the closing brace once the object is closed, else None."""
+        if self.end is not None:
+            return self.end
+        if not text.startswith(self.scanned):  # a held-back partial character changed the tail
+            self.__init__()
+        # an incomplete multi-byte character decodes as U+FFFD; it is never a brace or a quote
+        stable = len(text.rstrip(REPLACEMENT))
+        for i in range(len(self.scanned), stable):
+            if self._step(text[i]):
+                self.end = i + 1
+                break
+        self.scanned = text[: self.end if self.end is not None else stable]
+        return self.end
+
+    def _step(self, ch: str) -> bool:
+        if self.in_string:
+            if self.escape:
+                self.escape = False
+            elif ch == "\\":
+                self.escape = True
+            elif ch == '"':
+                self.in_string = False
+            return False
+        if ch == '"' and self.depth > 0:
+            self.in_string = True
+        elif ch == "{":
+            self.depth += 1
+        elif ch == "}" and self.depth > 0:
+            self.depth -= 1
+            return self.depth == 0
+        return False
+
+
+def json_object_end(text: str) -> int | None:
+    """One past the closing brace of the first top-level JSON object in `text`, or None."""
+    return JsonObjectEnd().feed(text)
+
+
+def cut_after_json(text: str) -> tuple[str, bool]:
+    """`text` up to the closing brace of its first JSON object, and whether there was one."""
+    end = json_object_end(text)
+    return (text[:end], True) if end is not None else (text, False)
+
+
+def json_stopped(gen: Any, stop_after_json: bool) -> Any:
+    """A Generation cut after its JSON object where the request asked for that (engines that
+    cannot stop there themselves); finished by that stop, not by length."""
+    if not stop_after_json:
+        return gen
+    text, cut = cut_after_json(gen.text)
+    return gen.model_copy(update={"text": text, "finish_reason": "stop"}) if cut else gen

@@ -38,6 +38,10 @@ class ChatRequest(BaseModel):
     """Sampling seed; with greedy decoding it changes nothing."""
     stop: list[str] = Field(default_factory=list)
     """Strings that end the generation (the stop string itself is not returned)."""
+    stop_after_json: bool = False
+    """End the generation once the first top-level JSON object of the output closes (braces
+    counted outside strings); the text ends at its closing brace. The hf engine stops decoding
+    there; vllm and openai engines cut the text there."""
     tools: list[dict[str, Any]] | None = None
     """OpenAI-style tool schemas, rendered by the chat template or sent natively."""
     prefill: str = ""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from serving.protocol import ChoiceGroup, ChoiceRequest, Engine, Span
 
 from ..config import JudgeConfig
-from ..llm import generate_parsed_fitted, parse_object
+from ..llm import generate_parsed_fitted, judge_template_kwargs, parse_object
 from ..prompts import render_span
 from ..records import Judgment, Report, Rubric, Task
 
@@ -140,12 +140,18 @@ def parse_verdict(text: str) -> tuple[bool, str] | None:
 
 
 def judge_generate(backend: Engine, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:
-    """Full JSON answers; unparseable ones are retried (bounded), then recorded as ungraded."""
+    """Full JSON answers; unparseable ones are retried (bounded), then recorded as ungraded.
+
+    With thinking off (the default), decoding ends where the answer's JSON object closes (what
+    follows is never read; a thinking judge's braces could be in its thinking), and the
+    rubric prompts of a report are sent together: the report is their shared token prefix
+    (prefilled once by the hf engine, prefix-cached by vLLM)."""
     prompts = [[judge_prompt_span(p.task, r, p.report.text) for r in p.rubrics] for p in batch]
     flat = [text for row in prompts for text, _, _ in row]
     spans = [span for row in prompts for _, _, span in row]
     results = iter(generate_parsed_fitted(backend, cfg, flat, parse_verdict, max_tokens=cfg.max_tokens,
-                                          seed=1000 * judge_run, spans=spans))
+                                          seed=1000 * judge_run, spans=spans,
+                                          stop_after_json=judge_template_kwargs(cfg).get("enable_thinking") is False))
     out = []
     for p, row in zip(batch, prompts):
         judged = []

@@ -10,7 +10,7 @@ from typing import Any
 from .. import stop
 from ..chat import chat_ids, check_choices, choice_group_items, context_limit, decision_item
 from ..config import HFConfig
-from ..decoding import decode_generated
+from ..decoding import decode_generated, json_object_end
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
 from .kernel import Item, PackedScorer
 from .real_models import REAL_MODELS, real_model_dir
@@ -87,6 +87,12 @@ class HFBackend(Engine):
         self.scorer = PackedScorer(self.model, form=cfg.kernel, token_budget=cfg.token_budget)
         self.max_positions = context_limit(self.model.config, cfg.max_model_len)
         self.counters = {"generate_prompt_tokens": 0, "generate_output_tokens": 0}
+        self.decoder = None
+        if cfg.generate_form == "shared_prefix":
+            from .prefix_decode import PrefixDecoder, supported
+
+            if supported(self.model):
+                self.decoder = PrefixDecoder(self.model, self.tokenizer, token_budget=cfg.token_budget)
 
 
     def model_hash(self) -> str:
@@ -136,12 +142,35 @@ class HFBackend(Engine):
         buckets: dict[tuple, list[int]] = {}
         for i, r in enumerate(requests):
             buckets.setdefault((r.max_tokens, r.temperature, r.top_p, r.seed), []).append(i)
+        run = self._generate_shared if self.decoder is not None else self._generate_batch
         for idxs in buckets.values():
-            for i, g in zip(idxs, self._generate_batch([requests[i] for i in idxs])):
+            for i, g in zip(idxs, run([requests[i] for i in idxs])):
                 out[i] = g
         return [g for g in out if g is not None]
 
+    def _generate_shared(self, reqs: Sequence[ChatRequest]) -> list[Generation]:
+        """Requests of one sampling setting through serving.engines.prefix_decode (shared prefixes prefilled once)."""
+        from .prefix_decode import Row
+
+        r0 = reqs[0]
+        fitted = [chat_ids(self.tokenizer, r, self.max_positions, self.cfg.chat_template_kwargs) for r in reqs]
+        rows = [Row(ids=ids, max_new=max(1, n), stops=r.stop, json_stop=r.stop_after_json)
+                for r, (ids, _, n) in zip(reqs, fitted)]
+        stop.check()
+        done = self.decoder.decode(rows, temperature=r0.temperature, top_p=r0.top_p, seed=r0.seed)
+        out = []
+        for req, (ids_in, cut, _), d in zip(reqs, fitted, done):
+            text, stopped = _cut_at_stop(d.text, req.stop)
+            out.append(self._generation(text, len(ids_in), len(d.ids), "stop" if stopped else d.finish, cut))
+        return out
+
+    def _generation(self, text: str, n_in: int, n_out: int, finish: str, cut: int) -> Generation:
+        self.counters["generate_prompt_tokens"] += n_in
+        self.counters["generate_output_tokens"] += n_out
+        return Generation(text=text, prompt_tokens=n_in, output_tokens=n_out, finish_reason=finish, truncated_tokens=cut)
+
     def _generate_batch(self, reqs: Sequence[ChatRequest]) -> list[Generation]:
+        """The padded path: `model.generate` over a left-padded batch of whole prompts."""
         import torch
 
         r0 = reqs[0]
@@ -170,11 +199,10 @@ class HFBackend(Engine):
             n_out = ids.index(eos) + 1 if eos in ids else len([t for t in ids if t != pad])
             text = decode_generated(self.tokenizer, ids[:n_out])  # no U+FFFD from split characters
             text, stopped = _cut_at_stop(text, req.stop)
-            finish = "stop" if (eos in ids or stopped) else "length"
-            self.counters["generate_prompt_tokens"] += len(ids_in)
-            self.counters["generate_output_tokens"] += n_out
-            results.append(Generation(text=text, prompt_tokens=len(ids_in), output_tokens=n_out, finish_reason=finish,
-                                      truncated_tokens=cut))
+            end = json_object_end(text) if req.stop_after_json else None
+            text = text[:end] if end is not None else text
+            finish = "stop" if (eos in ids or stopped or end is not None) else "length"
+            results.append(self._generation(text, len(ids_in), n_out, finish, cut))
         return results
 
 

@@ -28,6 +28,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from ..config import OpenAIConfig
+from ..decoding import json_stopped
 from ..errors import CONFIG_STATUSES, EndpointError
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Engine, Generation
 from ..redact import redact, redact_obj, secret_from_env
@@ -186,7 +187,8 @@ class OpenAIBackend(Engine):
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         bodies = [chat_body(self.cfg.model, r, self.cfg.chat_template_kwargs) for r in requests]
         # An endpoint may echo the key back in a successful answer: it must not reach any record.
-        gens = [self._clean(self._parse(parse_chat, d)) for d in self._post_all("chat/completions", bodies)]
+        gens = [json_stopped(self._clean(self._parse(parse_chat, d)), r.stop_after_json)
+                for d, r in zip(self._post_all("chat/completions", bodies), requests)]
         self.counters["generate_prompt_tokens"] += sum(g.prompt_tokens for g in gens)
         self.counters["generate_output_tokens"] += sum(g.output_tokens for g in gens)
         return gens

@@ -13,6 +13,12 @@ template text tokenized with its control tokens, data never as one, fitted to th
 Where the installed vLLM has `SamplingParams.logprob_token_ids` the exact candidate log-probs
 come back; otherwise the top-k log-probs are read and a candidate outside them counts as -inf
 (probability 0), and a prompt with no candidate in its top-k is an error.
+
+Generation sends prompts as the same token ids hf builds (`serving.chat.chat_ids`), so the
+rubric prompts of a report share their token-id prefix; with prefix caching on, each shared
+prefix goes first as a one-token request, and the prompts then read it from the cache. A
+request's `stop_after_json` cuts the returned text after its JSON object (vLLM decodes on to
+EOS or max_tokens: it has no such stop).
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ from typing import Any
 
 from ..chat import chat_ids, choice_group_items
 from ..config import VLLMConfig
+from ..decoding import json_stopped
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
 from .hf import render_chat, resolve_model_path, softmax
-from .kernel import Item
+from .kernel import Item, common_prefix_len
+from .prefix_decode import plan_groups
 
 
 def clear_stray_vllm_env(environ: dict[str, str] | None = None) -> list[str]:
@@ -119,6 +127,22 @@ def waves(groups: Sequence[Sequence[Item]], *, warm: bool) -> list[list[tuple[in
         return [everything]
     first = [(g, 0) for g, items in enumerate(groups) if items]
     return [first, [(g, i) for g, i in everything if i > 0]]
+
+
+def shared_prefixes(prompts: Sequence[Sequence[int]], *, min_tokens: int = 64) -> list[list[int]]:
+    """The common token-id prefix of each group of prompts that share one (the rubric prompts of a
+    report: template head, question and report), when at least `min_tokens` long.
+
+    `generate` sends these first (one token each) so that the group's prompts, scheduled in the
+    same engine step, read the prefix from the cache instead of each computing it.
+    """
+    out = []
+    for group in plan_groups(prompts):
+        if len(group) > 1:
+            n = common_prefix_len([prompts[i] for i in group])
+            if n >= min_tokens:
+                out.append(list(prompts[group[0]][:n]))
+    return out
 
 
 # -- output parsing (pure) --------------------------------------------------------
@@ -251,8 +275,12 @@ class VLLMBackend(Engine):
         prompts = [token_prompt(ids) for ids, _, _ in fitted]
         requests = [r.model_copy(update={"max_tokens": max(1, n)}) for r, (_, _, n) in zip(requests, fitted)]
         params = [self.sp(**sampling_kwargs(r)) for r in requests]
-        gens = [parse_generation(o).model_copy(update={"truncated_tokens": cut})
-                for o, (_, cut, _) in zip(self.llm.generate(prompts, params, use_tqdm=False), fitted)]
+        warm = shared_prefixes([ids for ids, _, _ in fitted]) if self.cfg.enable_prefix_caching else []
+        if warm:
+            self.llm.generate([token_prompt(w) for w in warm], [self.sp(max_tokens=1, temperature=0.0) for _ in warm],
+                              use_tqdm=False)
+        gens = [json_stopped(parse_generation(o), r.stop_after_json).model_copy(update={"truncated_tokens": cut})
+                for o, r, (_, cut, _) in zip(self.llm.generate(prompts, params, use_tqdm=False), requests, fitted)]
         self.counters["generate_prompt_tokens"] += sum(g.prompt_tokens for g in gens)
         self.counters["generate_output_tokens"] += sum(g.output_tokens for g in gens)
         return gens

@@ -164,3 +164,40 @@ def test_greedy_answer_names_paris(smollm2_backend):
     gen = smollm2_backend.generate([ChatRequest(messages=q, max_tokens=16, temperature=0.0)])[0]
     print(f"smollm2-135m greedy: {gen.text!r}")
     assert "Paris" in gen.text and gen.finish_reason == "stop"
+
+
+def test_generate_mode_judges_a_report_over_its_shared_prefix(smollm2_backend):
+    """Generate mode on the real model: one report's rubrics share one prefill and decode as one
+    batch, each answer ends at its JSON object, and the text equals the former path's for each
+    rubric judged alone (the model's answers themselves are often not the asked-for JSON)."""
+    from lifesearch_local.config import JudgeConfig
+    from lifesearch_local.judge.rubric import Pending, judge_generate, judged_rubrics
+    from lifesearch_local.records import Report
+    from lifesearch_local.resources import resource_path
+    from lifesearch_local.tasks import load_tasks
+    from serving.config import model_config
+    from serving.decoding import json_object_end
+
+    task = load_tasks(resource_path("data", "sample", "tasks.jsonl"))[0]
+    lines = resource_path("data", "sample", "reports.jsonl").read_text(encoding="utf-8").splitlines()
+    report = next(r for r in (Report(**json.loads(x)) for x in lines) if r.task_id == task.id and r.agent == "sample-shallow")
+    cfg = JudgeConfig(id="g", mode="generate", max_tokens=64, retries=0, model=model_config(model=SMOLLM2, device="cpu"))
+    pending = Pending(task, report, judged_rubrics(task)[:3])
+    dec, stats = smollm2_backend.decoder, smollm2_backend.counters
+    before, prompt_before = dict(dec.stats), stats["generate_prompt_tokens"]
+    rows = judge_generate(smollm2_backend, cfg, [pending], 0)[0]
+    prompt = (stats["generate_prompt_tokens"] - prompt_before) / 3
+    assert dec.stats["batches"] - before["batches"] == 1
+    assert prompt / 2 < dec.stats["prefix_tokens"] - before["prefix_tokens"] < prompt  # the report, prefilled once
+    for j in rows:
+        print(f"smollm2-135m generate: {j.raw!r}")  # a 135M model often answers without the JSON
+        assert j.satisfied is not None or j.reason == "ungraded: no valid JSON verdict"
+        end = json_object_end(j.raw)
+        assert end is None or end == len(j.raw)  # nothing after the closed object
+    smollm2_backend.decoder = None  # the padded path (model.generate), one rubric at a time
+    try:
+        alone = [judge_generate(smollm2_backend, cfg, [Pending(task, report, [r])], 0)[0][0] for r in pending.rubrics]
+    finally:
+        smollm2_backend.decoder = dec
+    assert [j.raw for j in rows] == [j.raw for j in alone]
+    assert [j.satisfied for j in rows] == [j.satisfied for j in alone]

@@ -81,6 +81,16 @@ def test_judge_prompt_data_never_becomes_a_control_token(backend, monkeypatch):
 
 def _generated_ids(backend, monkeypatch, requests):
     seen = []
+    if backend.decoder is not None:  # the shared-prefix path: the prompt ids of its rows
+        real_decode = backend.decoder.decode
+
+        def spy_rows(rows, **kw):
+            seen.extend(list(r.ids) for r in rows)
+            return real_decode(rows, **kw)
+
+        monkeypatch.setattr(backend.decoder, "decode", spy_rows)
+        backend.generate(requests)
+        return seen
     real = backend.model.generate
 
     def spy(**kw):

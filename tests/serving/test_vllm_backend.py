@@ -247,3 +247,23 @@ def test_real_vllm_has_the_fields_we_use():
     fields = set(getattr(vllm.SamplingParams, "__struct_fields__", ()))
     assert {"max_tokens", "logprobs", "temperature", "top_p", "seed", "stop"} <= fields
     assert has_logprob_token_ids(vllm.SamplingParams) == ("logprob_token_ids" in fields)
+
+
+def test_generate_sends_each_shared_prefix_first_and_cuts_after_the_json(hf):
+    tasks = load_tasks(resource_path("data", "sample", "tasks.jsonl"))
+    reqs = [ChatRequest(messages=[{"role": "user", "content": judge_prompt(t, r, "A report. " * 40)[0]}],
+                        max_tokens=16, stop_after_json=True) for t in tasks[:2] for r in t.rubrics[:3]]
+    backend, llm = vllm_over(hf)
+    llm._one = lambda ids, kw: NS(prompt_token_ids=ids, outputs=[NS(
+        text='{"satisfied": true, "reason": "}"} and more', token_ids=[5] * kw["max_tokens"], finish_reason="length")])
+    gens = backend.generate(reqs)
+    (warm, warm_params), (sent, _) = llm.calls
+    ids = [p["prompt_token_ids"] for p in sent]
+    assert len(warm) == 2 and [sp.kw["max_tokens"] for sp in warm_params] == [1, 1]
+    for w, group in zip(warm, (ids[:3], ids[3:])):  # each report's prefix: every one of its prompts starts with it
+        w = w["prompt_token_ids"]
+        assert all(i[: len(w)] == w for i in group) and len({i[len(w)] for i in group}) > 1
+    assert {(g.text, g.finish_reason) for g in gens} == {('{"satisfied": true, "reason": "}"}', "stop")}
+    backend, llm = vllm_over(hf, enable_prefix_caching=False)
+    backend.generate(reqs)
+    assert len(llm.calls) == 1

@@ -1,0 +1,364 @@
+"""Generation over a shared prompt prefix: the prefix prefilled once, its rows decoded as one batch over its KV.
+
+The rubric prompts of one report repeat the report and differ in a short tail. Batched
+`generate` with left padding keeps one copy of the report's KV per row. Here requests are
+grouped by common token-id prefix; a group's prefix runs once (batch 1, in chunks) and its
+KV is kept once; the rows' suffixes and generated tokens live in a preallocated per-row
+buffer, and an attention function (registered under NAME) attends every row's queries to
+the shared prefix KV and to the row's own suffix KV as one softmax over both (decoding
+steps: two fused attentions merged by their log-sum-exp; the suffix prefill: fused SDPA over
+the prefix repeated for a few rows at a time). Rows of a group
+are decoded in chunks sized so that prefix plus rows × (suffix + max_new) stays within the
+token budget: memory follows the budget, not the number of rubrics. Finished rows (EOS,
+stop string, closed JSON object, length) leave the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import stop
+from ..decoding import JsonObjectEnd, decode_generated, json_object_end
+from .kernel import check_attention_only, common_prefix_len, sliding_window
+
+NAME = "lifesearch_shared_prefix"
+# Attention scores held at once per layer (rows × heads × queries × keys); the suffix prefill
+# runs its queries in slices under this, so long prompts do not make a large transient.
+SCORE_ELEMS = 1 << 22
+_registered = False
+
+
+@dataclass
+class Row:
+    """One request to decode: prompt ids and when to stop."""
+
+    ids: list[int]
+    max_new: int
+    stops: Sequence[str] = ()
+    json_stop: bool = False
+
+
+@dataclass
+class Decoded:
+    """What one row generated."""
+
+    ids: list[int] = field(default_factory=list)
+    """Generated ids, the EOS token included when one ended the row."""
+    text: str = ""
+    """Decoded text, cut after the JSON object when the row stopped there (stop strings are cut by the caller)."""
+    finish: str = "length"
+    """stop | length."""
+
+
+class SharedPrefixKV:
+    """The KV of one group's prefix (batch 1) and of its rows' suffixes (preallocated, per row)."""
+
+    def __init__(self, prefix: list[tuple[Any, Any]], rows: int, length: int, budget: int = 8192):
+        import torch
+
+        self.prefix = prefix  # per layer: (kv_heads, P, head_dim) keys and values
+        self.cursor = 0
+        self.budget = budget
+        self.suffix = [tuple(torch.empty((rows, k.shape[0], length, k.shape[-1]), dtype=k.dtype, device=k.device)
+                             for _ in range(2)) for k, _ in prefix]
+
+    def select(self, keep: Any) -> None:
+        """Keep only the rows at indices `keep` (finished rows leave the batch)."""
+        self.suffix = [(k.index_select(0, keep), v.index_select(0, keep)) for k, v in self.suffix]
+
+
+def shared_prefix_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
+                            dropout: float = 0.0, scaling: float | None = None, shared_prefix: Any = None,
+                            **kwargs: Any) -> tuple[Any, None]:
+    """Attention of each row's new queries over the shared prefix KV and the row's own suffix KV.
+
+    `attention_mask`: (rows, 1, queries, suffix keys so far) bool, True = visible; every prefix key is visible.
+    """
+    import torch
+
+    if shared_prefix is None:
+        raise RuntimeError(f"attention {NAME!r} is only for serving.engines.prefix_decode (no shared_prefix given)")
+    if any(kwargs.get(k) is not None for k in ("softcap", "s_aux", "sinks", "sliding_window")):
+        raise RuntimeError("shared-prefix decoding does not support softcapping, sinks or sliding windows")
+    st: SharedPrefixKV = shared_prefix
+    pk, pv = st.prefix[module.layer_idx]
+    sk, sv = st.suffix[module.layer_idx]
+    b, h, q, d = query.shape
+    kvh, c, p = key.shape[1], st.cursor, pk.shape[1]
+    g = h // kvh
+    sk[:, :, c : c + q] = key
+    sv[:, :, c : c + q] = value
+    ks, vs = sk[:, :, : c + q], sv[:, :, : c + q]
+    scale = scaling if scaling is not None else d**-0.5
+    if q > 1:
+        return _suffix_prefill(query, ks, vs, pk, pv, attention_mask, scale, max(1, st.budget // (p + c + q)))
+    fused = _decode_step_fused(query, ks, vs, pk, pv, attention_mask, scale)
+    if fused is not None:
+        return fused, None
+    # heads are kv-major, so (rows, kv_heads, group × queries, dim) is a view: no key is repeated
+    qs = query * scale
+    out = torch.empty_like(query)
+    step = max(1, SCORE_ELEMS // max(1, b * h * (p + c + q)))
+    for a in range(0, q, step):
+        n = min(step, q - a)
+        qc = qs[:, :, a : a + n].reshape(b, kvh, g * n, d)
+        # the prefix is one batch-1 tensor: every row's queries are stacked against it in one matmul
+        sp = (qc.transpose(0, 1).reshape(kvh, b * g * n, d) @ pk.transpose(-1, -2)).view(kvh, b, g * n, p)
+        ss = (qc @ ks.transpose(-1, -2)).view(b, kvh, g, n, c + q)
+        ss = ss.masked_fill(~attention_mask[:, :, None, a : a + n], float("-inf")).view(b, kvh, g * n, c + q)
+        probs = torch.cat([sp.transpose(0, 1), ss], dim=-1).float().softmax(dim=-1).to(query.dtype)
+        op = probs[..., :p].transpose(0, 1).reshape(kvh, b * g * n, p) @ pv
+        o = op.view(kvh, b, g * n, d).transpose(0, 1) + probs[..., p:] @ vs
+        out[:, :, a : a + n] = o.reshape(b, h, n, d)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _decode_step_fused(query: Any, ks: Any, vs: Any, pk: Any, pv: Any, mask: Any, scale: float) -> Any:
+    """One query per row on CPU: torch's fused attention over the prefix (every row's queries
+    stacked, batch 1) and over each row's suffix, each returning its log-sum-exp, merged
+    exactly; None where that kernel is not available (the score-matrix form runs instead)."""
+    import torch
+
+    op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    if op is None or query.device.type != "cpu" or pk.shape[1] == 0:
+        return None
+    b, h, _, d = query.shape
+    kvh = ks.shape[1]
+    g = h // kvh
+    qs = query.reshape(b, kvh, g, d)
+    o1, l1 = op(qs.transpose(0, 1).reshape(1, kvh, b * g, d), pk[None], pv[None], 0.0, False, scale=scale)
+    bias = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill(~mask, float("-inf"))
+    o2, l2 = op(qs, ks.contiguous(), vs.contiguous(), 0.0, False, attn_mask=bias, scale=scale)
+    o1, l1 = o1.reshape(kvh, b, g, d).transpose(0, 1), l1.reshape(kvh, b, g).transpose(0, 1)
+    top = torch.maximum(l1, l2)
+    w1, w2 = (l1 - top).exp()[..., None], (l2 - top).exp()[..., None]
+    out = (w1 * o1.float() + w2 * o2.float()) / (w1 + w2)
+    return out.to(query.dtype).reshape(b, 1, h, d)
+
+
+def _suffix_prefill(query: Any, ks: Any, vs: Any, pk: Any, pv: Any, mask: Any, scale: float, rows_per: int) -> tuple[Any, None]:
+    """Many queries per row (the rubric suffixes): fused SDPA over the prefix KV repeated for a
+    slice of rows at a time (a transient within the token budget, one layer at a time); faster
+    than the score-matrix form, which is kept for the one-query decoding steps."""
+    import torch
+    import torch.nn.functional as F
+
+    b, h, q, _ = query.shape
+    out = []
+    for a in range(0, b, rows_per):
+        n = min(rows_per, b - a)
+        k = torch.cat([pk.unsqueeze(0).expand(n, -1, -1, -1), ks[a : a + n]], dim=2)
+        v = torch.cat([pv.unsqueeze(0).expand(n, -1, -1, -1), vs[a : a + n]], dim=2)
+        m = torch.cat([mask.new_ones((n, 1, q, pk.shape[1])), mask[a : a + n]], dim=-1)
+        out.append(F.scaled_dot_product_attention(query[a : a + n], k, v, attn_mask=m, scale=scale,
+                                                  enable_gqa=k.shape[1] != h))
+    return torch.cat(out).transpose(1, 2).contiguous(), None
+
+
+def register() -> str:
+    """Make NAME usable as `attn_implementation` (idempotent); returns NAME."""
+    global _registered
+    if not _registered:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+        AttentionInterface.register(NAME, shared_prefix_attention)
+        AttentionMaskInterface.register(NAME, sdpa_mask)
+        _registered = True
+    return NAME
+
+
+def supported(model: Any) -> bool:
+    """Attention-only decoders without a sliding window (others take the padded batch path)."""
+    try:
+        check_attention_only(model.config)
+        return sliding_window(model.config) is None and not getattr(model.config, "attn_logit_softcapping", None)
+    except Exception:  # noqa: BLE001 - UnsupportedModelError and odd configs alike
+        return False
+
+
+def plan_groups(prompts: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Prompt indices grouped by shared prefix: in sorted order, a prompt joins the group before it
+    while the group's common prefix keeps at least half its length (the rubrics of one report do;
+    the next report, sharing only the template head and question, starts a new group)."""
+    order = sorted(range(len(prompts)), key=lambda i: list(prompts[i]))
+    groups: list[list[int]] = []
+    lcp = 0
+    for i in order:
+        if groups:
+            last = prompts[groups[-1][-1]]
+            shared = min(lcp, common_prefix_len([last, prompts[i]]))
+            if shared > 0 and shared >= lcp // 2:
+                groups[-1].append(i)
+                lcp = shared
+                continue
+        groups.append([i])
+        lcp = max(len(prompts[i]) - 1, 0)
+    return groups
+
+
+def plan_chunks(rows: Sequence[Row], prefix: int, budget: int) -> list[list[int]]:
+    """Consecutive row indices per decoding batch: prefix + rows × (longest suffix + max_new) ≤ budget
+    (at least one row per batch: a row larger than the budget runs alone)."""
+    chunks: list[list[int]] = []
+    width = new = 0
+    for i, r in enumerate(rows):
+        w, n = max(width, len(r.ids) - prefix), max(new, r.max_new)
+        if chunks and prefix + (len(chunks[-1]) + 1) * (w + n) <= budget:
+            chunks[-1].append(i)
+            width, new = w, n
+        else:
+            chunks.append([i])
+            width, new = len(r.ids) - prefix, r.max_new
+    return chunks
+
+
+def next_tokens(logits: Any, temperature: float, top_p: float, generator: Any) -> Any:
+    """Greedy (temperature 0) or temperature / nucleus sampling from (rows, vocab) logits."""
+    import torch
+
+    if temperature <= 0:
+        return logits.argmax(dim=-1)
+    logits = logits.float() / temperature
+    if top_p < 1.0:
+        srt, idx = logits.sort(dim=-1, descending=True)
+        probs = srt.softmax(dim=-1)
+        drop = probs.cumsum(dim=-1) - probs > top_p  # the most likely token always stays
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, idx, srt.masked_fill(drop, float("-inf")))
+    return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(-1)
+
+
+class PrefixDecoder:
+    """Decodes rows grouped by shared prefix (see the module docstring) on a transformers causal LM."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, token_budget: int, prefill_chunk: int = 1024):
+        self.model, self.tokenizer = model, tokenizer
+        self.budget, self.prefill_chunk = token_budget, max(1, prefill_chunk)
+        self.device = next(model.parameters()).device
+        eos = model.generation_config.eos_token_id
+        eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
+        self.eos = {int(i) for i in [tokenizer.eos_token_id, *eos] if i is not None}
+        self.stats = {"prefix_tokens": 0, "suffix_tokens": 0, "decode_steps": 0, "batches": 0}
+
+    def decode(self, rows: Sequence[Row], *, temperature: float = 0.0, top_p: float = 1.0,
+               seed: int | None = None) -> list[Decoded]:
+        """Generate every row; greedy rows give what decoding each alone gives."""
+        import torch
+
+        gen = None
+        if temperature > 0:
+            gen = torch.Generator(device=self.device)
+            gen.manual_seed(0 if seed is None else seed)
+        out: list[Decoded] = [Decoded() for _ in rows]
+        with torch.inference_mode():
+            for group in plan_groups([r.ids for r in rows]):
+                members = [rows[i] for i in group]
+                p = common_prefix_len([r.ids for r in members])
+                prefix = self._prefill(members[0].ids[:p])
+                before = self.model.config._attn_implementation
+                self.model.set_attn_implementation(register())  # the model is shared: always restored
+                try:
+                    for chunk in plan_chunks(members, p, self.budget):
+                        done = self._decode_chunk([members[k] for k in chunk], prefix, p, temperature, top_p, gen)
+                        for k, d in zip(chunk, done):
+                            out[group[k]] = d
+                finally:
+                    self.model.set_attn_implementation(before)
+        return out
+
+    def _tensor(self, rows: Any) -> Any:
+        import torch
+
+        return torch.tensor(rows, dtype=torch.long, device=self.device)
+
+    def _prefill(self, ids: list[int]) -> list[tuple[Any, Any]]:
+        """Per layer, the prefix's keys and values (kv_heads, len, head_dim), computed once in chunks."""
+        import torch
+        from transformers import DynamicCache
+
+        cfg = self.model.config
+        if not ids:
+            kvh = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+            hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+            dtype = next(self.model.parameters()).dtype
+            empty = torch.empty((kvh, 0, hd), dtype=dtype, device=self.device)
+            return [(empty, empty)] * cfg.num_hidden_layers
+        cache = DynamicCache(config=cfg)
+        for a in range(0, len(ids), self.prefill_chunk):
+            stop.check()
+            self.model(input_ids=self._tensor([ids[a : a + self.prefill_chunk]]), past_key_values=cache,
+                       use_cache=True, logits_to_keep=1)
+        self.stats["prefix_tokens"] += len(ids)
+        return [(layer.keys[0], layer.values[0]) for layer in cache.layers]
+
+    def _forward(self, ids: Any, pos: Any, mask: Any, st: SharedPrefixKV) -> Any:
+        """Last-position logits of rows continuing over `st` (the model's attention is NAME meanwhile)."""
+        out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=False,
+                         logits_to_keep=1, shared_prefix=st)
+        st.cursor += ids.shape[1]
+        return out.logits[:, -1]
+
+    def _decode_chunk(self, rows: Sequence[Row], prefix: list[tuple[Any, Any]], p: int, temperature: float,
+                      top_p: float, gen: Any) -> list[Decoded]:
+        import torch
+
+        suffixes = [r.ids[p:] for r in rows]
+        w, n_new = max(len(s) for s in suffixes), max(r.max_new for r in rows)
+        pad = self._tensor([w - len(s) for s in suffixes])
+        ids = self._tensor([[0] * (w - len(s)) + s for s in suffixes])
+        j = torch.arange(w, device=self.device)
+        real = j[None, :] >= pad[:, None]  # left padding: a row's real suffix ends at w
+        pos = (p + (j[None, :] - pad[:, None]).clamp(min=0))
+        # padding queries see themselves, so no softmax row is empty (their outputs are never read)
+        mask = ((j[None, :] <= j[:, None])[None] & real[:, None, :]) | torch.eye(w, dtype=torch.bool, device=self.device)
+        st = SharedPrefixKV(prefix, len(rows), w + n_new, self.budget)
+        logits = self._forward(ids, pos, mask[:, None], st)
+        self.stats["suffix_tokens"] += sum(len(s) for s in suffixes)
+        self.stats["batches"] += 1
+        valid = torch.zeros((len(rows), w + n_new), dtype=torch.bool, device=self.device)
+        valid[:, :w] = real
+        nxt = self._tensor([p + len(s) for s in suffixes])
+        res = [Decoded() for _ in rows]
+        trackers = [JsonObjectEnd() if r.json_stop else None for r in rows]
+        batch = list(range(len(rows)))  # row index of each batch position
+        finished: set[int] = set()
+        while True:
+            stop.check()
+            toks = next_tokens(logits, temperature, top_p, gen)
+            for i, t in zip(batch, toks.tolist()):
+                if i not in finished and self._advance(rows[i], res[i], trackers[i], t):
+                    finished.add(i)
+            if len(finished) == len(rows):
+                break
+            valid[:, st.cursor] = True
+            if 4 * sum(i in finished for i in batch) >= len(batch):  # drop finished rows in bulk (a copy)
+                keep = self._tensor([k for k, i in enumerate(batch) if i not in finished])
+                st.select(keep)
+                valid, nxt, toks = valid[keep], nxt[keep], toks[keep]
+                batch = [i for i in batch if i not in finished]
+            logits = self._forward(toks[:, None], nxt[:, None], valid[:, None, None, : st.cursor + 1], st)
+            nxt = nxt + 1
+            self.stats["decode_steps"] += 1
+        for r, d in zip(rows, res):
+            d.text = decode_generated(self.tokenizer, d.ids)
+            end = json_object_end(d.text) if r.json_stop else None
+            d.text = d.text[:end] if end is not None else d.text
+        return res
+
+    def _advance(self, row: Row, res: Decoded, tracker: JsonObjectEnd | None, token: int) -> bool:
+        """Append `token` to the row; True once the row is finished."""
+        res.ids.append(token)
+        if token in self.eos:
+            res.finish = "stop"
+            return True
+        if row.stops or tracker is not None:
+            text = self.tokenizer.decode(res.ids, skip_special_tokens=True)
+            if any(s and s in text for s in row.stops) or (tracker is not None and tracker.feed(text) is not None):
+                res.finish = "stop"
+                return True
+        if len(res.ids) >= row.max_new:
+            res.finish = "length"
+            return True
+        return False
