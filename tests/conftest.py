@@ -52,3 +52,39 @@ def smollm2_path() -> Path:
     if problem:
         pytest.skip(problem)
     return smollm2_dir()
+
+
+# -- running on two workers (pytest -n 2, as the README's test command does) ----------------
+
+# Each module's tests run on one worker, so that a module's fixtures (a demo run, a built model)
+# are made once, not once per worker. Modules that start a Ray cluster share one worker, one
+# after another: two local clusters at once would each take a share of the machine (object
+# store, CPUs) the tests assume. (A scheduler of our own: xdist's `loadgroup` marks do not take
+# effect with pytest 9.)
+RAY_MODULES = {"test_pool.py", "test_ray_token.py", "test_cluster.py", "test_agent_cli.py"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "ray" if Path(path).name in RAY_MODULES else path
+
+    return ByModule(config, log)
+
+
+def pytest_configure(config):
+    import os
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Two workers on two cores: one torch thread each (and in the CLIs they start), since an
+        # oversubscribed thread pool slows torch several-fold.
+        os.environ["OMP_NUM_THREADS"] = "1"
+        try:
+            import torch
+
+            torch.set_num_threads(1)
+        except ImportError:
+            pass

@@ -7,10 +7,11 @@ always passes a mask, so repeating costs copies for nothing. Registered under NA
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 NAME = "lifesearch_sdpa"
-_registered = False
+_REGISTERED: set[str] = set()
 
 
 def gqa_sdpa_forward(module: Any, query, key, value, attention_mask, dropout: float = 0.0,
@@ -29,14 +30,19 @@ def gqa_sdpa_forward(module: Any, query, key, value, attention_mask, dropout: fl
     return out.transpose(1, 2).contiguous(), None
 
 
-def register() -> str:
-    """Make NAME usable as `attn_implementation` (idempotent); returns NAME."""
-    global _registered
-    if not _registered:
+def register_attention(name: str, forward: Callable[..., Any]) -> str:
+    """Make `name` usable as `attn_implementation`, computed by `forward` with SDPA's masks
+    (idempotent); returns `name`."""
+    if name not in _REGISTERED:
         from transformers import AttentionInterface
         from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-        AttentionInterface.register(NAME, gqa_sdpa_forward)
-        AttentionMaskInterface.register(NAME, sdpa_mask)
-        _registered = True
-    return NAME
+        AttentionInterface.register(name, forward)
+        AttentionMaskInterface.register(name, sdpa_mask)
+        _REGISTERED.add(name)
+    return name
+
+
+def register() -> str:
+    """Make NAME usable as `attn_implementation` (idempotent); returns NAME."""
+    return register_attention(NAME, gqa_sdpa_forward)

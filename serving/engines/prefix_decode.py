@@ -27,7 +27,6 @@ NAME = "lifesearch_shared_prefix"
 # Attention scores held at once per layer (rows × heads × queries × keys); the suffix prefill
 # runs its queries in slices under this, so long prompts do not make a large transient.
 SCORE_ELEMS = 1 << 22
-_registered = False
 
 
 @dataclass
@@ -159,15 +158,9 @@ def _suffix_prefill(query: Any, ks: Any, vs: Any, pk: Any, pv: Any, mask: Any, s
 
 def register() -> str:
     """Make NAME usable as `attn_implementation` (idempotent); returns NAME."""
-    global _registered
-    if not _registered:
-        from transformers import AttentionInterface
-        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from .attention import register_attention
 
-        AttentionInterface.register(NAME, shared_prefix_attention)
-        AttentionMaskInterface.register(NAME, sdpa_mask)
-        _registered = True
-    return NAME
+    return register_attention(NAME, shared_prefix_attention)
 
 
 def supported(model: Any) -> bool:
