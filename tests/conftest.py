@@ -64,6 +64,7 @@ def smollm2_path() -> Path:
 RAY_MODULES = {"test_pool.py", "test_ray_token.py", "test_cluster.py", "test_agent_cli.py"}
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist; the vLLM environment has none
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
