@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from serving.config import ModelConfig, model_config
+from serving.config import ModelConfig
 
 from .resources import resource_path
 
@@ -58,16 +58,12 @@ def engine_config(cfg: ModelConfig) -> ModelConfig:
     return cfg.model_copy(update={"model": str(tiny_model_dir(cfg.model, cfg.seed))})
 
 
-def model_path(name: str, seed: int = 0) -> str:
-    """The directory (or hub id) a model name loads from: tiny-* built here, smollm2-135m converted."""
-    return engine_config(model_config(model=name, seed=seed)).model if name else name
-
-
 def resolved_path(name: str, seed: int = 0) -> str:
-    """`model_path`, with the built-in real models' local directories too."""
+    """The directory (or hub id) a model name loads from: tiny-* built here, smollm2-135m converted."""
     from serving.engines.hf import resolve_model_path
+    from serving.engines.tiny import TINY_MODELS
 
-    return resolve_model_path(model_path(name, seed))
+    return resolve_model_path(str(tiny_model_dir(name, seed)) if name in TINY_MODELS else name)
 
 
 def random_weights(cfg: ModelConfig) -> bool:

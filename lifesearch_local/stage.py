@@ -31,14 +31,12 @@ class LazyEngine(Engine):
     def __init__(self, opener: Callable[[], Engine]):
         self._opener = opener
         self._inner: Engine | None = None
-        self.opened = False
         self._hash: str | None = None
         self._stats: dict[str, Any] = {}
 
     def open(self) -> Engine:
         if self._inner is None:
             self._inner = self._opener()
-            self.opened = True
             self._hash = self._inner.model_hash()
         return self._inner
 
@@ -74,6 +72,8 @@ class Stage:
     stop: StopFlag
     engine: LazyEngine
     models: contextlib.ExitStack
+    recorded: Any = None
+    """What `open_stage` read of the stage's records under the lock (its `recorded()`)."""
     t0: float = field(default_factory=time.perf_counter)
 
     def close_engine(self) -> None:
@@ -97,17 +97,19 @@ class Stage:
 
 
 @contextlib.contextmanager
-def open_stage(rd: RunDir, name: str, *, command: str, settings: dict[str, Any], resuming: Callable[[], bool],
-               legacy: tuple[str, str] | None, force: bool, model: ModelConfig, ray: RayConfig | None = None,
+def open_stage(rd: RunDir, name: str, *, command: str, settings: dict[str, Any], recorded: Callable[[], Any],
+               resuming: Callable[[Any], bool], legacy: tuple[str, str] | None, force: bool, model: ModelConfig, ray: RayConfig | None = None,
                engine: Engine | None = None, open_model: OpenModel | None = None,
                honour_stop: bool = True) -> Iterator[Stage]:
     """Lock the run directory (as `command`), refuse records made under other `settings` unless
-    `force` (`resuming()`, read under the lock: this stage has records already), turn SIGTERM into the stage's stop flag (and, with `honour_stop`, into `Stopped`
-    inside long model calls), and give a lazily opened engine: `engine` if given, else
+    `force` (`recorded()` is read once, under the lock, and kept as `stage.recorded`;
+    `resuming(recorded)`: this stage has records already), turn SIGTERM into the stage's stop
+    flag (and, with `honour_stop`, into `Stopped` inside long model calls), and give a lazily opened engine: `engine` if given, else
     `open_model(model, ray)` (default: in-process, or Ray actors with `ray`), closed when the
     block ends. Record the stage inside the block: `stage.close_engine()`, then `stage.record(...)`."""
     with rd.locked(command):
-        rd.check_config(name, settings, resuming=resuming(), force=force, legacy=legacy)
+        records = recorded()
+        rd.check_config(name, settings, resuming=resuming(records), force=force, legacy=legacy)
         with graceful_stop() as stop, (honoured(stop.event) if honour_stop else contextlib.nullcontext()):
             with contextlib.ExitStack() as models:
                 def opener() -> Engine:
@@ -115,7 +117,7 @@ def open_stage(rd: RunDir, name: str, *, command: str, settings: dict[str, Any],
                         return engine
                     return models.enter_context(open_model(model, ray) if open_model else default_open(model, ray, name))
 
-                stage = Stage(rd, name, stop, LazyEngine(opener), models)
+                stage = Stage(rd, name, stop, LazyEngine(opener), models, records)
                 yield stage
             stage.engine.release()
 

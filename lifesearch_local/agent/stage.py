@@ -26,9 +26,9 @@ from .tools import Tool, WebHandles, build_tools
 from .trajectory import TrajectoryLog
 
 
-def pending_runs(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, runs: int) -> list[tuple[Task, int]]:
-    """(task, run) pairs of this agent with no report yet; unfinished ones restart from scratch."""
-    done = rd.done_keys("reports.jsonl", Report, lambda r: r.key)
+def pending_runs(done: set, tasks: Sequence[Task], cfg: AgentConfig, runs: int) -> list[tuple[Task, int]]:
+    """(task, run) pairs of this agent with no report yet (`done`: the (task, agent, run) keys of
+    reports.jsonl); unfinished ones restart from scratch."""
     return [(t, r) for r in range(runs) for t in tasks if (t.id, cfg.id, r) not in done]
 
 
@@ -45,10 +45,11 @@ def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: En
     with `stopped_early`. Returns the stage stats, also merged into the manifest under `agent/<id>`.
     """
     with open_stage(rd, f"agent/{cfg.id}", command="agent", settings=resume_config(cfg),
-                    resuming=lambda: any(r.agent == cfg.id for r in rd.load("reports.jsonl", Report)),
+                    recorded=lambda: rd.done_keys("reports.jsonl", Report, lambda r: r.key),
+                    resuming=lambda done: any(agent == cfg.id for _, agent, _ in done),
                     legacy=(f"config/agent/{cfg.id}", config_hash(cfg)), force=force_config, model=cfg.model,
                     ray=ray, engine=backend, open_model=open_model, honour_stop=False) as st:
-        work = pending_runs(rd, tasks, cfg, runs)
+        work = pending_runs(st.recorded, tasks, cfg, runs)
         if work:  # loaded here, in the main thread, before the tasks' workers start
             st.engine.open()
         reports, counters = run_sync(lambda: _run_all(rd, work, cfg, st.engine, web, st.stop, show, web_handles, today))

@@ -128,10 +128,10 @@ def curate_stage(
     the work.
     """
     with open_stage(rd, "curate", command="curate", settings=resume_config(cfg),
-                    resuming=lambda: bool(rd.load(RECORDS, CurationRecord)),
+                    recorded=lambda: rd.load(RECORDS, CurationRecord), resuming=bool,
                     legacy=("config/curate", config_hash(cfg)), force=force_config, model=cfg.model,
                     engine=backend, open_model=open_model, honour_stop=False) as st:
-        records = rd.load(RECORDS, CurationRecord)  # extended with each chunk, never read again
+        records = st.recorded  # extended with each chunk, never read again
         done = {r.id for r in records}
         todo = [q for q in queries if q.id not in done]
         if todo:  # before any record, so that a run killed midway still says what config it had

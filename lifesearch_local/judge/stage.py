@@ -45,13 +45,11 @@ def judge_stage(
     unknown = sorted({r.task_id for r in reports} - by_id.keys())
     if unknown:
         raise LifesearchError(f"reports for tasks not in the tasks file: {', '.join(unknown[:5])}")
-    def done() -> set:
-        return rd.done_keys("judgments.jsonl", Judgment, lambda j: j.key)
-
     with open_stage(rd, f"judge/{cfg.id}", command="judge", settings=resume_config(cfg),
-                    resuming=lambda: any(k[0] == cfg.id for k in done()), legacy=(f"config/judge/{cfg.id}", config_hash(cfg)),
+                    recorded=lambda: rd.done_keys("judgments.jsonl", Judgment, lambda j: j.key),
+                    resuming=lambda done: any(k[0] == cfg.id for k in done), legacy=(f"config/judge/{cfg.id}", config_hash(cfg)),
                     force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model) as st:
-        decisions = _judge_all(st, by_id, reports, cfg, done(), show)
+        decisions = _judge_all(st, by_id, reports, cfg, st.recorded, show)
         st.close_engine()
         stats = _stats(st, cfg, decisions)
         if decisions or st.stop:  # a rerun with nothing left keeps the last run's figures

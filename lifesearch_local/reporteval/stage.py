@@ -106,20 +106,17 @@ def reporteval_stage(
     only if something is left to do. SIGTERM stops after the current batch (records flushed);
     rerunning the same command finishes the work.
     """
-    def done() -> set:
-        return rd.done_keys(RECORDS, ReportEvaluation, lambda r: r.key)
-
     # `metrics` only picks which records to add; the others decide what every record says.
     settings = {"judge": resume_config(cfg), "reporteval": resume_config(rcfg.model_copy(update={"metrics": []}))}
     config_digest = _hash([cfg.model_dump(), rcfg.model_dump()])
     with open_stage(rd, f"reporteval/{cfg.id}", command="reporteval", settings=settings,
-                    resuming=lambda: any(k[0] == cfg.id for k in done()), legacy=(f"config/reporteval/{cfg.id}", config_digest),
+                    recorded=lambda: rd.done_keys(RECORDS, ReportEvaluation, lambda r: r.key),
+                    resuming=lambda done: any(k[0] == cfg.id for k in done), legacy=(f"config/reporteval/{cfg.id}", config_digest),
                     force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model) as st:
         stats: dict[str, Any] = {"mode": cfg.mode, "model": cfg.model.model, "backend": cfg.model.backend,
                                  "web_mode": web.mode, "stopped_early": False}
-        recorded = done()
         for metric in rcfg.metrics:
-            todo = [it for it in items if (cfg.id, metric, *it.report.key) not in recorded]
+            todo = [it for it in items if (cfg.id, metric, *it.report.key) not in st.recorded]
             if todo:
                 stats[metric] = _run_metric(rd, metric, todo, st.engine, cfg, rcfg, web, st.stop, show)
                 if stats[metric].pop("stopped_early"):
