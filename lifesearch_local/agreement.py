@@ -144,9 +144,8 @@ def collect_items(
 # -- metrics on items -------------------------------------------------------------------
 def accuracy(decisions: Sequence[bool | None], labels: Sequence[bool]) -> float:
     """Share of decisions equal to their label; ungraded (None) is wrong."""
-    from sklearn.metrics import accuracy_score
-
-    return float(accuracy_score([int(x) for x in labels], [_vs(d, y) for d, y in zip(decisions, labels, strict=True)]))
+    pairs = list(zip(decisions, labels, strict=True))
+    return sum(1 for d, y in pairs if d == y) / len(pairs)
 
 
 def _vs(d: bool | None, y: bool) -> int:
@@ -172,70 +171,71 @@ def majority_decision(decisions: Sequence[bool | None]) -> bool | None:
 
 def kappa(decisions: Sequence[bool | None], labels: Sequence[bool]) -> float | None:
     """Cohen's kappa of decisions vs labels (ungraded = disagreement); None when undefined."""
-    from sklearn.metrics import cohen_kappa_score
-
+    d = [_vs(x, y) for x, y in zip(decisions, labels, strict=True)]
     y = [int(x) for x in labels]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        k = cohen_kappa_score(y, [_vs(d, t) for d, t in zip(decisions, labels, strict=True)], labels=[0, 1])
-    return _none_if_nan(k)
+    n, agree = len(y), sum(1 for a, b in zip(d, y) if a == b)
+    # (p_o − p_e) / (1 − p_e) times n²/n², in integer counts: a constant judge is exactly 0
+    chance = sum(d) * sum(y) + (n - sum(d)) * (n - sum(y))
+    return None if chance == n * n else (agree * n - chance) / (n * n - chance)
 
 
 def auroc(labels: Sequence[bool], p: Sequence[float]) -> float | None:
-    """ROC AUC of p_true against the labels; None when a class is absent."""
-    from sklearn.metrics import roc_auc_score
+    """ROC AUC of p_true against the labels (the Mann-Whitney U statistic, ties counting one
+    half); None when a class is absent."""
+    from scipy.stats import rankdata
 
-    if len(set(labels)) < 2:
+    pos = sum(1 for x in labels if x)
+    neg = len(labels) - pos
+    if not pos or not neg:
         return None
-    return float(roc_auc_score([int(x) for x in labels], p))
+    ranks = rankdata(p)  # average ranks of tied p_true
+    rank_sum = sum(r for r, x in zip(ranks, labels) if x)
+    return float((rank_sum - pos * (pos + 1) / 2) / (pos * neg))
 
 
 def ece(labels: Sequence[bool], p: Sequence[float], n_bins: int = N_BINS) -> float | None:
-    """Expected calibration error of p_true over equal-width bins (sklearn's binning)."""
+    """Expected calibration error of p_true over equal-width bins, right-closed ((k/n, (k+1)/n],
+    the first closed at 0, as sklearn's `calibration_curve` bins)."""
     import numpy as np
-    from sklearn.calibration import calibration_curve
 
     if not p:
         return None
-    y = np.asarray([int(x) for x in labels])
+    y = np.asarray([int(x) for x in labels], dtype=float)
     prob = np.asarray(p, dtype=float)
-    frac_true, mean_p = calibration_curve(y, prob, n_bins=n_bins, strategy="uniform", pos_label=1)
-    # calibration_curve drops empty bins and gives no counts; count with its own binning.
-    bins = np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], prob)
+    bins = np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], prob)  # side="left": right-closed
     counts = np.bincount(bins, minlength=n_bins)
-    counts = counts[counts > 0]
-    return float(np.sum(counts / len(prob) * np.abs(frac_true - mean_p)))
+    gap = np.abs(np.bincount(bins, weights=y, minlength=n_bins) - np.bincount(bins, weights=prob, minlength=n_bins))
+    return float(np.sum(gap[counts > 0]) / len(prob))  # Σ_b n_b/N·|true_b/n_b − Σp_b/n_b|
 
 
 def best_threshold(labels: Sequence[bool], p: Sequence[float]) -> tuple[float | None, float | None]:
     """(t, accuracy) of the rule "true iff p_true ≥ t" with the best accuracy (ties → t nearest 0.5, then higher)."""
     import numpy as np
-    from sklearn.metrics import roc_curve
 
     if not p:
         return None, None
     y = np.asarray([int(x) for x in labels])
-    pos, neg = int(y.sum()), int(len(y) - y.sum())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # one class: tpr or fpr is nan, and its count is 0 anyway
-        fpr, tpr, thr = roc_curve(y, np.asarray(p, dtype=float), drop_intermediate=False)
-    # Every distinct p_true is a threshold (O(n log n)); the first one (inf) is "never true".
-    acc = (np.nan_to_num(tpr) * pos + neg - np.nan_to_num(fpr) * neg) / len(y)
-    thr = np.where(np.isinf(thr), math.nextafter(max(1.0, float(np.max(p))), math.inf), thr)
-    best = np.flatnonzero(acc >= acc.max() - 1e-12)
+    prob = np.asarray(p, dtype=float)
+    # Every distinct p_true, highest first, is a threshold (O(n log n)), after "never true".
+    order = np.argsort(-prob, kind="stable")
+    ps, ys = prob[order], y[order]
+    last = np.r_[ps[1:] != ps[:-1], True]  # the last of each run of equal p_true
+    tp, fp = np.cumsum(ys)[last], np.cumsum(1 - ys)[last]
+    neg = len(y) - int(y.sum())
+    thr = np.r_[math.nextafter(max(1.0, float(ps[0])), math.inf), ps[last]]
+    correct = np.r_[neg, tp + neg - fp]
+    best = np.flatnonzero(correct == correct.max())
     i = best[np.argmin(np.abs(thr[best] - 0.5))]
-    return float(thr[i]), float(round(acc[i] * len(y)) / len(y))
+    return float(thr[i]), float(correct[i] / len(y))
 
 
 def confusion(items: Sequence[Item]) -> dict:
     """Label (true, false) × decision (true, false, ungraded) counts, pooled over judge runs."""
-    from sklearn.metrics import confusion_matrix
+    from collections import Counter
 
-    names = {True: "true", False: "false", None: "ungraded"}
-    y = [names[it.label] for it in items for _ in it.decisions]
-    d = [names[x] for it in items for x in it.decisions]
-    m = confusion_matrix(y, d, labels=["true", "false", "ungraded"]) if y else [[0] * 3] * 3
-    return {"labels": ["true", "false"], "decisions": ["true", "false", "ungraded"], "counts": [list(map(int, r)) for r in m[:2]]}
+    counts = Counter((it.label, d) for it in items for d in it.decisions)
+    return {"labels": ["true", "false"], "decisions": ["true", "false", "ungraded"],
+            "counts": [[counts[(y, d)] for d in (True, False, None)] for y in (True, False)]}
 
 
 def item_metrics(items: Sequence[Item]) -> dict[str, float | int | None]:

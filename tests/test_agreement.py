@@ -86,6 +86,12 @@ def test_auroc_by_hand():
     assert ag.auroc([T, T], [0.2, 0.3]) is None
 
 
+def test_auroc_counts_a_tied_pair_as_one_half():
+    # pairs (.8,.8) tie → ½, (.8,.2) 1, (.5,.8) 0, (.5,.2) 1: 2.5 of 4
+    assert ag.auroc([T, F, T, F], [0.8, 0.8, 0.5, 0.2]) == pytest.approx(0.625)
+    assert ag.auroc([T, F, F], [0.5, 0.5, 0.5]) == pytest.approx(0.5)
+
+
 def test_ece_by_hand_four_items():
     # bin (.9, 1]: mean p .94, share true .5 → .44 × 2/4; bin (.1, .2]: mean p .15, share 0 → .15 × 2/4
     assert ag.ece([T, F, F, F], [0.91, 0.97, 0.12, 0.18]) == pytest.approx(0.22 + 0.075)
