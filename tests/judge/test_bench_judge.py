@@ -4,24 +4,35 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+
+from lifesearch_local.cli import main
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 
 ARGS = ["bench", "judge", "--model", "tiny-llama", "--prefix-tokens", "192", "--rubrics", "5", "--suffix-tokens", "24"]
 
 
-def cli(*extra):
-    return subprocess.run([sys.executable, "-m", "lifesearch_local", *ARGS, *extra], capture_output=True, text=True,
-                          timeout=300)
+@pytest.fixture
+def bench(capsys):
+    """`lifesearch …` in this process, as the shell sees it: returncode (argparse's exit too), stdout, stderr."""
+    def run(*argv: str) -> SimpleNamespace:
+        capsys.readouterr()
+        try:
+            code = main(list(argv))
+        except SystemExit as e:
+            code = e.code
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+
+    return run
 
 
-def test_json_has_both_sides_and_they_agree():
-    r = cli("--json", "--reports", "2")
+def test_json_has_both_sides_and_they_agree(bench):
+    r = bench(*ARGS, "--json", "--reports", "2")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     for k in ("packed_s", "naive_s", "speedup", "packed_tokens", "naive_tokens", "max_abs_diff"):
@@ -31,8 +42,8 @@ def test_json_has_both_sides_and_they_agree():
     assert out["max_abs_diff"] <= 1e-4 and out["packed_form"] == "two_stage" and out["decisions"] == 10
 
 
-def test_text_output():
-    r = cli()
+def test_text_output(bench):
+    r = bench(*ARGS)
     assert r.returncode == 0 and "speedup" in r.stdout and "baseline (naive)" in r.stdout
     # before the minutes of work: the inputs, then per form an estimate and when it is done (stderr)
     said = [line for line in r.stderr.splitlines() if line.startswith(("inputs:", "two_stage:", "naive:"))]
@@ -42,14 +53,15 @@ def test_text_output():
     assert "tokens/s, so roughly" in said[1]
 
 
-def test_vllm_baseline_without_vllm_is_a_clear_error():
+def test_vllm_baseline_without_vllm_is_a_clear_error(bench):
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed: the GPU tests cover the real baseline")
-    r = cli("--backend", "vllm")
+    r = bench(*ARGS, "--backend", "vllm")
     assert r.returncode == 2 and "needs vLLM" in r.stderr
+    assert "inputs:" not in r.stderr  # said before the hf side's scoring, not after it
 
 
-def test_reports_from_uses_the_real_judge_prompts(tmp_path):
+def test_reports_from_uses_the_real_judge_prompts(bench):
     """Shapes come from real reports: one group per report, one decision per judged rubric, and the
     packed kernel still agrees with the baseline on those real token ids."""
     from transformers import AutoTokenizer
@@ -62,9 +74,8 @@ def test_reports_from_uses_the_real_judge_prompts(tmp_path):
 
     reports = read_records(SAMPLE / "reports.jsonl", Report)[:2]
     tasks = {t.id: t for t in load_tasks(SAMPLE / "tasks.jsonl")}
-    r = subprocess.run([sys.executable, "-m", "lifesearch_local", "bench", "judge", "--model", "tiny-llama",
-                        "--reports-from", str(SAMPLE / "reports.jsonl"), "--limit", "2", "--json"],
-                       capture_output=True, text=True, timeout=300)
+    r = bench("bench", "judge", "--model", "tiny-llama", "--reports-from", str(SAMPLE / "reports.jsonl"), "--limit", "2",
+              "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["reports"] == 2
@@ -77,16 +88,12 @@ def test_reports_from_uses_the_real_judge_prompts(tmp_path):
     assert out["packed_tokens"] < out["naive_tokens"] and out["max_abs_diff"] <= 1e-4
 
 
-def test_reports_from_unknown_task_is_an_input_error(tmp_path):
+def test_reports_from_unknown_task_is_an_input_error(tmp_path, bench):
     bad = tmp_path / "reports.jsonl"
     bad.write_text(json.dumps({"task_id": "nope", "agent": "a", "text": "x"}) + "\n")
-    def bench(*argv):
-        return subprocess.run([sys.executable, "-m", "lifesearch_local", "bench", "judge", *argv],
-                              capture_output=True, text=True, timeout=300)
-
-    r = bench("--reports-from", str(bad), "--tasks", str(SAMPLE / "tasks.jsonl"))
+    r = bench("bench", "judge", "--reports-from", str(bad), "--tasks", str(SAMPLE / "tasks.jsonl"))
     assert r.returncode == 2 and "reports.jsonl:1: task_id" in r.stderr and "nope" in r.stderr
-    r = bench("--reports-from", str(SAMPLE / "reports.jsonl"), "--limit", "0")
+    r = bench("bench", "judge", "--reports-from", str(SAMPLE / "reports.jsonl"), "--limit", "0")
     assert r.returncode == 2 and "must be at least 1" in r.stderr
-    r = bench("--limit", "2")
+    r = bench("bench", "judge", "--limit", "2")
     assert r.returncode == 2 and "go with --reports-from" in r.stderr
