@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -60,8 +61,32 @@ def smollm2_path() -> Path:
 # are made once, not once per worker. Modules that start a Ray cluster share one worker, one
 # after another: two local clusters at once would each take a share of the machine (object
 # store, CPUs) the tests assume. (A scheduler of our own: xdist's `loadgroup` marks do not take
-# effect with pytest 9.)
+# effect with pytest 9.) The modules are handed out longest first, by the seconds each took in a
+# recorded run (tests/durations.json; `pytest -n 2 --record-durations` rewrites it), so that the
+# last minute is not one long module on one worker while the other sits idle.
 RAY_MODULES = {"test_pool.py", "test_ray_token.py", "test_cluster.py", "test_agent_cli.py"}
+DURATIONS = ROOT / "tests" / "durations.json"
+UNKNOWN_MODULE_S = 1.0  # a module not in the record yet: among the short ones
+
+
+def scope_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return "ray" if Path(path).name in RAY_MODULES else path
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-durations", action="store_true",
+                     help=f"write each test module's seconds to {DURATIONS.relative_to(ROOT)} (the scheduler's order)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest scopes first (stable within a module): xdist hands scopes out in this order."""
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    weight: dict[str, float] = {}
+    for path in {it.nodeid.split("::", 1)[0] for it in items}:
+        weight[scope_of(path)] = weight.get(scope_of(path), 0.0) + known.get(path, UNKNOWN_MODULE_S)
+    order = {id(it): i for i, it in enumerate(items)}
+    items.sort(key=lambda it: (-weight[scope_of(it.nodeid)], scope_of(it.nodeid), order[id(it)]))
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist; the vLLM environment has none
@@ -70,15 +95,26 @@ def pytest_xdist_make_scheduler(config, log):
 
     class ByModule(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "ray" if Path(path).name in RAY_MODULES else path
+            return scope_of(nodeid)
 
+    config.option.loadscopereorder = False  # keep the collection's longest-first order
     return ByModule(config, log)
 
 
-def pytest_configure(config):
-    import os
+_seconds: dict[str, float] = {}
 
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::", 1)[0]
+    _seconds[path] = _seconds.get(path, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if session.config.getoption("--record-durations") and not os.environ.get("PYTEST_XDIST_WORKER"):
+        DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(_seconds.items())}, indent=0) + "\n")
+
+
+def pytest_configure(config):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # Two workers on two cores: one torch thread each (and in the CLIs they start), since an
         # oversubscribed thread pool slows torch several-fold.

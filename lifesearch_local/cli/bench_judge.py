@@ -19,6 +19,9 @@ SHAPES = {  # random-weight models of a real model's shape, built in memory
                            num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
     "shape:llama-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                            num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
+    # tiny-llama as built until 2026-12-01 (tiny build 3), which docs/benchmarks.md's CPU figures used
+    "shape:tiny-v3": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+                          num_attention_heads=8, num_key_value_heads=2, vocab_size=8192),
 }
 
 
@@ -32,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "largest |Δ p_true|.",
     )
     p.add_argument("--model", default="tiny-llama",
-                   help="tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral, smollm2-135m (real), shape:llama-8b|shape:llama-1b (random, GPU), or a path")
+                   help="tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral, smollm2-135m (real), shape:llama-8b|shape:llama-1b (random, GPU), shape:tiny-v3 (random, the tiny models' former size), or a path")
     p.add_argument("--prefix-tokens", type=int, default=2048)
     p.add_argument("--rubrics", type=int, default=20)
     p.add_argument("--suffix-tokens", type=int, default=128)

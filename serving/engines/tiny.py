@@ -22,7 +22,7 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # harness sees the model's <tool_call> tags.
 MARKUP_TOKENS = ["<think>", "</think>", "<tool_call>", "</tool_call>"]
 VOCAB_SIZE = 8192
-BUILD_VERSION = "3"  # bump when the recipe below changes
+BUILD_VERSION = "4"  # bump when the recipe below changes
 
 # A Qwen-style ChatML template with a thinking switch and Hermes tool calls, so the
 # harness's template handling is exercised by the tiny models exactly as by real ones.
@@ -47,12 +47,15 @@ CHAT_TEMPLATE = (
     "{% endif %}"
 )
 
+# Small, so that the suite and the demo spend their time in the harness rather than in matmuls
+# (build 3 was 256 wide and 4 deep: the demo's judge took 4.4× longer; the suite passes on both);
+# big enough for grouped-query heads, a KV cache over layers and spread-out probabilities.
 _COMMON: dict[str, Any] = dict(
     vocab_size=VOCAB_SIZE,
-    hidden_size=256,
-    intermediate_size=768,
-    num_hidden_layers=4,
-    num_attention_heads=8,
+    hidden_size=128,
+    intermediate_size=384,
+    num_hidden_layers=2,
+    num_attention_heads=4,
     num_key_value_heads=2,  # grouped-query attention
     max_position_embeddings=32768,
     rms_norm_eps=1e-6,

@@ -1,4 +1,6 @@
-"""`lifesearch judge` from the shell: killed mid-run and resumed, it finishes with no duplicates."""
+"""`lifesearch judge`: killed mid-run from the shell and resumed, it finishes with no duplicates.
+(The runs that are not signalled call the CLI in this process: the same code, without a
+second start of torch.)"""
 
 from __future__ import annotations
 
@@ -51,10 +53,16 @@ def interrupt(inputs, out: Path, sig: int) -> subprocess.Popen:
     return proc
 
 
+def judge(inputs, out: Path, *extra: str) -> int:
+    from lifesearch_local.cli import main
+
+    t, r, cfg = inputs
+    return main(["judge", "--tasks", str(t), "--reports", str(r), "--config", str(cfg), "--out", str(out), "--quiet",
+                 *extra])
+
+
 def finish(inputs, out: Path) -> list[Judgment]:
-    proc = start(inputs, out)
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
+    assert judge(inputs, out) == 0
     return read_records(out / "judgments.jsonl", Judgment)
 
 
@@ -81,26 +89,22 @@ def test_sigterm_flushes_and_exits_zero(inputs, tmp_path):
     assert len({j.key for j in js}) == len(js) == N_REPORTS * N_RUBRICS
 
 
-def test_rerun_of_a_finished_run_does_nothing(inputs, tmp_path):
+def test_rerun_of_a_finished_run_does_nothing(inputs, tmp_path, capsys):
     out = tmp_path / "done"
     finish(inputs, out)
-    proc = start(inputs, out)
-    stdout, _ = proc.communicate(timeout=120)
-    assert "nothing left to judge" in stdout
+    capsys.readouterr()
+    assert judge(inputs, out) == 0
+    assert "nothing left to judge" in capsys.readouterr().out
     assert lines(out / "judgments.jsonl") == N_REPORTS * N_RUBRICS
     assert os.path.exists(out / "manifest.json")
 
 
-def judge_limited(inputs, out: Path, limit: int) -> str:
-    t, r, cfg = inputs
-    cmd = [sys.executable, "-m", "lifesearch_local", "judge", "--tasks", str(t), "--reports", str(r),
-           "--config", str(cfg), "--out", str(out), "--quiet", "--limit", str(limit)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+def test_limit_judges_the_first_tasks_only_and_resumes(inputs, tmp_path, capsys):
+    def judge_limited(inputs, out: Path, limit: int) -> str:
+        capsys.readouterr()
+        assert judge(inputs, out, "--limit", str(limit)) == 0
+        return capsys.readouterr().out
 
-
-def test_limit_judges_the_first_tasks_only_and_resumes(inputs, tmp_path):
     out = tmp_path / "limited"
     stdout = judge_limited(inputs, out, 2)
     assert "--limit 2: judging 2 of 5 tasks (t0, t1) and their 4 of 10 reports" in stdout
