@@ -90,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
 
 def report(cfg, stats: dict, rd) -> bool:
     """Print one judge's summary line; False when a signal stopped the stage."""
-    rate = f", {stats['decisions_per_s']} decisions/s" if stats["decisions"] else " (nothing left to judge)"
+    if stats["decisions"]:
+        rate = f", {stats['decisions_per_s']} decisions/s"
+    else:  # a stop before the first report was written is not a finished run
+        rate = " (stopped before the first report)" if stats.get("stopped_early") else " (nothing left to judge)"
     form = f", kernel {stats['kernel_form']}" if "kernel_form" in stats else ""
     where = f", {stats['ray_replicas']} Ray replicas" if "ray_replicas" in stats else ""
     print(f"judge {cfg.id}: {stats['decisions']} decisions in {stats['wall_s']} s{rate}{form}{where} -> {rd.file('judgments.jsonl')}")
