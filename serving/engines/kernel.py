@@ -292,7 +292,9 @@ class PackedScorer:
             stop.check()
         suffixes = [it.ids[p:] for it in items]
         width = max(len(s) for s in suffixes)
-        chunk = max(1, self.token_budget // max(width, 1))
+        # Each row of a batch holds its own copy of the prefix's KV (the cache is repeated per row),
+        # so the budget counts prefix + suffix per row: memory is bounded by it, not by the rubrics.
+        chunk = max(1, self.token_budget // (p + width))
         out: list[list[float]] = []
         for start in range(0, len(items), chunk):
             part = suffixes[start : start + chunk]

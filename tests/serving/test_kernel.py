@@ -73,6 +73,26 @@ def test_packed_equals_each_prompt_alone(model, form):
     assert max(p_true(ref)) - min(p_true(ref)) > 0.2
 
 
+def test_two_stage_batches_count_each_rows_copy_of_the_prefix_in_the_budget(monkeypatch):
+    """Every row of a two_stage batch carries the prefix's KV: rows × (prefix + suffix width) stays
+    within the token budget, and the split changes no result."""
+    model = load("tiny-llama")
+    groups = make_groups(3)
+    seen = []
+    batch = PackedScorer._batch
+
+    def spy(self, rows, items, *, offset, cache):
+        seen.append((len(rows), offset + max(len(r) for r in rows)))
+        return batch(self, rows, items, offset=offset, cache=cache)
+
+    ref = PackedScorer(model, form="two_stage", token_budget=100_000).score(groups)
+    monkeypatch.setattr(PackedScorer, "_batch", spy)
+    got = PackedScorer(model, form="two_stage", token_budget=500).score(groups)
+    assert max_diff(ref, got) <= 1e-6
+    assert all(rows * tokens <= 500 for rows, tokens in seen if rows > 1), seen
+    assert len(seen) > len(groups) and max(rows for rows, _ in seen) > 1  # split, yet still batched
+
+
 def test_several_reports_share_one_pass(model):
     groups = make_groups(2, n_groups=4)
     scorer = PackedScorer(model, form="dense", token_budget=100_000)
