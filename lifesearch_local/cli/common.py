@@ -7,12 +7,19 @@ import sys
 from pathlib import Path
 
 
-def positive_int(value: str) -> int:
-    """argparse type: an integer ≥ 1."""
-    n = int(value)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+def int_at_least(lo: int):
+    """argparse type: an integer ≥ lo (argparse reports a non-integer itself)."""
+    def parse(value: str) -> int:
+        n = int(value)
+        if n < lo:
+            raise argparse.ArgumentTypeError(f"must be at least {lo}, got {n}")
+        return n
+
+    parse.__name__ = "int"  # argparse names the type in "invalid int value"
+    return parse
+
+
+positive_int = int_at_least(1)
 
 
 def judge_configs(args: argparse.Namespace):
@@ -25,7 +32,10 @@ def judge_configs(args: argparse.Namespace):
     else:
         cfgs = [JudgeConfig(id=args.id, model=model_config(model=args.model), mode=args.mode or "choice")]
     model_upd = {k: v for k, v in (("kernel", args.kernel), ("device", args.device)) if v}
-    upd = {k: v for k, v in (("mode", args.mode), ("runs", args.runs), ("id", args.id)) if v}
+    upd = {k: v for k, v in (("mode", args.mode), ("runs", args.runs), ("id", args.id), ("max_tokens", args.max_tokens))
+           if v}
+    if args.retries is not None:  # 0 is a value here
+        upd["retries"] = args.retries
     return [c.updated(model=model_upd, **upd) for c in cfgs]
 
 

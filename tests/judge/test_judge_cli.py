@@ -145,3 +145,26 @@ def test_the_summary_of_a_judge_stopped_before_its_first_report_does_not_say_it_
     assert "rerun the same command to finish" in out
     assert report(cfg, {"decisions": 0, "wall_s": 0.0}, rd) is True
     assert "(nothing left to judge)" in capsys.readouterr().out
+
+
+def test_generate_mode_answer_cap_and_retries_from_the_command_line(tmp_path, capsys):
+    import json
+
+    from lifesearch_local.cli import main
+    from lifesearch_local.config import JudgeConfig
+    from serving.config import model_config
+
+    sample = Path(__file__).resolve().parents[2] / "data" / "sample"
+    base = ["judge", "--tasks", str(sample / "tasks.jsonl"), "--reports", str(sample / "reports.jsonl"),
+            "--model", "tiny-llama", "--mode", "generate", "--limit", "1", "--quiet"]
+    assert main([*base, "--max-tokens", "16", "--retries", "0", "--out", str(tmp_path / "capped")]) == 0
+    capped = JudgeConfig(model=model_config(model="tiny-llama"), mode="generate", max_tokens=16, retries=0)
+    assert capped.id != JudgeConfig(model=model_config(model="tiny-llama"), mode="generate").id  # says what judged
+    stage = json.loads((tmp_path / "capped" / "manifest.json").read_text())["stages"][f"judge/{capped.id}"]
+    # one attempt of at most 16 tokens per decision (the random model never writes the JSON verdict)
+    assert stage["decisions"] == 28 and stage["generate_output_tokens"] <= 28 * 16
+    js = read_records(tmp_path / "capped" / "judgments.jsonl", Judgment)
+    assert len(js) == 28 and all(j.judge == capped.id for j in js)
+    with pytest.raises(SystemExit):
+        main([*base, "--max-tokens", "4", "--out", str(tmp_path / "x")])
+    assert "--max-tokens: must be at least 8, got 4" in capsys.readouterr().err
