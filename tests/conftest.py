@@ -1,4 +1,4 @@
-"""Shared fixtures: paths, small task builders."""
+"""Shared fixtures (paths, small task builders) and the two-worker schedule of the suite."""
 
 from __future__ import annotations
 
@@ -111,7 +111,9 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session, exitstatus):
     if session.config.getoption("--record-durations") and not os.environ.get("PYTEST_XDIST_WORKER"):
-        DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(_seconds.items())}, indent=0) + "\n")
+        known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+        known.update({k: round(v, 1) for k, v in _seconds.items()})  # a partial run updates its modules only
+        DURATIONS.write_text(json.dumps(dict(sorted(known.items())), indent=0) + "\n")
 
 
 def pytest_configure(config):
