@@ -22,6 +22,13 @@ def int_at_least(lo: int):
 positive_int = int_at_least(1)
 
 
+def add_generate_options(p: argparse.ArgumentParser, max_tokens_help: str) -> None:
+    """--max-tokens and --retries of a generate-mode judge (read by `judge_configs`)."""
+    p.add_argument("--max-tokens", type=int_at_least(8), metavar="N", help=max_tokens_help)
+    p.add_argument("--retries", type=int, choices=range(0, 11), metavar="N",
+                   help="generate mode: attempts after an answer that is not the JSON verdict (default 2)")
+
+
 def judge_configs(args: argparse.Namespace):
     from serving.config import model_config
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import int_at_least, judge_configs, positive_int, ray_config
+from .common import add_generate_options, judge_configs, positive_int, ray_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,10 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
     p.add_argument("--mode", choices=["choice", "generate"], help="override the judge mode")
     p.add_argument("--runs", type=int, help="judge repetitions (self-consistency)")
-    p.add_argument("--max-tokens", type=int_at_least(8), metavar="N",
-                   help="generate mode: token cap of each answer (default 512; the JSON verdict needs well under 200)")
-    p.add_argument("--retries", type=int, choices=range(0, 11), metavar="N",
-                   help="generate mode: attempts after an answer that is not the JSON verdict (default 2)")
+    add_generate_options(p, "generate mode: token cap of each answer (default 512; the JSON verdict needs well under 200)")
     p.add_argument("--kernel", choices=["auto", "dense", "flex", "two_stage", "naive", "single"],
                    help="hf backend: choice-scoring form (default auto)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")

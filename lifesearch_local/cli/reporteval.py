@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import int_at_least
+from .common import add_generate_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,11 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
     p.add_argument("--metrics", help="comma-separated subset of quality,redundancy,factuality (default all)")
     p.add_argument("--mode", choices=["choice", "generate"], help="judge mode (default choice)")
-    p.add_argument("--max-tokens", type=int_at_least(8), metavar="N",
-                   help="generate mode: token cap of redundancy and factuality answers (default 512; quality has "
-                        "the config's quality_max_tokens)")
-    p.add_argument("--retries", type=int, choices=range(0, 11), metavar="N",
-                   help="generate mode: attempts after an answer that is not the JSON verdict (default 2)")
+    add_generate_options(p, "generate mode: token cap of redundancy and factuality answers (default 512; quality has "
+                            "the config's quality_max_tokens)")
     p.add_argument("--web-mode", choices=["replay", "replay-or-live", "record", "live"],
                    help="how cited sources are obtained (default replay: corpus and cache only)")
     p.add_argument("--cache", help="web cache directory (default: the config's, else DIR/webcache)")
