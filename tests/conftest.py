@@ -69,9 +69,17 @@ DURATIONS = ROOT / "tests" / "durations.json"
 UNKNOWN_MODULE_S = 1.0  # a module not in the record yet: among the short ones
 
 
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 def scope_of(nodeid: str) -> str:
-    path = nodeid.split("::", 1)[0]
+    path = module_of(nodeid)
     return "ray" if Path(path).name in RAY_MODULES else path
+
+
+def recorded_durations() -> dict[str, float]:
+    return json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
 
 
 def pytest_addoption(parser):
@@ -81,9 +89,9 @@ def pytest_addoption(parser):
 
 def pytest_collection_modifyitems(config, items):
     """Longest scopes first (stable within a module): xdist hands scopes out in this order."""
-    known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    known = recorded_durations()
     weight: dict[str, float] = {}
-    for path in {it.nodeid.split("::", 1)[0] for it in items}:
+    for path in {module_of(it.nodeid) for it in items}:
         weight[scope_of(path)] = weight.get(scope_of(path), 0.0) + known.get(path, UNKNOWN_MODULE_S)
     order = {id(it): i for i, it in enumerate(items)}
     items.sort(key=lambda it: (-weight[scope_of(it.nodeid)], scope_of(it.nodeid), order[id(it)]))
@@ -105,13 +113,13 @@ _seconds: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report):
-    path = report.nodeid.split("::", 1)[0]
+    path = module_of(report.nodeid)
     _seconds[path] = _seconds.get(path, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session, exitstatus):
     if session.config.getoption("--record-durations") and not os.environ.get("PYTEST_XDIST_WORKER"):
-        known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+        known = recorded_durations()
         known.update({k: round(v, 1) for k, v in _seconds.items()})  # a partial run updates its modules only
         DURATIONS.write_text(json.dumps(dict(sorted(known.items())), indent=0) + "\n")
 
