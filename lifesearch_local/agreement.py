@@ -173,9 +173,9 @@ def kappa(decisions: Sequence[bool | None], labels: Sequence[bool]) -> float | N
     """Cohen's kappa of decisions vs labels (ungraded = disagreement); None when undefined."""
     d = [_vs(x, y) for x, y in zip(decisions, labels, strict=True)]
     y = [int(x) for x in labels]
-    n, agree = len(y), sum(1 for a, b in zip(d, y) if a == b)
+    n, agree, d1, y1 = len(y), sum(1 for a, b in zip(d, y) if a == b), sum(d), sum(y)
     # (p_o − p_e) / (1 − p_e) times n²/n², in integer counts: a constant judge is exactly 0
-    chance = sum(d) * sum(y) + (n - sum(d)) * (n - sum(y))
+    chance = d1 * y1 + (n - d1) * (n - y1)
     return None if chance == n * n else (agree * n - chance) / (n * n - chance)
 
 

