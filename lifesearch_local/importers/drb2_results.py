@@ -138,8 +138,7 @@ def convert_results(paths: list[str | Path], tasks: list[Task], sources: list[Dr
     for p in paths:
         for lineno, obj in iter_json_lines(p):
             model, task, task_text, result = _line(obj, str(p), lineno, by_idx)
-            run = runs[(task.id, model)]
-            runs[(task.id, model)] += 1
+            run = runs[(task.id, model)]  # a failed line is no grading: the next line takes its run
             top = {k: (None if k in ("model", "idx", "result") else v) for k, v in obj.items()}
             src = ResultSource(file=str(p), line=lineno, task_id=task.id, agent=model, judge_run=run, top=top,
                                result=result, scores=None)
@@ -159,6 +158,7 @@ def convert_results(paths: list[str | Path], tasks: list[Task], sources: list[Dr
                         continue
                     for rid in rubric_ids:
                         _add(out, task.id, model, rid, run, decision, judge, rest)
+            runs[(task.id, model)] += 1
             out.counts["lines"] += 1
     out.counts["repeat_lines"] = sum(n - 1 for n in runs.values())
     return out

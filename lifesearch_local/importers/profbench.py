@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import InputError
+from ..jsonl import iter_json_lines
 from ..records import Domain, Label, Report, Rubric, Task
 from .common import json_text, read_rows, unique_by, write_import_dir
 from .drb import load_domain_map
@@ -126,8 +127,10 @@ def _rubric(i: int, c: ProfCriterion) -> Rubric:
                   weight=LEVEL_SCALE[c.criterion_weight] / TOP_SCALE, dimension=", ".join(types))
 
 
-def convert_row(row: ProfRow, domain: Domain, path: str, lineno: int, prefix: str = "pb-") -> tuple[Task, list[Report], list[Label], ProfSource]:
-    """One ProfBench row as our task, its reports (one per system, run 0), human labels and source."""
+def convert_row(raw: dict[str, Any], row: ProfRow, domain: Domain, path: str, lineno: int,
+                prefix: str = "pb-") -> tuple[Task, list[Report], list[Label], ProfSource]:
+    """One ProfBench row (`raw`: as read, for its key order; `row`: validated) as our task, its
+    reports (one per system, run 0), human labels and source."""
     systems = systems_of(row)
     _check(row, systems, path, lineno)
     rubrics = [_rubric(i, c) for i, c in enumerate(row.rubrics, start=1)]
@@ -141,16 +144,17 @@ def convert_row(row: ProfRow, domain: Domain, path: str, lineno: int, prefix: st
             labels.append(Label(task_id=task.id, agent=s, run=0, rubric_id=r.id, satisfied=yes, source="human"))
             if as_int:
                 ints.append(f"{r.id}/{s}")
-        raw = c.model_dump()
-        criteria[r.id] = {k: None if k == "criterion_description" or k.endswith(FULFILMENT) else v for k, v in raw.items()}
+        criteria[r.id] = {k: None if k == "criterion_description" or k.endswith(FULFILMENT) else v
+                          for k, v in raw["rubrics"][i].items()}
     derived = {"task_id", "prompt", "rubrics", *(s + RESPONSE for s in systems)}
-    top = {k: None if k in derived else v for k, v in row.model_dump().items()}
+    top = {k: None if k in derived else v for k, v in raw.items()}
     return task, reports, labels, ProfSource(task_id=task.id, row=top, criteria=criteria, int_fulfilment=ints)
 
 
 def import_profbench(path: str | Path, *, domain_map: str | Path | None = None, prefix: str = "pb-") -> ProfImport:
     """Every row of a ProfBench JSONL file (task ids unique, domains mapped)."""
     rows = read_rows(path, ProfRow)
+    raws = dict(iter_json_lines(path))  # pydantic puts declared fields before extras: keep the file's order
     unique_by(rows, lambda r: r.task_id, path, "task_id")
     mapping = load_domain_map(domain_map, base=DEFAULT_DOMAIN_MAP)
     out = ProfImport(domain_map=mapping, inputs={"file": str(path), "id_prefix": prefix,
@@ -159,7 +163,7 @@ def import_profbench(path: str | Path, *, domain_map: str | Path | None = None, 
         if row.domain not in mapping:
             raise InputError(str(path), lineno, "domain", f"no LifeSearch domain for ProfBench domain {row.domain!r}; "
                              "map it with --domain-map FILE (YAML or JSON `name: domain`)")
-        task, reports, labels, source = convert_row(row, mapping[row.domain], str(path), lineno, prefix)
+        task, reports, labels, source = convert_row(raws[lineno], row, mapping[row.domain], str(path), lineno, prefix)
         out.tasks.append(task)
         out.reports += reports
         out.labels += labels
