@@ -316,3 +316,21 @@ def test_real_release_with_reports_and_question_task(real_tasks, tmp_path):
     write_drb2(result, None, tmp_path / "out")
     assert read_records(tmp_path / "out" / "reports.jsonl", Report)[0].text == "report for 116"
     shutil.rmtree(tmp_path / "report")
+
+
+@pytest.mark.slow
+def test_an_open_judge_on_the_imported_reports_against_the_imported_labels(tmp_path, capsys):
+    """The docs' real-data route on the fixtures: import, judge the same reports with an open judge
+    (a tiny random one here: plumbing, not a finding), agree with the evaluator's labels."""
+    out = run_import(tmp_path / "out")
+    run = tmp_path / "judge"
+    assert main(["judge", "--tasks", str(out / "tasks.jsonl"), "--reports", str(out / "reports.jsonl"),
+                 "--model", "tiny-llama", "--out", str(run), "--quiet"]) == 0
+    judged = read_records(run / "judgments.jsonl", Judgment)
+    assert len(judged) == 12 and all(0.0 <= j.p_true <= 1.0 for j in judged)  # 5 + 5 + 2 rubrics of 3 reports
+    capsys.readouterr()
+    assert main(["agree", "--tasks", str(out / "tasks.jsonl"), "--judgments", str(run / "judgments.jsonl"),
+                 "--labels", str(out / "labels.jsonl"), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    (judge,) = res["judges"].values()
+    assert res["n_labels"] == 12 and judge["n"] == 12

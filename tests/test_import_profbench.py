@@ -147,3 +147,19 @@ def test_cli_idempotent_and_agree(tmp_path, capsys):
     assert res["judges"]["open/choice/111111"]["accuracy_mean"] == pytest.approx(expect)
     tasks = load_tasks(out / "tasks.jsonl")
     assert sorted({r.weight for t in tasks for r in t.rubrics}) == [0.25, 0.5, 0.75, 1.0]
+
+
+@pytest.mark.slow
+def test_an_open_judge_on_profbench_reports_against_the_human_labels(tmp_path, capsys):
+    """Import, judge the systems' reports with an open judge (tiny, random: plumbing only), agree."""
+    out = tmp_path / "pb"
+    assert main(["import", "profbench", str(FIX), "--out", str(out)]) == 0
+    run = tmp_path / "judge"
+    assert main(["judge", "--tasks", str(out / "tasks.jsonl"), "--reports", str(out / "reports.jsonl"),
+                 "--model", "tiny-llama", "--out", str(run), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["agree", "--tasks", str(out / "tasks.jsonl"), "--judgments", str(run / "judgments.jsonl"),
+                 "--labels", str(out / "labels.jsonl"), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    (judge,) = res["judges"].values()
+    assert res["n_labels"] == 18 and judge["n"] == 18 and judge["rank_agents"] == 3
