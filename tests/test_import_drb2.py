@@ -272,10 +272,10 @@ def real_tasks() -> Path:
 
 
 def fake_results(tasks_path: Path, seed: int = 0) -> list[dict]:
-    """Results lines in the evaluator's format for every real task and two systems, seeded scores."""
+    """Results lines in the evaluator's format for every real task (one system), seeded scores."""
     rng = random.Random(seed)
     out = []
-    for model in ("sys-a", "sys-b"):
+    for model in ("sys-a",):
         for t in rows(tasks_path):
             scores = {d: {text: {"score": rng.choice((1, 1, 0, -1)), "reason": f"r{i}", "evidence": ""}
                           for i, text in enumerate(texts)} for d, texts in t["content"]["rubric"].items()}
@@ -301,7 +301,7 @@ def test_real_release_imports_validates_and_round_trips(real_tasks, tmp_path, ca
     # idx 116 repeats 6 analysis rubric texts: the results key them once, the labels cover both rubrics
     info = json.loads((out / "import.json").read_text())
     assert info["counts"]["repeated_rubric_texts"] == 6
-    assert info["results"]["rubrics_without_label"] == 0 and info["results"]["labels"] == 2 * 9415
+    assert info["results"]["rubrics_without_label"] == 0 and info["results"]["labels"] == 9415
     assert [json.dumps(o, ensure_ascii=False) for _, o in export_from_dir(out)] == lines(results)
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
 from conftest import write_jsonl
 
-from lifesearch_local.cli import main
+from lifesearch_local.cli import build_parser, main
+from lifesearch_local.config import load_judge_configs
 from lifesearch_local.errors import InputError
 from lifesearch_local.importers import profbench
 from lifesearch_local.jsonl import read_records
@@ -163,3 +166,21 @@ def test_an_open_judge_on_profbench_reports_against_the_human_labels(tmp_path, c
     res = json.loads(capsys.readouterr().out)
     (judge,) = res["judges"].values()
     assert res["n_labels"] == 18 and judge["n"] == 18 and judge["rank_agents"] == 3
+
+
+def test_the_real_data_route_of_compare_judges_parses(tmp_path):
+    """docs/compare-judges.md's `shell` blocks (they need downloads and a GPU, so they are not run):
+    every `lifesearch` line parses with the real CLI and the judge YAML is a valid vLLM judge config."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "compare-judges.md").read_text(encoding="utf-8")
+    shell = re.findall(r"^```shell\n(.*?)^```$", doc, flags=re.S | re.M)
+    # `shell`, not bash/sh/yaml: tests/judge/test_compare_judges.py runs the walkthrough's 3 bash blocks
+    # and checks its one sh and one yaml block
+    assert len(shell) == 2 and len(re.findall(r"^```(?:bash|sh|yaml)\n", doc, flags=re.M)) == 5
+    commands = [c for block in shell for c in block.replace("\\\n", " ").splitlines() if c.startswith("lifesearch ")]
+    assert [shlex.split(c)[1] for c in commands] == ["import", "judge", "agree", "import", "judge", "agree"]
+    for c in commands:
+        build_parser().parse_args(shlex.split(c)[1:])  # SystemExit on an unknown flag or a missing one
+    (yaml_text,) = re.findall(r"<<'END'\n(.*?)^END$", shell[0], flags=re.S | re.M)
+    (tmp_path / "judge.yaml").write_text(yaml_text)
+    (judge,) = load_judge_configs(tmp_path / "judge.yaml")
+    assert judge.id == "qwen3-8b-choice" and judge.model.backend == "vllm" and judge.mode == "choice"
