@@ -334,3 +334,12 @@ def test_an_open_judge_on_the_imported_reports_against_the_imported_labels(tmp_p
     res = json.loads(capsys.readouterr().out)
     (judge,) = res["judges"].values()
     assert res["n_labels"] == 12 and judge["n"] == 12
+
+
+def test_cli_error_names_file_line_field_and_writes_nothing(tmp_path, capsys):
+    path = results_with(tmp_path, lambda d: d[2]["result"]["scores"][IR]["报告指出冰凌会堵塞进水口。"].update(score="1"))
+    out = tmp_path / "out"
+    assert main(["import", "drb2", "--tasks", str(TASKS), "--results", str(path), "--out", str(out)]) == 2
+    assert f'{path}:3: result.scores.info_recall["报告指出冰凌会堵塞进水口。"].score: expected 1, 0 or -1, got \'1\'' in (
+        capsys.readouterr().err)
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
