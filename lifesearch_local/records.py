@@ -81,6 +81,22 @@ class Rubric(_Record):
     """Qualitative label shown to the judge; the score uses `weight`, not this."""
     weight: Number = Field(ge=0.0, le=1.0)
     """Annotator-assigned importance in [0, 1] (one decimal in the paper); 0 drops the rubric."""
+    dimension: str | None = None
+    """The source benchmark's grouping of the rubric, kept for breakdowns and the way back
+    (DeepResearch Bench II: info_recall, analysis or presentation; ProfBench: its criterion type);
+    None for LifeSearch's own rubrics."""
+
+
+class BlockedSources(_Record):
+    """A source the agent must not use and a report must not cite (DeepResearch Bench II's
+    `blocked`: the expert article its rubrics were drawn from)."""
+
+    title: str | None = None
+    """Title of the blocked article."""
+    authors: list[str] = Field(default_factory=list)
+    """Its authors, as the benchmark lists them."""
+    urls: list[str] = Field(default_factory=list)
+    """Addresses where it can be read."""
 
 
 class Task(_Record):
@@ -98,6 +114,9 @@ class Task(_Record):
     """Time cutoff: the agent's 'today' and the latest date the web layer may serve."""
     rubrics: list[Rubric]
     """The task's rubrics; their positive weights must sum to more than zero."""
+    blocked: BlockedSources | None = None
+    """Sources the agent may not read or cite (DeepResearch Bench II); None when the task has none.
+    Stored for tools and judges that enforce it; the imported question states it in words too."""
 
     @property
     def total_weight(self) -> float:

@@ -21,6 +21,7 @@ TASK_ALIASES = {
     "question": ("question", "prompt", "query", "task", "tasks"),
     "as_of": ("as_of", "as_of_date", "cutoff", "cutoff_date"),
     "rubrics": ("rubrics", "criteria"),
+    "blocked": ("blocked",),
 }
 RUBRIC_ALIASES = {
     "id": ("id", "rubric_id"),
@@ -29,6 +30,7 @@ RUBRIC_ALIASES = {
     "necessity": ("necessity",),
     "priority": ("priority",),
     "weight": ("weight",),
+    "dimension": ("dimension",),
 }
 
 

@@ -8,7 +8,7 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "import",
-        help="convert another benchmark's tasks/reports (drb)",
+        help="convert another benchmark's tasks/reports/labels (drb, drb2, profbench)",
         description="Convert another benchmark's tasks (and reports) into LifeSearch files that "
         "`validate`, `judge` and `score` read. See docs/import.md.",
     )
@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--out", metavar="DIR", required=True, help="output directory (created; must be empty unless --force)")
     d.add_argument("--force", action="store_true", help="replace a non-empty output directory")
     d.set_defaults(func=run_drb)
+    register_drb2(kinds)
+    register_profbench(kinds)
 
 
 def run_drb(args: argparse.Namespace) -> int:
@@ -52,4 +54,98 @@ def run_drb(args: argparse.Namespace) -> int:
     print("weights: " + ", ".join(f"{w} x{n}" for w, n in counts["weights"].items()))
     print(f"rounding deviation of a task score (worst case over pass/fail patterns): "
           f"max {dev['max']:.4f} ({dev['max_task']}), mean {dev['mean']:.4f}")
+    return 0
+
+
+def register_drb2(kinds: argparse._SubParsersAction) -> None:
+    d = kinds.add_parser(
+        "drb2",
+        help="DeepResearch Bench II: tasks_and_rubrics.jsonl (+ reports, + evaluator results as labels)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Convert DeepResearch Bench II into DIR/tasks.jsonl: each rubric verbatim, weight 1, its "
+        "dimension\n(info_recall, analysis, presentation) kept on the rubric, the blocked article on the task. "
+        "With\n--reports, DIR/reports.jsonl; with --results (the upstream run_evaluation.py output), "
+        "DIR/labels.jsonl\n(first grading of each report; source = --judge-name) and DIR/judgments.jsonl "
+        "(every grading,\njudge = --judge-name), for `lifesearch agree`. DIR/drb2_source.jsonl and "
+        "DIR/drb2_results_source.jsonl\nkeep the rest, so the upstream lines can be rebuilt exactly. "
+        "See docs/import.md.",
+    )
+    d.add_argument("--tasks", metavar="FILE", required=True, help="DRB II tasks_and_rubrics.jsonl")
+    d.add_argument("--reports", metavar="PATH", nargs="+", help="a folder of idx-<n>.md/.txt/.html reports (agent = folder "
+                   "name), a folder of such folders (one agent each, the evaluator's layout), or a JSONL of {idx, article}")
+    d.add_argument("--agent", metavar="NAME", help="agent name of a single --reports folder or file; must equal the "
+                   "results' `model` for the labels to meet the reports")
+    d.add_argument("--max-chars", metavar="N", type=int, default=150_000, help="cut each report at N characters, as the "
+                   "evaluator does before grading (its MAX_PAPER_CHARS, default 150000); 0 keeps it whole")
+    d.add_argument("--results", metavar="FILE", nargs="+", help="results JSONL written by the upstream run_evaluation.py")
+    d.add_argument("--judge-name", metavar="NAME", default="gemini", help="who graded the results: the labels' source and "
+                   "the judgments' judge (default gemini; the evaluator does not write its model)")
+    d.add_argument("--blocked-verdict", choices=("fail", "pass", "skip"), default="fail", help="what a -1 (met only through "
+                   "a blocked source) becomes: fail = not satisfied, as the upstream aggregate_scores.py counts it "
+                   "(default); pass = satisfied; skip = no label")
+    d.add_argument("--question", choices=("prompt", "task"), default="prompt", help="the task's question: `prompt` (what "
+                   "agents get: the task and the blocked article in words; default) or `content.task` (what the upstream judge reads)")
+    d.add_argument("--domain-map", metavar="FILE", help="YAML/JSON `theme: domain` entries overriding the default map (DRB's)")
+    d.add_argument("--id-prefix", metavar="PREFIX", default="drb2-", help="prefix of our task ids (default drb2-: idx 7 → drb2-7)")
+    d.add_argument("--out", metavar="DIR", required=True, help="output directory (created; must be empty unless --force)")
+    d.add_argument("--force", action="store_true", help="replace an earlier output of this command")
+    d.set_defaults(func=run_drb2)
+
+
+def run_drb2(args: argparse.Namespace) -> int:
+    from ..importers.drb2 import import_drb2
+    from ..importers.drb2_results import import_results, summary, write_drb2
+
+    result = import_drb2(args.tasks, reports=args.reports, agent=args.agent, max_chars=args.max_chars or None,
+                         domain_map=args.domain_map, prefix=args.id_prefix, question=args.question)
+    results = import_results(result, args.results, judge=args.judge_name, blocked=args.blocked_verdict) if args.results else None
+    out = write_drb2(result, results, args.out, force=args.force)
+    info = summary(result, results)
+    c = info["counts"]
+    langs = ", ".join(f"{k} {v}" for k, v in c["languages"].items())
+    dims = ", ".join(f"{k} {v}" for k, v in c["dimensions"].items())
+    print(f"imported {c['tasks']} tasks ({langs}), {c['rubrics']} rubrics ({dims}) -> {out}")
+    if c["reports"]:
+        cut = f"; {c['reports_cut']} cut at {args.max_chars} characters" if c["reports_cut"] else ""
+        print("reports: " + ", ".join(f"{a} {n}" for a, n in c["reports"].items()) + cut)
+    if results is not None:
+        r = info["results"]
+        print(f"results: {r['lines']} graded lines ({r['failed_lines']} failed, {r['repeat_lines']} repeats) -> "
+              f"{r['labels']} labels, {r['judgments']} judgments of {args.judge_name}; scores "
+              + ", ".join(f"{k}: {v}" for k, v in r["scores"].items()) + f"; -1 -> {args.blocked_verdict}")
+        if r["agents_without_reports"]:
+            print(f"note: no reports for the graded system(s) {', '.join(r['agents_without_reports'])}: "
+                  "name the reports' agent as the results' model (--agent)")
+    return 0
+
+
+def register_profbench(kinds: argparse._SubParsersAction) -> None:
+    d = kinds.add_parser(
+        "profbench",
+        help="ProfBench: tasks, one report per graded system, human labels",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Convert ProfBench rows (JSONL, the fields of its official loader: task_id, domain, prompt,\n"
+        "rubrics[criterion_description, criterion_weight, criterion_type, <system>_fulfilment],\n"
+        "<system>_response) into DIR/tasks.jsonl, DIR/reports.jsonl (one report per system) and\n"
+        "DIR/labels.jsonl (the human fulfilment labels, source human). Weights follow ProfBench's own\n"
+        "score (Critical 4, Major 3, Minor 2, Additional 1) divided by 4: 1.0, 0.75, 0.5, 0.25.\n"
+        "DIR/profbench_source.jsonl keeps the rest, so the rows can be rebuilt exactly. See docs/import.md.",
+    )
+    d.add_argument("file", metavar="FILE", help="ProfBench JSONL, one task per line (docs/import.md: how to get it)")
+    d.add_argument("--domain-map", metavar="FILE", help="YAML/JSON `ProfBench domain: domain` entries overriding the default map")
+    d.add_argument("--id-prefix", metavar="PREFIX", default="pb-", help="prefix of our task ids (default pb-: Chem-0 → pb-Chem-0)")
+    d.add_argument("--out", metavar="DIR", required=True, help="output directory (created; must be empty unless --force)")
+    d.add_argument("--force", action="store_true", help="replace an earlier output of this command")
+    d.set_defaults(func=run_profbench)
+
+
+def run_profbench(args: argparse.Namespace) -> int:
+    from ..importers.profbench import import_profbench, summary, write_profbench
+
+    result = import_profbench(args.file, domain_map=args.domain_map, prefix=args.id_prefix)
+    out = write_profbench(result, args.out, force=args.force)
+    c = summary(result)["counts"]
+    print(f"imported {c['tasks']} tasks, {c['rubrics']} rubrics, {c['reports']} reports, {c['labels']} human labels -> {out}")
+    print("levels: " + ", ".join(f"{k} x{v}" for k, v in c["levels"].items()) + "; labels satisfied: "
+          + ", ".join(f"{a} {v['satisfied']}/{v['of']}" for a, v in c["labels_by_system"].items()))
     return 0

@@ -17,11 +17,7 @@ value so that `reconstruct_*` give back the DRB records exactly.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,9 +28,9 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, StrictInt, StrictStr
 
 from ..errors import InputError, LifesearchError
-from ..jsonl import numbered_records, write_records
 from ..records import Domain, Report, Rubric, Task
 from ..tasks import parse_domain
+from .common import json_text, read_rows, write_import_dir
 
 WEIGHT_RULE = (
     "e = dimension_weight[dimension] * criterion weight; "
@@ -146,12 +142,7 @@ M = TypeVar("M", bound=BaseModel)
 
 def read_drb(path: str | Path, model: type[M]) -> list[tuple[int, M]]:
     """(line, record) for each line of a DRB JSONL file; InputError names file:line: field."""
-    if not Path(path).is_file():
-        raise InputError(str(path), None, None, "no such file")
-    out = list(numbered_records(path, model))
-    if not out:
-        raise InputError(str(path), None, None, "no records in file")
-    return out
+    return read_rows(path, model)
 
 
 def _by_id(rows: list[tuple[int, M]], path: str | Path) -> dict[str, tuple[int, M]]:
@@ -182,9 +173,9 @@ def phrase(criterion: str, explanation: str, language: str) -> str:
     return PHRASING[language].format(criterion=criterion.strip().rstrip(".。"), explanation=explanation.strip())
 
 
-def load_domain_map(path: str | Path | None = None) -> dict[str, Domain]:
-    """DEFAULT_DOMAIN_MAP with the entries of a YAML/JSON `topic: domain` file laid over it."""
-    mapping = dict(DEFAULT_DOMAIN_MAP)
+def load_domain_map(path: str | Path | None = None, base: dict[str, Domain] | None = None) -> dict[str, Domain]:
+    """`base` (default DEFAULT_DOMAIN_MAP) with the entries of a YAML/JSON `topic: domain` file laid over it."""
+    mapping = dict(DEFAULT_DOMAIN_MAP if base is None else base)
     if path is None:
         return mapping
     from ..config import load_yaml  # JSON is read by the YAML parser too
@@ -225,7 +216,8 @@ def convert_task(q: DrbQuery, c: DrbCriteria, domain: Domain, prefix: str = "drb
     w = [drb_weight(eff, max(e)) for eff in e]
     rubrics = [
         Rubric(id=f"R{i}", criterion=phrase(x.criterion, x.explanation, q.language), type=RUBRIC_TYPE[dim],
-               necessity=NECESSITY[dim], priority="Must Have" if wi >= MUST_HAVE_FROM else "Nice to Have", weight=wi)
+               necessity=NECESSITY[dim], priority="Must Have" if wi >= MUST_HAVE_FROM else "Nice to Have", weight=wi,
+               dimension=dim)
         for i, ((dim, x, _), wi) in enumerate(zip(items, w), start=1)
     ]
     task = Task(id=f"{prefix}{q.id}", language=q.language, domain=domain, question=q.prompt, rubrics=rubrics)
@@ -336,33 +328,8 @@ def summary(result: DrbImport) -> dict[str, Any]:
 
 def write_import(result: DrbImport, out: str | Path, *, force: bool = False) -> Path:
     """Write tasks/reports/drb_source/import.json into a temp dir, then rename it to `out`."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise LifesearchError(f"{out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()):
-        if not force:
-            raise LifesearchError(f"{out}: directory is not empty; pass --force to replace it")
-        # --force deletes the old directory: only ever one this command wrote
-        if not ((out / "import.json").is_file() and (out / "drb_source.jsonl").is_file()):
-            raise LifesearchError(f"{out}: not an earlier `lifesearch import drb` output (no import.json and "
-                                  "drb_source.jsonl); --force replaces only those, choose another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        tmp.chmod(0o755)
-        write_records(tmp / "tasks.jsonl", result.tasks)
-        write_records(tmp / "drb_source.jsonl", result.sources)
-        if result.reports:
-            write_records(tmp / "reports.jsonl", result.reports)
-        (tmp / "import.json").write_text(json.dumps(summary(result), indent=2, ensure_ascii=False) + "\n", "utf-8")
-        if out.exists():  # a rename cannot replace a non-empty directory: move the old one aside first
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    files: dict[str, Any] = {"tasks.jsonl": result.tasks, "drb_source.jsonl": result.sources}
+    if result.reports:
+        files["reports.jsonl"] = result.reports
+    files["import.json"] = json_text(summary(result))
+    return write_import_dir(out, files, source_file="drb_source.jsonl", command="lifesearch import drb", force=force)
