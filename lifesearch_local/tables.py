@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from .records import DOMAIN_ABBREV, Domain
 from .scoring import AgentScore
+
+if TYPE_CHECKING:
+    from .stats import ScoreUncertainty
 
 
 def pct(x: float | None, digits: int = 1) -> str:
@@ -16,8 +21,57 @@ def mean_pm_std(mean: float, std: float | None) -> str:
     return f"{100 * mean:.2f} ± {100 * std:.2f}" if std is not None else f"{100 * mean:.2f}"
 
 
-def score_table(rows: Mapping[str, AgentScore], title: str = ""):
-    """A rich Table: one row per agent, domain scores, overall mean ± std, resources, ungraded."""
+def mean_ci(mean: float, ci: Sequence[float] | None) -> str:
+    """`72.7 [65.1, 79.8]`: a score in percent with its 95% interval (— when undefined)."""
+    if ci is None or any(math.isnan(v) for v in ci):
+        return f"{100 * mean:.1f} [—]"
+    return f"{100 * mean:.1f} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def signed_ci(diff: float, ci: Sequence[float] | None) -> str:
+    """`+7.0 [2.1, 11.9]`: a difference in points with its 95% interval."""
+    if math.isnan(diff):
+        return "—"
+    if ci is None or any(math.isnan(v) for v in ci):
+        return f"{100 * diff:+.1f} [—]"
+    return f"{100 * diff:+.1f} [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
+
+
+def fmt_p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def holding_line(u: ScoreUncertainty) -> str:
+    """One line naming the pairwise differences that hold at 0.05 after Holm's adjustment."""
+    held = [c for c in u.comparisons if c.holds]
+    tail = (f"(95% CIs: task bootstrap, {u.resamples} resamples, seed {u.seed}; "
+            "paired sign-flip test over shared tasks, Holm-adjusted; `--compare` lists every pair)")
+    if not u.comparisons:
+        return f"one agent: nothing to compare {tail}"
+    if not held:
+        return f"none of the {len(u.comparisons)} pairwise differences holds at 0.05 {tail}"
+    names = "; ".join(f"{c.a} {'>' if c.diff > 0 else '<'} {c.b} ({signed_ci(c.diff, c.ci95)})" for c in held)
+    return f"differences that hold at 0.05: {names} {tail}"
+
+
+def comparison_table(u: ScoreUncertainty, title: str = ""):
+    """Every agent pair: difference in points with its paired 95% CI, p, Holm p, tasks, verdict."""
+    from rich.table import Table
+
+    t = Table(title=title or None)
+    for name in ("A", "B"):
+        t.add_column(name, style="bold")
+    for name in ("A − B (points) [95% CI]", "p", "p (Holm)", "Tasks", "At 0.05"):
+        t.add_column(name, justify="right")
+    for c in u.comparisons:
+        verdict = ("A > B" if c.diff > 0 else "A < B") if c.holds else "not shown"
+        t.add_row(c.a, c.b, signed_ci(c.diff, c.ci95), fmt_p(c.p_value), fmt_p(c.p_holm), str(c.n_tasks), verdict)
+    return t
+
+
+def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: ScoreUncertainty | None = None):
+    """A rich Table: one row per agent, domain scores, overall mean ± std (the paper's) and its
+    95% task-bootstrap CI, resources, ungraded."""
     from rich.table import Table
 
     domains = [d for d in Domain if any(d.value in r.domains for r in rows.values())]
@@ -26,6 +80,8 @@ def score_table(rows: Mapping[str, AgentScore], title: str = ""):
     for d in domains:
         t.add_column(DOMAIN_ABBREV[d], justify="right")
     t.add_column("Score (%)", justify="right")
+    if uncertainty is not None:
+        t.add_column("Mean [95% CI]", justify="right")
     t.add_column("Runs", justify="right")
     t.add_column("Iter.", justify="right")
     t.add_column("Out tok (k)", justify="right")
@@ -36,6 +92,7 @@ def score_table(rows: Mapping[str, AgentScore], title: str = ""):
             agent,
             *[pct(r.domains.get(d.value)) for d in domains],
             mean_pm_std(r.overall_mean, r.overall_std),
+            *([mean_ci(r.overall_mean, uncertainty.ci95.get(agent))] if uncertainty is not None else []),
             str(len(r.runs)),
             "—" if r.iterations is None else f"{r.iterations:.1f}",
             "—" if r.output_tokens is None else f"{r.output_tokens / 1000:.1f}",
@@ -54,16 +111,26 @@ def console():
     return out if out.is_terminal else Console(width=160)
 
 
-def print_scores(by_judge: Mapping[str, Mapping[str, AgentScore]]) -> None:
+def print_scores(by_judge: Mapping[str, Mapping[str, AgentScore]], uncertainty: Mapping | None = None, *,
+                 compare: bool = False, caveats: Sequence[str] = ()) -> None:
+    """Table 4 per judge with CIs, the line of differences that hold (every pair with `compare`),
+    then `caveats`: the one place for warnings about what the numbers above can mean."""
     console_ = console()
     for judge, rows in by_judge.items():
-        console_.print(score_table(rows, title=f"LifeSearch scores — judge {judge}"))
+        u = (uncertainty or {}).get(judge)
+        console_.print(score_table(rows, title=f"LifeSearch scores — judge {judge}", uncertainty=u))
         ungraded = sum(r.ungraded for r in rows.values())
         missing = sum(r.missing for r in rows.values())
         console_.print(
             f"judge {judge}: {ungraded} ungraded judgment(s) counted as not satisfied"
             + (f"; {missing} missing judgment(s) counted as not satisfied (--allow-missing)" if missing else "")
         )
+        if u is not None:
+            console_.print(holding_line(u), highlight=False)
+            if compare and u.comparisons:
+                console_.print(comparison_table(u, title=f"Paired comparisons — judge {judge}"))
+    for line in caveats:
+        console_.print(line, style="bold yellow", highlight=False)
 
 
 def random_weight_roles(judges: Sequence, agents: Sequence = ()) -> list[str]:

@@ -1,0 +1,218 @@
+"""Resampling statistics for scores: task bootstrap CIs, paired comparisons, sign-flip tests (pure numpy).
+
+Every function here is pure: same arrays and seed in, same numbers out, byte for byte.
+Definitions and the reasons behind them are in docs/statistics.md. In short:
+- a *resample* draws n units (tasks, or reports for agreement) with replacement; it is held
+  as a count matrix C (B × n, C[b, i] = times unit i was drawn), so a statistic that is a
+  sum over units is one matrix product C @ values for all B resamples at once;
+- the 95% interval is the percentile interval: the 2.5% and 97.5% quantiles of the B
+  resampled statistics (numpy's default linear interpolation);
+- the sign-flip p-value of a paired mean difference d̄ over n tasks is the share of sign
+  vectors s (all 2^n when 2^n ≤ B, else B random ones plus the observed, the usual +1
+  correction) with |mean(s·d)| ≥ |d̄|.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT_RESAMPLES = 10_000
+DEFAULT_SEED = 20260101
+"""The seed every bootstrap and permutation uses unless told otherwise (recorded in the output)."""
+LEVEL = 0.95
+ALPHA = 0.05
+METHOD = "percentile"
+_TIE = 1e-12  # |T*| ≥ |T| up to rounding: a sign flip that reorders a float sum must still count as a tie
+
+
+def rng_for(seed: int, *stream: int) -> np.random.Generator:
+    """An independent generator per (seed, stream…): adding an agent or a domain never shifts another's draws."""
+    return np.random.default_rng(np.random.SeedSequence([seed, *stream]))
+
+
+def resample_counts(n: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """B × n matrix of how often each of n units is drawn in each of B resamples of size n."""
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    flat = (idx + (np.arange(n_resamples) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=n_resamples * n).reshape(n_resamples, n).astype(np.float64)
+
+
+def percentile_ci(samples: np.ndarray, level: float = LEVEL) -> np.ndarray:
+    """[lo, hi] per column of B × k resampled statistics (NaN rows, e.g. undefined κ, are left out)."""
+    a = np.asarray(samples, dtype=np.float64)
+    a = a.reshape(len(a), -1)
+    q = [(1 - level) / 2, 1 - (1 - level) / 2]
+    out = np.full((a.shape[1], 2), np.nan)
+    for j in range(a.shape[1]):
+        col = a[:, j][~np.isnan(a[:, j])]
+        if len(col):
+            out[j] = np.quantile(col, q)
+    return out
+
+
+def bootstrap_means(values: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                    stream: int = 0) -> np.ndarray:
+    """B × k resampled means of the k columns of an n × k matrix, rows (tasks) drawn together."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v.reshape(len(v), -1)
+    counts = resample_counts(len(v), n_resamples, rng_for(seed, stream))
+    return counts @ v / len(v)
+
+
+def mean_ci(values: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+            stream: int = 0) -> np.ndarray:
+    """95% percentile interval of the mean of each column (k × 2)."""
+    return percentile_ci(bootstrap_means(values, n_resamples, seed, stream))
+
+
+def holm(p: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment: p_(i) · (m − i + 1), made monotone, capped at 1 (input order kept)."""
+    p = np.asarray(p, dtype=np.float64)
+    m = len(p)
+    if not m:
+        return []
+    order = np.argsort(p, kind="stable")
+    adj = np.minimum(1.0, np.maximum.accumulate(p[order] * (m - np.arange(m))))
+    out = np.empty(m)
+    out[order] = adj
+    return [float(x) for x in out]
+
+
+def sign_flip_p(diffs: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                stream: int = 0) -> np.ndarray:
+    """Two-sided sign-flip permutation p-values for the mean of each column of an n × k matrix of
+    paired differences (exact over all 2^n sign vectors when 2^n ≤ n_resamples)."""
+    d = np.asarray(diffs, dtype=np.float64)
+    d = d.reshape(len(d), -1)
+    n = len(d)
+    if n == 0:
+        return np.ones(d.shape[1])
+    observed = np.abs(d.mean(axis=0))
+    if 2**n <= n_resamples:  # every sign vector once: the exact p-value
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+        extreme = np.abs(signs @ d / n) >= observed - _TIE
+        return extreme.mean(axis=0)
+    signs = rng_for(seed, stream).integers(0, 2, size=(n_resamples, n)) * 2.0 - 1.0
+    extreme = (np.abs(signs @ d / n) >= observed - _TIE).sum(axis=0)
+    return (1.0 + extreme) / (1.0 + n_resamples)  # the observed signs count as one draw
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant counts b and c (binomial, p = ½)."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+# -- scores ----------------------------------------------------------------------------------
+@dataclass
+class Comparison:
+    """A paired difference of two agents' mean task scores over the tasks both were judged on."""
+
+    a: str
+    b: str
+    diff: float
+    ci95: tuple[float, float]
+    p_value: float
+    p_holm: float
+    n_tasks: int
+
+    @property
+    def holds(self) -> bool:
+        """The difference holds at 0.05 after Holm's adjustment across all pairs."""
+        return self.p_holm < ALPHA
+
+    def as_json(self) -> dict:
+        return {"a": self.a, "b": self.b, "diff": finite(self.diff), "ci95": interval(self.ci95), "p_value": self.p_value,
+                "p_holm": self.p_holm, "n_tasks": self.n_tasks, "holds_at_0.05": self.holds}
+
+
+@dataclass
+class ScoreUncertainty:
+    """Bootstrap intervals of one judge's agent scores and their paired comparisons."""
+
+    ci95: dict[str, tuple[float, float]]
+    domain_ci95: dict[str, dict[str, tuple[float, float]]]
+    comparisons: list[Comparison]
+    seed: int
+    resamples: int
+
+    def settings(self) -> dict:
+        return {"method": METHOD, "level": LEVEL, "unit": "task", "resamples": self.resamples, "seed": self.seed,
+                "test": "paired sign-flip permutation over tasks, Holm-adjusted across pairs"}
+
+
+def _pair(x: np.ndarray) -> tuple[float, float]:
+    return float(x[0]), float(x[1])
+
+
+def finite(x: float | None) -> float | None:
+    """A float for JSON: NaN (undefined, e.g. no shared task) becomes None."""
+    return None if x is None or math.isnan(x) else float(x)
+
+
+def interval(ci: Sequence[float] | None) -> list[float | None] | None:
+    """[lo, hi] for JSON, None when undefined."""
+    return None if ci is None or any(math.isnan(v) for v in ci) else [float(ci[0]), float(ci[1])]
+
+
+def score_uncertainty(task_scores: dict[str, dict[str, float]], judged: dict[str, set[str]],
+                      domains: dict[str, str], *, n_resamples: int = DEFAULT_RESAMPLES,
+                      seed: int = DEFAULT_SEED) -> ScoreUncertainty:
+    """Intervals and comparisons from per-task scores (agent → task → mean over runs of eq. 1).
+
+    The overall score is the mean of the task scores (every run covers every task), so one
+    task-level count matrix, shared by all agents, resamples each task with all its runs.
+    `judged` (agent → tasks with any judgment) picks the tasks a pair shares; `domains`
+    (task → domain) gives the per-domain intervals, resampled within each domain.
+    """
+    agents = list(task_scores)
+    tids = list(next(iter(task_scores.values()))) if agents else []
+    m = np.array([[task_scores[a][t] for a in agents] for t in tids], dtype=np.float64).reshape(len(tids), len(agents))
+    boot = bootstrap_means(m, n_resamples, seed, 0) if len(tids) else np.empty((0, len(agents)))
+    ci = {a: _pair(c) for a, c in zip(agents, percentile_ci(boot), strict=True)} if len(tids) else {}
+    dom_ci: dict[str, dict[str, tuple[float, float]]] = {a: {} for a in agents}
+    for k, dom in enumerate(sorted(set(domains[t] for t in tids))):
+        rows = [i for i, t in enumerate(tids) if domains[t] == dom]
+        if len(rows) < 2:  # one task resamples to itself: a zero-width interval would claim certainty
+            continue
+        for a, c in zip(agents, mean_ci(m[rows], n_resamples, seed, 1 + k), strict=True):
+            dom_ci[a][dom] = _pair(c)
+    comps = compare_agents(m, tids, agents, judged, n_resamples=n_resamples, seed=seed)
+    return ScoreUncertainty(ci, dom_ci, comps, seed, n_resamples)
+
+
+def compare_agents(m: np.ndarray, tids: Sequence[str], agents: Sequence[str], judged: dict[str, set[str]], *,
+                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> list[Comparison]:
+    """Every pair (in the given agent order, a before b): paired bootstrap CI and sign-flip p over shared tasks.
+
+    Pairs sharing the same task set share one count matrix and one sign matrix, so all pairs
+    of a complete run cost two matrix products.
+    """
+    pairs = list(itertools.combinations(range(len(agents)), 2))
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for k, (i, j) in enumerate(pairs):
+        shared = tuple(r for r, t in enumerate(tids) if t in judged.get(agents[i], ()) and t in judged.get(agents[j], ()))
+        groups.setdefault(shared, []).append(k)
+    diff, ci, p, n = np.full(len(pairs), np.nan), np.full((len(pairs), 2), np.nan), np.ones(len(pairs)), [0] * len(pairs)
+    for g, (rows, ks) in enumerate(sorted(groups.items())):
+        d = np.stack([m[list(rows), pairs[k][0]] - m[list(rows), pairs[k][1]] for k in ks], axis=1)
+        for k in ks:
+            n[k] = len(rows)
+        if not rows:
+            continue
+        stream = 100 + g  # one stream per distinct task set (sorted, so the same input gives the same streams)
+        diff[ks] = d.mean(axis=0)
+        ci[ks] = percentile_ci(bootstrap_means(d, n_resamples, seed, stream))
+        p[ks] = sign_flip_p(d, n_resamples, seed, 10_000 + stream)
+    adj = holm([float(x) for x in p])
+    return [Comparison(agents[i], agents[j], float(diff[k]), _pair(ci[k]), float(p[k]), adj[k], n[k])
+            for k, (i, j) in enumerate(pairs)]
