@@ -45,7 +45,7 @@ def resample_counts(n: int, n_resamples: int, rng: np.random.Generator) -> np.nd
 def percentile_ci(samples: np.ndarray, level: float = LEVEL) -> np.ndarray:
     """[lo, hi] per column of B × k resampled statistics (NaN rows, e.g. undefined κ, are left out)."""
     a = np.asarray(samples, dtype=np.float64)
-    a = a.reshape(len(a), -1)
+    a = a[:, None] if a.ndim == 1 else a
     q = [(1 - level) / 2, 1 - (1 - level) / 2]
     out = np.full((a.shape[1], 2), np.nan)
     for j in range(a.shape[1]):

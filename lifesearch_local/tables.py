@@ -195,13 +195,84 @@ def breakdown_table(result: Mapping[str, Mapping], attr: str):
     return t
 
 
-def print_agreement(result: Mapping[str, Mapping], source: str, n_labels: int) -> None:
+# (column title, metric key, format) of the interval table under Table 3
+CI_COLUMNS = [("Acc%", "accuracy_mean", "pct1"), ("Maj%", "majority_accuracy", "pct1"), ("κ", "kappa", "f2"),
+              ("AUROC", "auroc", "f2"), ("ECE", "ece", "f2"), ("ρ", "rank_spearman", "f2"), ("τ", "rank_kendall", "f2")]
+
+
+def fmt_interval(ci: Sequence[float] | None, how: str) -> str:
+    """`[lo, hi]` in a Table 3 format; — when undefined."""
+    from .agreement import fmt_metric
+
+    return "—" if ci is None else f"[{fmt_metric(ci[0], how)}, {fmt_metric(ci[1], how)}]"
+
+
+def agreement_ci_table(result: Mapping[str, Mapping], title: str = ""):
+    """95% cluster-bootstrap intervals of the Table 3 metrics, one row per judge."""
+    from rich.table import Table
+
+    t = Table(title=title or None)
+    t.add_column("Judge", style="bold")
+    t.add_column("Reports", justify="right")
+    for name, _, _ in CI_COLUMNS:
+        t.add_column(name, justify="right")
+    for judge, m in result.items():
+        ci = m.get("ci95") or {}
+        t.add_row(judge, str(m.get("n_reports", "—")), *[fmt_interval(ci.get(k), how) for _, k, how in CI_COLUMNS])
+    return t
+
+
+def judge_vs_judge_table(vs: Sequence[Mapping], title: str = ""):
+    """Judge A − judge B on the same labelled decisions: accuracy and κ with paired CIs, McNemar."""
+    from rich.table import Table
+
+    t = Table(title=title or None)
+    for name in ("A", "B"):
+        t.add_column(name, style="bold")
+    for name in ("Acc. A − B (points) [95% CI]", "κ A − B [95% CI]", "A only right", "B only right", "McNemar p"):
+        t.add_column(name, justify="right")
+    for c in vs:
+        acc, kap = c["diff_accuracy_mean"], c["diff_kappa"]
+        t.add_row(c["a"], c["b"], signed_ci(acc["diff"] if acc["diff"] is not None else math.nan, acc["ci95"]),
+                  "—" if kap["diff"] is None else f"{kap['diff']:+.3f} {fmt_interval(kap['ci95'], 'f3')}",
+                  str(c["mcnemar"]["b"]), str(c["mcnemar"]["c"]), fmt_p(c["mcnemar"]["p_value"]))
+    return t
+
+
+def disagreement_table(rows: Sequence[Mapping], title: str = ""):
+    """The disagreement list: one row per labelled decision a judge got wrong, most confident first."""
+    from rich.table import Table
+
+    t = Table(title=title or None, show_lines=True)
+    for name in ("Judge", "Task", "Agent", "Run", "Rubric", "Criterion", "Label", "Verdict", "p_true", "Reason"):
+        t.add_column(name, overflow="fold")
+    for d in rows:
+        t.add_row(f"{d['judge']}#{d['judge_run']}" if d["judge_run"] else d["judge"], d["task_id"], d["agent"],
+                  str(d["run"]), d["rubric_id"], d["criterion"] or "—", str(d["label"]).lower(),
+                  "ungraded" if d["verdict"] is None else str(d["verdict"]).lower(),
+                  "—" if d["p_true"] is None else f"{d['p_true']:.3f}", d["reason"] or "—")
+    return t
+
+
+def print_agreement(result: Mapping[str, Mapping], source: str, n_labels: int, uncertainty: Mapping | None = None,
+                    *, caveats: Sequence[str] = ()) -> None:
+    """Table 3, its intervals and judge-vs-judge comparisons (with `uncertainty`), the breakdowns,
+    then `caveats`: the one place for warnings about what the numbers above can mean."""
     from .agreement import BREAKDOWNS, TABLE3_LEGEND
     out = console()
     out.print(agreement_table(result, title=f"Judge agreement with {n_labels} labels ({source})"))
     out.print(TABLE3_LEGEND, style="dim")
+    if uncertainty is not None:
+        b = uncertainty["bootstrap"]
+        out.print(agreement_ci_table(result, title=f"95% CIs: cluster bootstrap over reports ({b['resamples']} "
+                                     f"resamples, seed {b['seed']}; ρ, τ over tasks)"))
+        if uncertainty["judge_vs_judge"]:
+            out.print(judge_vs_judge_table(uncertainty["judge_vs_judge"], title="Judge vs judge on the same labelled "
+                                           "decisions (paired cluster bootstrap; McNemar's exact test, first run)"))
     for attr in BREAKDOWNS:
         out.print(breakdown_table(result, attr))
     ungraded = sum(m["ungraded"] for m in result.values())
     if ungraded:
         out.print(f"{ungraded} ungraded judgment(s) counted as wrong")
+    for line in caveats:
+        out.print(line, style="bold yellow", highlight=False)
