@@ -133,7 +133,7 @@ def judge_ci(items: Sequence[Item], *, n_resamples: int = stats.DEFAULT_RESAMPLE
         return dict.fromkeys(CI_METRICS)
     c = cluster(items)
     boot = resampled_metrics(c, stats.resample_counts(c.n_reports, n_resamples, stats.rng_for(seed, 0)))
-    return {m: stats.interval(stats.percentile_ci(boot[m])[0]) for m in CI_METRICS}
+    return {m: stats.interval(stats.percentile_ci(boot[m], n_units=c.n_reports)[0]) for m in CI_METRICS}
 
 
 # -- judge vs judge -----------------------------------------------------------------------
@@ -158,7 +158,7 @@ def judge_vs_judge(items: Mapping[str, Sequence[Item]], *, n_resamples: int = st
         entry = {"a": a, "b": b, "n": len(ia), "n_reports": ca.n_reports}
         for m in ("accuracy_mean", "kappa"):
             entry[f"diff_{m}"] = {"diff": stats.finite(float(pa[m][0] - pb[m][0])),
-                                  "ci95": stats.interval(stats.percentile_ci(ma[m] - mb[m])[0])}
+                                  "ci95": stats.interval(stats.percentile_ci(ma[m] - mb[m], n_units=ca.n_reports)[0])}
         entry["mcnemar"] = {"b": n_b, "c": n_c, "p_value": stats.mcnemar_exact(n_b, n_c),
                             "what": "b = items a got right and b wrong, c = the reverse (first judge run)"}
         out.append(entry)
@@ -209,8 +209,9 @@ def rank_ci(tasks: Sequence[Task], items: Sequence[Item], *, n_resamples: int = 
         n = counts @ have
         sl, sj = counts @ np.where(have, lab, 0.0) / n, counts @ np.where(have, jud, 0.0) / n
     ok = (n > 0).all(axis=1)
-    return {"rank_spearman": stats.interval(stats.percentile_ci(spearman_rows(sj[ok], sl[ok]))[0]),
-            "rank_kendall": stats.interval(stats.percentile_ci(kendall_rows(sj[ok], sl[ok]))[0])}
+    nt = len(tids)
+    return {"rank_spearman": stats.interval(stats.percentile_ci(spearman_rows(sj[ok], sl[ok]), n_units=nt)[0]),
+            "rank_kendall": stats.interval(stats.percentile_ci(kendall_rows(sj[ok], sl[ok]), n_units=nt)[0])}
 
 
 # -- everything ----------------------------------------------------------------------------
