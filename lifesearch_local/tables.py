@@ -28,13 +28,19 @@ def mean_ci(mean: float, ci: Sequence[float] | None) -> str:
     return f"{100 * mean:.1f} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
+def pts(x: float, digits: int = 1) -> str:
+    """Signed points (a share × 100), never "-0.0": a difference that rounds to zero reads +0.0."""
+    out = f"{100 * x:+.{digits}f}"
+    return "+" + out[1:] if float(out) == 0 else out
+
+
 def signed_ci(diff: float, ci: Sequence[float] | None) -> str:
     """`+7.0 [2.1, 11.9]`: a difference in points with its 95% interval."""
     if math.isnan(diff):
         return "—"
     if ci is None or any(math.isnan(v) for v in ci):
-        return f"{100 * diff:+.1f} [—]"
-    return f"{100 * diff:+.1f} [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
+        return f"{pts(diff)} [—]"
+    return f"{pts(diff)} [{pts(ci[0])}, {pts(ci[1])}]"
 
 
 def fmt_p(p: float) -> str:
