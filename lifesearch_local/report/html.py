@@ -22,7 +22,7 @@ STATUSES = ("completed", "clarification", "budget", "error")
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Noto Sans CJK SC",sans-serif;
  margin:0;color:#1d2430;background:#f6f7f9}
-main{max-width:1240px;margin:0 auto;padding:16px 24px 48px}
+main{max-width:1320px;margin:0 auto;padding:16px 24px 48px}
 h1{font-size:22px;margin:8px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d8dde5;padding-bottom:4px}
 h3{font-size:15px;margin:16px 0 6px}.muted{color:#667085}.err{color:#b42318;font-weight:600}
 .cards{display:flex;flex-wrap:wrap;gap:8px;margin:10px 0}.card{background:#fff;border:1px solid #d8dde5;border-radius:6px;
@@ -30,7 +30,7 @@ h3{font-size:15px;margin:16px 0 6px}.muted{color:#667085}.err{color:#b42318;font
 table{border-collapse:collapse;background:#fff;margin:6px 0 12px;font-size:13px}
 th,td{border:1px solid #d8dde5;padding:4px 8px;vertical-align:top}th{background:#eef1f5;text-align:left}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}th.num{text-align:right}
-.wide{max-width:100%;overflow-x:auto}.compare td{text-align:center;line-height:1.25}.compare td:first-child{text-align:left}
+.wide{max-width:100%;overflow-x:auto}.compare td{text-align:center;line-height:1.25;font-variant-numeric:tabular-nums}.compare td:first-child{text-align:left}
 .win{color:#067647;font-weight:600}.loss{color:#b42318;font-weight:600}.ns{color:#475467}
 .dis td{max-width:360px;overflow-wrap:anywhere}
 svg.chart{background:#fff;border:1px solid #d8dde5;border-radius:6px;margin:6px 8px 12px 0;max-width:100%;height:auto}

@@ -121,7 +121,9 @@ def hbars(values: Mapping[str, float], *, title: str, chart_id: str, width: int 
     """One horizontal bar per label, in the given order, value printed past its end, with a 95% CI
     whisker where `ci` has one (Figure 1a)."""
     ci = ci or {}
-    row, left, right, top = 24, 160, 60, 8
+    # the label column as wide as the longest label, up to 40% of the chart; longer ones are cut with "…"
+    left = int(min(max(60.0, CHAR_W * max((len(k) for k in values), default=0) + 12), 0.4 * width))
+    row, right, top = 24, 60, 8
     height = top * 2 + row * len(values)
     hi = max([100.0 if unit == "%" else 0.0, *values.values()])
     pw = width - left - right
@@ -129,7 +131,8 @@ def hbars(values: Mapping[str, float], *, title: str, chart_id: str, width: int 
     for i, (label, v) in enumerate(values.items()):
         y = top + i * row
         w = max(0.0, v / hi * pw) if hi else 0.0
-        out.append(f'<text class="yl" x="{left - 6}" y="{y + 16}" text-anchor="end">{escape(label)}</text>')
+        out.append(f'<text class="yl" x="{left - 6}" y="{y + 16}" text-anchor="end">{escape(fit(label, left - 12))}'
+                   f"<title>{escape(label)}</title></text>")
         out.append(
             f'<rect class="bar" data-label="{escape(label)}" x="{left}" y="{y + 3}" width="{_num(w)}" height="{row - 6}" '
             f'fill="{color(i)}"><title>{escape(label)}: {v:.2f}{unit}</title></rect>'
@@ -158,7 +161,10 @@ def grouped_bars(
     height: int = 340,
 ) -> str:
     """Bars per group (e.g. domain), one per series (e.g. agent) with a legend; absent values skipped."""
-    left, right, top, bottom = 56, 12, 16, 60
+    left, right, top = 56, 12, 16
+    legend = legend_rows(list(series), left, width - right)
+    bottom = 44 + 16 * len(legend)  # tick labels, then one line per legend row
+    height += 16 * (len(legend) - 1)
     pw, ph = width - left - right, height - top - bottom
     yt = nice_ticks(0.0, max([100.0, *[v for s in series.values() for v in s.values()]]))
     gw = pw / max(len(groups), 1)
@@ -182,13 +188,35 @@ def grouped_bars(
                 f'y="{_num(sy(v))}" width="{_num(max(bw - 1, 1))}" height="{_num(top + ph - sy(v))}" '
                 f'fill="{color(si)}"><title>{escape(name)} · {escape(g)}: {v:.2f}</title></rect>'
             )
-    lx = left
-    for si, name in enumerate(series):
-        out.append(f'<rect class="legend" x="{_num(lx)}" y="{height - 18}" width="10" height="10" fill="{color(si)}"/>')
-        out.append(f'<text x="{_num(lx + 14)}" y="{height - 9}">{escape(name)}</text>')
-        lx += 24 + 7 * len(name)
+    si = 0
+    for r, items in enumerate(legend):
+        y = height - 18 - 16 * (len(legend) - 1 - r)
+        for lx, name in items:
+            out.append(f'<rect class="legend" x="{_num(lx)}" y="{y}" width="10" height="10" fill="{color(si)}"/>')
+            out.append(f'<text x="{_num(lx + 14)}" y="{y + 9}">{escape(name)}</text>')
+            si += 1
     out.append("</svg>")
     return "".join(out)
+
+
+def fit(label: str, px: float) -> str:
+    """The label cut with "…" to about `px` pixels of 11 px text."""
+    n = max(1, int(px / CHAR_W))
+    return label if len(label) <= n else label[: n - 1] + "…"
+
+
+def legend_rows(names: Sequence[str], x0: float, x1: float) -> list[list[tuple[float, str]]]:
+    """Legend entries (x, name) in rows that stay within [x0, x1]."""
+    rows: list[list[tuple[float, str]]] = [[]]
+    x = x0
+    for name in names:
+        w = 24 + CHAR_W * len(name)
+        if rows[-1] and x + w - 10 > x1:
+            rows.append([])
+            x = x0
+        rows[-1].append((x, name))
+        x += w
+    return rows
 
 
 def _open(chart_id: str, width: int, height: int, label: str) -> str:

@@ -50,7 +50,7 @@ def comparison_matrix(judge: str, agents: Sequence[str], u: ScoreUncertainty) ->
                          f"<small>[{pts(ci[0])}, {pts(ci[1])}]</small></span>")
         rows.append(cells)
     head = ["row − column (points)", *[e(b) for b in agents]]
-    return table(head, rows, tid=f"compare-{slug(judge)}", cls="compare")
+    return table(head, rows, tid=f"compare-{slug(judge)}", cls="compare", num_from=len(head))  # cells may wrap
 
 
 def agreement_ci_tables(data: RunData) -> str:
