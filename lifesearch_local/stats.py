@@ -181,24 +181,27 @@ def interval(ci: Sequence[float] | None) -> list[float | None] | None:
     return None if ci is None or any(math.isnan(v) for v in ci) else [float(ci[0]), float(ci[1])]
 
 
-def score_uncertainty(task_scores: dict[str, dict[str, float]], judged: dict[str, set[str]],
-                      domains: dict[str, str], *, n_resamples: int = DEFAULT_RESAMPLES,
+def score_uncertainty(task_scores: dict[str, dict[str, float]], judged: dict[str, set[str]] | None = None,
+                      domains: dict[str, str] | None = None, *, n_resamples: int = DEFAULT_RESAMPLES,
                       seed: int = DEFAULT_SEED) -> ScoreUncertainty:
     """Intervals and comparisons from per-task scores (agent → task → mean over runs of eq. 1).
 
     The overall score is the mean of the task scores (every run covers every task), so one
     task-level count matrix, shared by all agents, resamples each task with all its runs.
     `judged` (agent → tasks with any judgment) picks the tasks a pair shares; `domains`
-    (task → domain) gives the per-domain intervals, resampled within each domain.
+    (task → domain) gives the per-domain intervals, resampled within each domain. Without
+    `judged`, every pair shares every task; without `domains`, no per-domain intervals.
     """
     agents = list(task_scores)
     tids = list(next(iter(task_scores.values()))) if agents else []
+    judged = {a: set(tids) for a in agents} if judged is None else judged
+    domains = domains or {}
     m = np.array([[task_scores[a][t] for a in agents] for t in tids], dtype=np.float64).reshape(len(tids), len(agents))
     boot = bootstrap_means(m, n_resamples, seed, 0) if len(tids) else np.empty((0, len(agents)))
     ci = {a: _pair(c) for a, c in zip(agents, percentile_ci(boot, n_units=len(tids)), strict=True)} if len(tids) else {}
     dom_ci: dict[str, dict[str, tuple[float, float]]] = {a: {} for a in agents}
-    for k, dom in enumerate(sorted(set(domains[t] for t in tids))):
-        rows = [i for i, t in enumerate(tids) if domains[t] == dom]
+    for k, dom in enumerate(sorted({domains[t] for t in tids if t in domains})):
+        rows = [i for i, t in enumerate(tids) if domains.get(t) == dom]
         if len(rows) < 2:  # one task resamples to itself: a zero-width interval would claim certainty
             continue
         for a, c in zip(agents, mean_ci(m[rows], n_resamples, seed, 1 + k), strict=True):

@@ -120,10 +120,16 @@ def console():
 def print_scores(by_judge: Mapping[str, Mapping[str, AgentScore]], uncertainty: Mapping | None = None, *,
                  compare: bool = False, caveats: Sequence[str] = ()) -> None:
     """Table 4 per judge with CIs, the line of differences that hold (every pair with `compare`),
-    then `caveats`: the one place for warnings about what the numbers above can mean."""
+    then `caveats`: the one place for warnings about what the numbers above can mean. Without
+    `uncertainty` (scoring.uncertainty_by_judge), the CIs are computed from the rows' task scores
+    with the default seed and resamples (every pair compared over all tasks)."""
+    from .stats import score_uncertainty
+
     console_ = console()
     for judge, rows in by_judge.items():
         u = (uncertainty or {}).get(judge)
+        if uncertainty is None and rows:
+            u = score_uncertainty({a: r.tasks for a, r in rows.items()})
         console_.print(score_table(rows, title=f"LifeSearch scores — judge {judge}", uncertainty=u))
         ungraded = sum(r.ungraded for r in rows.values())
         missing = sum(r.missing for r in rows.values())
