@@ -515,3 +515,16 @@ def test_report_on_a_judge_out_directory(tmp_path, capsys):
     (inputs / "tasks.jsonl").write_text((inputs / "tasks.jsonl").read_text() + "\n")
     with pytest.raises(LifesearchError, match="changed since"):
         write_report(out)
+
+
+def test_report_after_a_real_judge_out(tmp_path, capsys):
+    """The issue's case: `lifesearch judge --out DIR` then `lifesearch report DIR`, no other flag."""
+    from lifesearch_local.cli import main
+
+    out = tmp_path / "judged"
+    assert main(["judge", "--tasks", str(FIX / "tasks.jsonl"), "--reports", str(FIX / "reports.jsonl"),
+                 "--model", "tiny-llama", "--out", str(out), "--limit", "1", "--quiet"]) == 0
+    assert not (out / "tasks.jsonl").exists()
+    assert main(["report", str(out)]) == 0
+    page = (out / "report.html").read_text()
+    assert 'id="scores-tiny-llama-choice-' in page and "Mean [95% CI]" in page
