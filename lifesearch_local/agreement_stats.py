@@ -143,14 +143,22 @@ def judge_vs_judge(items: Mapping[str, Sequence[Item]], *, n_resamples: int = st
     accuracy_mean and κ with a paired cluster-bootstrap CI (one count matrix for both judges), and
     McNemar's exact test on the first judge run's correct/wrong decisions."""
     names = [j for j, its in items.items() if its]
+    clusters = {j: cluster(items[j]) for j in names}
+    resampled: dict[tuple, dict[str, np.ndarray]] = {}
+    counts_of: dict[int, np.ndarray] = {}  # one draw of reports per report count: the same for every pair
     out = []
     for a, b in itertools.combinations(names, 2):
         ia, ib = items[a], items[b]
         if [it.key for it in ia] != [it.key for it in ib]:
             continue  # different labelled decisions: not paired (collect_items gives both the label order)
-        ca, cb = cluster(ia), cluster(ib)
-        counts = stats.resample_counts(ca.n_reports, n_resamples, stats.rng_for(seed, 0))
-        ma, mb = metrics_from_sums(counts @ ca.sums, ca.runs), metrics_from_sums(counts @ cb.sums, cb.runs)
+        ca, cb = clusters[a], clusters[b]
+        if ca.n_reports not in counts_of:
+            counts_of[ca.n_reports] = stats.resample_counts(ca.n_reports, n_resamples, stats.rng_for(seed, 0))
+        counts = counts_of[ca.n_reports]
+        for j, c in ((a, ca), (b, cb)):
+            if (j, c.n_reports) not in resampled:
+                resampled[(j, c.n_reports)] = metrics_from_sums(counts @ c.sums, c.runs)
+        ma, mb = resampled[(a, ca.n_reports)], resampled[(b, cb.n_reports)]
         pa, pb = metrics_from_sums(ca.sums.sum(axis=0)[None], ca.runs), metrics_from_sums(cb.sums.sum(axis=0)[None], cb.runs)
         right_a = np.array([it.decisions[0] == it.label for it in ia])
         right_b = np.array([it.decisions[0] == it.label for it in ib])
