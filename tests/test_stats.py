@@ -314,3 +314,36 @@ def test_agree_json_csv_and_disagreements(capsys):
     assert dis["n_disagreements"] == wrong == len(dis["disagreements"])
     drows = list(csv.DictReader(io.StringIO(cli(capsys, *base, "--disagreements", "--csv"))))
     assert tuple(drows[0]) == DISAGREEMENT_COLUMNS and len(drows) == wrong
+
+
+def test_a_judge_against_its_copy_and_against_a_worse_one():
+    from lifesearch_local.agreement_stats import judge_vs_judge
+
+    items = random_items(np.random.default_rng(6), 30, 6, runs=1)
+    flipped = [Item(it.key, it.label, [it.label if k % 3 else (not it.label)], it.p_true)  # wrong on every 3rd
+               for k, it in enumerate(items)]
+    same, worse, _ = judge_vs_judge({"a": items, "copy": list(items), "flip": flipped}, n_resamples=2000)
+    assert same["diff_accuracy_mean"] == {"diff": 0.0, "ci95": [0.0, 0.0]}
+    assert same["mcnemar"]["b"] == same["mcnemar"]["c"] == 0 and same["mcnemar"]["p_value"] == 1.0
+    right = np.array([it.decisions[0] == it.label for it in items])
+    want_b = int(np.sum(right & ~np.array([it.decisions[0] == it.label for it in flipped])))
+    assert (worse["a"], worse["b"]) == ("a", "flip") and worse["mcnemar"]["b"] == want_b
+
+
+def test_disagreements_order_and_content():
+    from lifesearch_local.disagreements import disagreements
+    from lifesearch_local.records import Judgment, Task
+
+    task = Task.model_validate({"id": "t", "language": "en", "domain": "company", "question": "q", "rubrics": [
+        {"id": f"r{i}", "criterion": f"c{i}", "type": "Objective", "necessity": "Explicit", "priority": "Must Have",
+         "weight": 1.0} for i in range(5)]})
+    labels = {("t", "a", 0, f"r{i}"): True for i in range(5)}
+    js = [Judgment(task_id="t", agent="a", rubric_id="r0", judge="j", satisfied=True, p_true=0.9),   # right
+          Judgment(task_id="t", agent="a", rubric_id="r1", judge="j", satisfied=False, p_true=0.4),  # conf .6
+          Judgment(task_id="t", agent="a", rubric_id="r2", judge="j", satisfied=False, p_true=0.05),  # conf .95
+          Judgment(task_id="t", agent="a", rubric_id="r3", judge="j", satisfied=None, reason="no JSON"),
+          Judgment(task_id="t", agent="a", rubric_id="r4", judge="ref", satisfied=False, p_true=0.0)]  # excluded
+    got = disagreements([task], js, labels, exclude=["ref"])
+    assert [d["rubric_id"] for d in got] == ["r2", "r1", "r3"]
+    assert got[0]["confidence"] == pytest.approx(0.95) and got[0]["criterion"] == "c2" and got[0]["label"] is True
+    assert got[2]["verdict"] is None and got[2]["confidence"] is None and got[2]["reason"] == "no JSON"
