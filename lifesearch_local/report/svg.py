@@ -122,7 +122,7 @@ def hbars(values: Mapping[str, float], *, title: str, chart_id: str, width: int 
     whisker where `ci` has one (Figure 1a)."""
     ci = ci or {}
     # the label column as wide as the longest label, up to 40% of the chart; longer ones are cut with "…"
-    left = int(min(max(60.0, CHAR_W * max((len(k) for k in values), default=0) + 12), 0.4 * width))
+    left = math.ceil(min(max(60.0, CHAR_W * max((len(k) for k in values), default=0) + 12), 0.4 * width))
     row, right, top = 24, 60, 8
     height = top * 2 + row * len(values)
     hi = max([100.0 if unit == "%" else 0.0, *values.values()])
@@ -201,7 +201,7 @@ def grouped_bars(
 
 def fit(label: str, px: float) -> str:
     """The label cut with "…" to about `px` pixels of 11 px text."""
-    n = max(1, int(px / CHAR_W))
+    n = max(1, int(px / CHAR_W + 1e-6))  # 99.2 / 6.2 is 15.999…: a label sized to fit must fit
     return label if len(label) <= n else label[: n - 1] + "…"
 
 
