@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,8 +33,14 @@ _TIE = 1e-12  # |T*| ≥ |T| up to rounding: a sign flip that reorders a float s
 
 
 def rng_for(seed: int, *stream: int) -> np.random.Generator:
-    """An independent generator per (seed, stream…): adding an agent or a domain never shifts another's draws."""
+    """An independent generator per (seed, stream…)."""
     return np.random.default_rng(np.random.SeedSequence([seed, *stream]))
+
+
+def name_stream(*names: str) -> int:
+    """A stream number from names (a domain, a set of task ids): adding a domain or an agent pair
+    with other tasks never shifts the draws of another."""
+    return zlib.crc32("\x1f".join(names).encode("utf-8"))
 
 
 def resample_counts(n: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -71,20 +78,20 @@ def percentile_ci(samples: np.ndarray, level: float = LEVEL, n_units: int | None
 
 
 def bootstrap_means(values: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                    stream: int = 0) -> np.ndarray:
+                    *stream: int) -> np.ndarray:
     """B × k resampled means of the k columns of an n × k matrix, rows (tasks) drawn together."""
     v = np.asarray(values, dtype=np.float64)
     v = v.reshape(len(v), -1)
-    counts = resample_counts(len(v), n_resamples, rng_for(seed, stream))
+    counts = resample_counts(len(v), n_resamples, rng_for(seed, *(stream or (0,))))
     # one matrix-vector product per column: a column's numbers never depend on its neighbours
     # (a matrix-matrix product may sum in another order when a column is added)
     return np.stack([counts @ v[:, j] for j in range(v.shape[1])], axis=1) / len(v)
 
 
 def mean_ci(values: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-            stream: int = 0) -> np.ndarray:
+            *stream: int) -> np.ndarray:
     """95% (expanded) percentile interval of the mean of each column (k × 2)."""
-    return percentile_ci(bootstrap_means(values, n_resamples, seed, stream), n_units=len(values))
+    return percentile_ci(bootstrap_means(values, n_resamples, seed, *stream), n_units=len(values))
 
 
 def holm(p: Sequence[float]) -> list[float]:
@@ -101,7 +108,7 @@ def holm(p: Sequence[float]) -> list[float]:
 
 
 def sign_flip_p(diffs: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                stream: int = 0) -> np.ndarray:
+                *stream: int) -> np.ndarray:
     """Two-sided sign-flip permutation p-values for the mean of each column of an n × k matrix of
     paired differences (exact over all 2^n sign vectors when 2^n ≤ n_resamples)."""
     d = np.asarray(diffs, dtype=np.float64)
@@ -114,7 +121,7 @@ def sign_flip_p(diffs: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: i
         signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
         extreme = np.abs(signs @ d / n) >= observed - _TIE
         return extreme.mean(axis=0)
-    signs = rng_for(seed, stream).integers(0, 2, size=(n_resamples, n)) * 2.0 - 1.0
+    signs = rng_for(seed, *(stream or (0,))).integers(0, 2, size=(n_resamples, n)) * 2.0 - 1.0
     extreme = (np.abs(signs @ d / n) >= observed - _TIE).sum(axis=0)
     return (1.0 + extreme) / (1.0 + n_resamples)  # the observed signs count as one draw
 
@@ -197,14 +204,14 @@ def score_uncertainty(task_scores: dict[str, dict[str, float]], judged: dict[str
     judged = {a: set(tids) for a in agents} if judged is None else judged
     domains = domains or {}
     m = np.array([[task_scores[a][t] for a in agents] for t in tids], dtype=np.float64).reshape(len(tids), len(agents))
-    boot = bootstrap_means(m, n_resamples, seed, 0) if len(tids) else np.empty((0, len(agents)))
+    boot = bootstrap_means(m, n_resamples, seed, 0) if len(tids) else np.empty((0, len(agents)))  # stream (0,)
     ci = {a: _pair(c) for a, c in zip(agents, percentile_ci(boot, n_units=len(tids)), strict=True)} if len(tids) else {}
     dom_ci: dict[str, dict[str, tuple[float, float]]] = {a: {} for a in agents}
-    for k, dom in enumerate(sorted({domains[t] for t in tids if t in domains})):
+    for dom in sorted({domains[t] for t in tids if t in domains}):
         rows = [i for i, t in enumerate(tids) if domains.get(t) == dom]
         if len(rows) < 2:  # one task resamples to itself: a zero-width interval would claim certainty
             continue
-        for a, c in zip(agents, mean_ci(m[rows], n_resamples, seed, 1 + k), strict=True):
+        for a, c in zip(agents, mean_ci(m[rows], n_resamples, seed, 1, name_stream(dom)), strict=True):
             dom_ci[a][dom] = _pair(c)
     comps = compare_agents(m, tids, agents, judged, n_resamples=n_resamples, seed=seed)
     return ScoreUncertainty(ci, dom_ci, comps, seed, n_resamples)
@@ -223,16 +230,16 @@ def compare_agents(m: np.ndarray, tids: Sequence[str], agents: Sequence[str], ju
         shared = tuple(r for r, t in enumerate(tids) if t in judged.get(agents[i], ()) and t in judged.get(agents[j], ()))
         groups.setdefault(shared, []).append(k)
     diff, ci, p, n = np.full(len(pairs), np.nan), np.full((len(pairs), 2), np.nan), np.ones(len(pairs)), [0] * len(pairs)
-    for g, (rows, ks) in enumerate(sorted(groups.items())):
+    for rows, ks in groups.items():
         d = np.stack([m[list(rows), pairs[k][0]] - m[list(rows), pairs[k][1]] for k in ks], axis=1)
         for k in ks:
             n[k] = len(rows)
         if not rows:
             continue
-        stream = 100 + g  # one stream per distinct task set (sorted, so the same input gives the same streams)
+        stream = name_stream(*(tids[r] for r in rows))  # one per distinct set of shared tasks
         diff[ks] = d.mean(axis=0)
-        ci[ks] = percentile_ci(bootstrap_means(d, n_resamples, seed, stream), n_units=len(rows))
-        p[ks] = sign_flip_p(d, n_resamples, seed, 10_000 + stream)
+        ci[ks] = percentile_ci(bootstrap_means(d, n_resamples, seed, 2, stream), n_units=len(rows))
+        p[ks] = sign_flip_p(d, n_resamples, seed, 3, stream)
     adj = holm([float(x) for x in p])
     return [Comparison(agents[i], agents[j], float(diff[k]), _pair(ci[k]), float(p[k]), adj[k], n[k])
             for k, (i, j) in enumerate(pairs)]

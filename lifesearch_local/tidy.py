@@ -14,7 +14,6 @@ AGREE_COLUMNS = ("judge", "other", "group", "metric", "value", "ci_lo", "ci_hi",
                  "resamples", "seed")  # fmt: skip
 DISAGREEMENT_COLUMNS = ("judge", "judge_run", "task_id", "agent", "run", "rubric_id", "criterion", "label",
                         "verdict", "p_true", "confidence", "reason")  # fmt: skip
-CI_METRICS = ("accuracy_mean", "kappa", "auroc", "majority_accuracy", "ece")
 
 
 def _num(v: Any) -> Any:
