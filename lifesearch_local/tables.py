@@ -118,9 +118,8 @@ def console():
 
 
 def print_scores(by_judge: Mapping[str, Mapping[str, AgentScore]], uncertainty: Mapping | None = None, *,
-                 compare: bool = False, caveats: Sequence[str] = ()) -> None:
-    """Table 4 per judge with CIs, the line of differences that hold (every pair with `compare`),
-    then `caveats`: the one place for warnings about what the numbers above can mean. Without
+                 compare: bool = False) -> None:
+    """Table 4 per judge with CIs, and the line of differences that hold (every pair with `compare`). Without
     `uncertainty` (scoring.uncertainty_by_judge), the CIs are computed from the rows' task scores
     with the default seed and resamples (every pair compared over all tasks)."""
     from .stats import score_uncertainty
@@ -141,8 +140,6 @@ def print_scores(by_judge: Mapping[str, Mapping[str, AgentScore]], uncertainty: 
             console_.print(holding_line(u), highlight=False)
             if compare and u.comparisons:
                 console_.print(comparison_table(u, title=f"Paired comparisons — judge {judge}"))
-    for line in caveats:
-        console_.print(line, style="bold yellow", highlight=False)
 
 
 def random_weight_roles(judges: Sequence, agents: Sequence = ()) -> list[str]:
@@ -266,10 +263,8 @@ def disagreement_table(rows: Sequence[Mapping], title: str = ""):
     return t
 
 
-def print_agreement(result: Mapping[str, Mapping], source: str, n_labels: int, uncertainty: Mapping | None = None,
-                    *, caveats: Sequence[str] = ()) -> None:
-    """Table 3, its intervals and judge-vs-judge comparisons (with `uncertainty`), the breakdowns,
-    then `caveats`: the one place for warnings about what the numbers above can mean."""
+def print_agreement(result: Mapping[str, Mapping], source: str, n_labels: int, uncertainty: Mapping | None = None) -> None:
+    """Table 3, its intervals and judge-vs-judge comparisons (with `uncertainty`), then the breakdowns."""
     from .agreement import BREAKDOWNS, TABLE3_LEGEND
     out = console()
     out.print(agreement_table(result, title=f"Judge agreement with {n_labels} labels ({source})"))
@@ -286,5 +281,3 @@ def print_agreement(result: Mapping[str, Mapping], source: str, n_labels: int, u
     ungraded = sum(m["ungraded"] for m in result.values())
     if ungraded:
         out.print(f"{ungraded} ungraded judgment(s) counted as wrong")
-    for line in caveats:
-        out.print(line, style="bold yellow", highlight=False)

@@ -51,7 +51,6 @@ def render(data: RunData) -> str:
     parts = [
         f"<h1>{e(title)}</h1>",
         summary(data),
-        caveat_block(caveat_lines(data)),
         section_scores(data),
         section_charts(data),
         section_agreement(data),
@@ -90,18 +89,6 @@ def summary(data: RunData) -> str:
 # -- scores ---------------------------------------------------------------------------------
 def _domains(rows: Mapping[str, AgentScore]) -> list[Domain]:
     return [d for d in Domain if any(d.value in r.domains for r in rows.values())]
-
-
-def caveat_lines(data: RunData) -> list[str]:
-    """Warnings about what this run's numbers can mean (random weights, a near-constant judge, …).
-
-    The one place the report takes caveats from: the caveat function of the commands plugs in
-    here, and caveat_block shows its lines at the top of the page."""
-    return []
-
-
-def caveat_block(lines: Sequence[str]) -> str:
-    return "".join(f'<p class="warn caveat">{e(line)}</p>' for line in lines)
 
 
 def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> str:
