@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from .errors import LifesearchError
 from .labels import Key, fmt_key, key_of
 from .records import Judgment, Task
-from .scoring import judge_name, score_agents
+from .scoring import AgentScore, judge_name, score_agents
 
 BREAKDOWNS = ("language", "domain", "type", "necessity", "priority")
 METRIC_KEYS = (
@@ -280,8 +280,15 @@ def agent_scores(
 ) -> dict[str, float]:
     """agent → mean score (scoring.score_agents) from decisions by key, each agent over its
     labelled tasks with only their labelled rubrics (`labelled`: agent → task → rubric ids)."""
+    return {a: row.overall_mean for a, row in agent_rows(tasks, decisions, labelled).items()}
+
+
+def agent_rows(
+    tasks: Sequence[Task], decisions: dict[Key, bool | None], labelled: dict[str, dict[str, set[str]]]
+) -> dict[str, AgentScore]:
+    """agent → its score row (overall and per task, as agent_scores defines them)."""
     by_id = {t.id: t for t in tasks}
-    out: dict[str, float] = {}
+    out: dict[str, AgentScore] = {}
     for agent, per_task in labelled.items():
         mine = [by_id[tid].model_copy(update={"rubrics": [r for r in by_id[tid].rubrics if r.id in rids]})
                 for tid, rids in per_task.items()]  # fmt: skip
@@ -293,7 +300,7 @@ def agent_scores(
             if k[1] == agent and k[0] in keep
         ]
         if js:
-            out[agent] = score_agents(mine, js, allow_missing=True)[agent].overall_mean
+            out[agent] = score_agents(mine, js, allow_missing=True)[agent]
     return out
 
 

@@ -272,14 +272,15 @@ def _reporteval_phase(run: _Run, *, judge: JudgeConfig) -> bool:
 
 def write_scores(rd: RunDir, cfg: RunConfig, tasks: list[Task], reports: list[Report]) -> dict[str, Any] | None:
     """scores.json: the paper's eq. 1 per judge and agent (None when the config has no judge)."""
-    from .scoring import score_by_judge, scores_json
+    from .scoring import score_by_judge, scores_json, uncertainty_by_judge
 
     ids = {j.id for j in cfg.all_judges()}
     judgments = [j for j in rd.load("judgments.jsonl", Judgment) if j.judge in ids]
     if not judgments:
         return None
     by_judge = score_by_judge(tasks, judgments, reports=reports)
-    rd.file("scores.json").write_text(json.dumps(scores_json(by_judge), indent=2, ensure_ascii=False) + "\n")
+    unc = uncertainty_by_judge(tasks, judgments, by_judge)  # the CIs `lifesearch score --json` prints
+    rd.file("scores.json").write_text(json.dumps(scores_json(by_judge, unc), indent=2, ensure_ascii=False) + "\n")
     return by_judge
 
 

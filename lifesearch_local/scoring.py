@@ -178,7 +178,45 @@ def score_by_judge(
     }
 
 
-def scores_json(by_judge: dict) -> dict:
-    """One judge: {"judge", "agents"}; several: {"judges": {name: {"judge", "agents"}}}."""
-    per = {name: {"judge": name, "agents": {a: s.as_json() for a, s in rows.items()}} for name, rows in by_judge.items()}
+def uncertainty_by_judge(
+    tasks: Sequence[Task], judgments: Sequence[Judgment], by_judge: Mapping[str, Mapping[str, AgentScore]], *,
+    n_resamples: int | None = None, seed: int | None = None,
+) -> dict:
+    """judge name → stats.ScoreUncertainty: 95% task-bootstrap CIs per agent (overall and per domain)
+    and the paired comparisons of every agent pair over the tasks both were judged on."""
+    from . import stats
+
+    groups = split_by_judge(judgments)
+    domains = {t.id: t.domain.value for t in tasks}
+    out = {}
+    for name, rows in by_judge.items():
+        judged: dict[str, set[str]] = defaultdict(set)
+        for j in groups.get(name, ()):
+            judged[j.agent].add(j.task_id)
+        out[name] = stats.score_uncertainty(
+            {a: r.tasks for a, r in rows.items()}, judged, domains,
+            n_resamples=stats.DEFAULT_RESAMPLES if n_resamples is None else n_resamples,
+            seed=stats.DEFAULT_SEED if seed is None else seed,
+        )
+    return out
+
+
+def scores_json(by_judge: dict, uncertainty: Mapping | None = None) -> dict:
+    """One judge: {"judge", "agents"}; several: {"judges": {name: {"judge", "agents"}}}. With
+    `uncertainty` (uncertainty_by_judge), each agent gets `ci95` and `domain_ci95` and each judge
+    `comparisons` and `bootstrap` (method, seed, resamples)."""
+    from .stats import interval
+
+    per = {}
+    for name, rows in by_judge.items():
+        agents = {a: s.as_json() for a, s in rows.items()}
+        u = (uncertainty or {}).get(name)
+        entry: dict = {"judge": name, "agents": agents}
+        if u is not None:
+            for a, row in agents.items():
+                row["ci95"] = interval(u.ci95.get(a))
+                row["domain_ci95"] = {d: interval(c) for d, c in u.domain_ci95.get(a, {}).items()}
+            entry["comparisons"] = [c.as_json() for c in u.comparisons]
+            entry["bootstrap"] = u.settings()
+        per[name] = entry
     return next(iter(per.values())) if len(per) == 1 else {"judges": per}

@@ -28,8 +28,8 @@ from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Domain, Judgment, Report
 from lifesearch_local.report import write_report
 from lifesearch_local.report.data import fetch_stats
-from lifesearch_local.scoring import score_by_judge
-from lifesearch_local.tables import mean_pm_std, pct
+from lifesearch_local.scoring import score_by_judge, uncertainty_by_judge
+from lifesearch_local.tables import mean_ci, mean_pm_std, pct
 from lifesearch_local.tasks import load_tasks
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "agree"
@@ -313,14 +313,14 @@ TABLES_JS = """JSON.stringify(Object.fromEntries([...document.querySelectorAll('
 def expected_score_rows(run: Path) -> dict[str, list[list[str]]]:
     """Table 4 rows per judge as scoring.py computes them, in the page's text format."""
     tasks = load_tasks(run / "tasks.jsonl")
-    by_judge = score_by_judge(
-        tasks, read_records(run / "judgments.jsonl", Judgment), allow_missing=True,
-        reports=read_records(run / "reports.jsonl", Report),
-    )  # fmt: skip
+    judgments = read_records(run / "judgments.jsonl", Judgment)
+    by_judge = score_by_judge(tasks, judgments, allow_missing=True, reports=read_records(run / "reports.jsonl", Report))
+    unc = uncertainty_by_judge(tasks, judgments, by_judge)
     doms = [d for d in Domain if any(d.value == t.domain.value for t in tasks)]
     return {
         f"scores-{judge.replace('#', '-')}": [
-            [a, *[pct(r.domains[d.value]) for d in doms], mean_pm_std(r.overall_mean, r.overall_std), str(len(r.runs)),
+            [a, *[pct(r.domains[d.value]) for d in doms], mean_pm_std(r.overall_mean, r.overall_std),
+             mean_ci(r.overall_mean, unc[judge].ci95[a]), str(len(r.runs)),
              f"{r.iterations:.1f}", f"{r.output_tokens / 1000:.1f}", str(r.ungraded), str(r.missing)]
             for a, r in rows.items()
         ]
@@ -341,6 +341,8 @@ def test_report_in_browser(browser, tmp_path):
         assert tables[tid] == rows, tid
     alpha = tables["scores-choice-a"][0]
     assert alpha[0] == "alpha" and alpha[3] == "81.25 ± 26.52"
+    # two tasks (t1 .875, t2 .75): every resample's mean lies in [.75, .875], and both ends are drawn
+    assert alpha[4] == "81.2 [75.0, 87.5]"
     assert [r[3] for r in tables["scores-const"]] == ["100.00 ± 0.00"] * 3
     # the Table 3 layout, hand-computed in test_agreement.py
     agree = {r[0]: r for r in tables["agreement"]}
@@ -351,6 +353,16 @@ def test_report_in_browser(browser, tmp_path):
     fail = {r[0]: r for r in tables["failures"]}  # agent, reports, statuses…, fetches, failures, kinds
     assert fail["gamma"][3] == "1" and fail["beta"][4] == "1" and fail["alpha"][6:] == ["2", "1", "timeout: 1"]
     assert ["judge", "decisions_per_s", "51.200"] in tables["stages"]
+    # the comparison matrix: row − column, antisymmetric, an em dash on the diagonal
+    cmp_ = {r[0]: r[1:] for r in tables["compare-choice-a"]}
+    assert cmp_["alpha"][0] == "—" and cmp_["beta"][0].startswith("-43.8") and cmp_["alpha"][1].startswith("+43.8")
+    # agreement intervals contain their point estimates; judge vs judge; the disagreement list
+    ci = {r[0]: r for r in tables["agreement-ci"]}
+    assert ci["choice-a"][1] == "6" and ci["const"][4] == "[0.00, 0.00]"
+    vs = {(r[0], r[1]): r for r in tables["judge-vs-judge"]}
+    assert vs[("choice-a", "const")][4:] == ["7", "0", "0.016"]  # McNemar: 2 / 2^7
+    n_dis = len(tables["disagreements-list"]) + len(tables.get("disagreements-more", []))
+    assert n_dis == 14 and tables["disagreements-list"][0][8] == "0.600"  # 14: see test_stats
     # the charts: one point per agent with token counts, one bar per agent (× domain)
     counts = page.eval("""JSON.stringify({pts: document.querySelectorAll('#chart-scatter circle.point').length,
         overall: document.querySelectorAll('#chart-overall rect.bar').length,
@@ -359,6 +371,9 @@ def test_report_in_browser(browser, tmp_path):
         order: [...document.querySelectorAll('#chart-scatter circle.point')]
           .sort((a, b) => a.cx.baseVal.value - b.cx.baseVal.value).map(c => c.dataset.label)})""")
     assert json.loads(counts) == {"pts": 3, "overall": 3, "domains": 6, "sized": True, "order": ["gamma", "beta", "alpha"]}
+    whiskers = page.eval("JSON.stringify([document.querySelectorAll('#chart-overall path.ci').length, "
+                         "document.querySelectorAll('#chart-scatter line.err').length])")
+    assert json.loads(whiskers) == [3, 3]  # every agent's 95% CI drawn (const agents of other judges are not charted)
     # the drill-down opens; arbitrary markup in reasons and reports shows as text
     drill = page.eval("""document.querySelectorAll('details').forEach(d => d.open = true);
         JSON.stringify({rows: document.querySelectorAll('table.rubrics tbody tr').length,
@@ -393,3 +408,137 @@ def test_reporteval_summary_is_shown(tmp_path):
     for cell in ("3.25", "2.00", "1.50", "0.75", "2.50", "3.88", "-0.12", "43.8%", "12.5", "—"):
         assert f">{cell}</td>" in row, cell
     assert 'id="reporteval"' not in write_report(make_run_dir(tmp_path / "plain", extras=False)).read_text()
+
+
+def make_wide_run(root: Path, n_agents: int = 12, judges: tuple[str, ...] = ("tiny-qwen3/choice/94252f",
+                  "smollm2-135m/generate/1c531e", "gemini-like-reference-judge")) -> Path:
+    """A run the size of the paper's tables: 12 agents with long names, one run each, three judges
+    with long ids, output tokens close together (crowded scatter labels), labels on every decision."""
+    import random
+
+    rng = random.Random(0)
+    root.mkdir(parents=True)
+    shutil.copy(FIX / "tasks.jsonl", root / "tasks.jsonl")
+    tasks = load_tasks(root / "tasks.jsonl")
+    agents = [f"{name}-deep-research-agent" for name in ("sample-thorough", "sample-shallow", "tiny-qwen3", "kimi-like",
+              "glm-like", "qwen-like", "minimax-like", "deepseek-like", "gpt-like", "claude-like", "gemini-like",
+              "llama-like")][:n_agents]  # fmt: skip
+    reports, judgments, labels = [], [], []
+    for i, agent in enumerate(agents):
+        for t in tasks:
+            reports.append({"task_id": t.id, "agent": agent, "run": 0, "text": "r", "status": "completed",
+                            "iterations": 3, "output_tokens": 5000 + 40 * i})
+            for r in t.rubrics:
+                truth = rng.random() < 0.3 + 0.05 * i
+                labels.append({"task_id": t.id, "agent": agent, "run": 0, "rubric_id": r.id, "satisfied": truth,
+                               "source": "human"})
+                for judge in judges:
+                    p = min(1.0, max(0.0, (0.7 if truth else 0.3) + rng.uniform(-0.35, 0.35)))
+                    judgments.append({"task_id": t.id, "agent": agent, "run": 0, "rubric_id": r.id, "judge": judge,
+                                      "satisfied": p >= 0.5, "p_true": round(p, 3), "reason": "because " * 12})
+    for name, rows in (("reports", reports), ("judgments", judgments), ("labels", labels)):
+        (root / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
+    return root
+
+
+LAYOUT_JS = """JSON.stringify({
+  page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  scrolled: [...document.querySelectorAll('.wide')].filter(d => d.scrollWidth > d.clientWidth + 1)
+    .map(d => d.querySelector('table').id),
+  outside: [...document.querySelectorAll('svg.chart text')].filter(t => {
+      const r = t.getBoundingClientRect(), s = t.ownerSVGElement.getBoundingClientRect();
+      return r.left < s.left - 0.5 || r.right > s.right + 0.5 || r.top < s.top - 0.5 || r.bottom > s.bottom + 0.5; })
+    .map(t => t.textContent),
+  overlaps: (() => { const b = [...document.querySelectorAll('#chart-scatter text.pl')]
+      .map(t => [t.textContent, t.getBoundingClientRect()]); const out = [];
+    for (let i = 0; i < b.length; i++) for (let j = i + 1; j < b.length; j++) {
+      const [p, q] = [b[i][1], b[j][1]];
+      if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) out.push([b[i][0], b[j][0]]); }
+    return out; })()})"""
+
+
+def test_report_layout_at_1400_px(browser, tmp_path):
+    """At 1400 px, nothing widens the page, the Table 3 / CI / comparison tables fit without their own
+    scrollbar, and no chart label leaves its chart or overlaps another (issue 28, item 4)."""
+    run = make_wide_run(tmp_path / "wide")
+    page = browser.open(write_report(run).as_uri(), width=1400, height=1200)
+    assert page.errors() == []
+    got = json.loads(page.eval(LAYOUT_JS))
+    assert got["page"] <= 0, got
+    fits = {"agreement", "agreement-ci", "judge-vs-judge", "disagreements-list"} | {
+        f"compare-{j.replace('/', '-')}" for j in ("tiny-qwen3/choice/94252f",)}
+    assert not fits & set(got["scrolled"]), got["scrolled"]
+    assert got["outside"] == [] and got["overlaps"] == []
+    # one run per agent: no ± anywhere in the score cells or the caption
+    page_text = page.eval("document.getElementById('scores').parentElement.innerText")
+    assert "Score: one run per agent, so no ±" in page_text
+    assert not any("±" in r[-9] for r in json.loads(page.eval(TABLES_JS))["scores-tiny-qwen3-choice-94252f"])
+    shot = page.screenshot(run / "report-1400.png")
+    assert struct.unpack(">II", shot.read_bytes()[16:24]) == (1400, 1200)
+    if os.environ.get("LIFESEARCH_ARTIFACTS"):
+        dest = Path(os.environ["LIFESEARCH_ARTIFACTS"])
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, dest / "report-1400.png")
+
+
+def test_layout_check_catches_a_page_that_overflows(browser, tmp_path):
+    """The width check can fail: a table wider than the page without the scrolling box is caught."""
+    wide = tmp_path / "wide.html"
+    wide.write_text("<html><body><table><tr>" + "<td>wide_cell_content</td>" * 120 + "</tr></table>"
+                    '<svg class="chart" width="100" height="50"><text x="60" y="20">label far too long</text></svg>'
+                    "</body></html>")
+    got = json.loads(browser.open(wide.as_uri(), width=1400, height=600).eval(LAYOUT_JS))
+    assert got["page"] > 0 and got["outside"] == ["label far too long"]
+
+
+def test_report_on_a_judge_out_directory(tmp_path, capsys):
+    """`judge --out DIR` keeps judgments and a manifest; the report finds tasks and reports through
+    the paths the manifest records (their hashes checked), or through --tasks / --reports."""
+    from lifesearch_local.cli import main
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.report.data import input_paths
+    from lifesearch_local.store import RunDir, sha256_file
+
+    inputs = make_run_dir(tmp_path / "inputs", labels=False, extras=False)
+    out = tmp_path / "judged"
+    out.mkdir()
+    shutil.copy(inputs / "judgments.jsonl", out / "judgments.jsonl")
+    with pytest.raises(LifesearchError, match="no tasks.jsonl.*pass --tasks"):
+        write_report(out)
+    assert main(["report", str(out), "--tasks", str(inputs / "tasks.jsonl")]) == 0
+    assert 'id="scores-choice-a"' in (out / "report.html").read_text()
+    # what judge / sweep / reporteval record
+    RunDir(out).update_manifest(hashes={"tasks": sha256_file(inputs / "tasks.jsonl")},
+                                inputs=input_paths(tasks=inputs / "tasks.jsonl", reports=inputs / "reports.jsonl"))
+    page = write_report(out).read_text()
+    assert 'id="scores-choice-a"' in page and 'id="chart-scatter"' in page  # reports found: output tokens
+    (inputs / "tasks.jsonl").write_text((inputs / "tasks.jsonl").read_text() + "\n")
+    with pytest.raises(LifesearchError, match="changed since"):
+        write_report(out)
+
+
+def test_report_after_a_real_judge_out(tmp_path, capsys):
+    """The issue's case: `lifesearch judge --out DIR` then `lifesearch report DIR`, no other flag."""
+    from lifesearch_local.cli import main
+
+    out = tmp_path / "judged"
+    assert main(["judge", "--tasks", str(FIX / "tasks.jsonl"), "--reports", str(FIX / "reports.jsonl"),
+                 "--model", "tiny-llama", "--out", str(out), "--limit", "1", "--quiet"]) == 0
+    assert not (out / "tasks.jsonl").exists()
+    assert main(["report", str(out)]) == 0
+    page = (out / "report.html").read_text()
+    assert 'id="scores-tiny-llama-choice-' in page and "Mean [95% CI]" in page
+
+
+def test_chart_labels_are_cut_only_when_too_long_and_spread_apart():
+    from lifesearch_local.report import svg
+
+    bars = svg.hbars({"tiny-qwen3-agent": 50.0, "x" * 80: 10.0}, title="t", chart_id="c")
+    assert ">tiny-qwen3-agent<title>" in bars  # sized to the longest label that fits
+    keep = int((0.4 * 600 - 12) / svg.CHAR_W) - 1  # 40% of the 600 px chart, less the gap, less the "…"
+    assert ">" + "x" * keep + "…<title>" + "x" * 80 in bars  # cut, the full name in the tooltip
+    ys = svg.spread_labels([50.0, 51.0, 52.0, 200.0], lo=10.0, hi=300.0)
+    assert sorted(ys)[1] - sorted(ys)[0] >= svg.LABEL_GAP and sorted(ys)[2] - sorted(ys)[1] >= svg.LABEL_GAP
+    assert ys[3] == 200.0 and svg.spread_labels([295.0, 296.0], lo=10.0, hi=300.0)[1] <= 300.0
+    rows = svg.legend_rows([f"agent-{i:02d}-with-a-long-name" for i in range(12)], 56, 848)
+    assert len(rows) > 1 and all(x + 24 + svg.CHAR_W * len(n) - 10 <= 848 for r in rows for x, n in r)

@@ -6,6 +6,9 @@ import argparse
 import json
 import sys
 
+from .common import positive_int
+from .score import add_bootstrap_options
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -16,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "accuracy at the best threshold; broken down by language, domain, type, necessity and "
         "priority; and the Spearman/Kendall correlation of the agents' ranking under the judge and "
         "under the labels. Ungraded judgments count as wrong. See lifesearch_local/agreement.py "
-        "for the exact definitions (ties, pooling, bins).",
+        "for the exact definitions (ties, pooling, bins). Each metric gets a 95%% cluster-bootstrap CI over "
+        "reports, and each pair of judges a paired CI of the difference and McNemar's exact test "
+        "(docs/statistics.md).",
     )
     p.add_argument("--tasks", required=True, help="tasks JSONL (rubric attributes for the breakdowns)")
     p.add_argument("--judgments", required=True, help="judgments JSONL of the judge configs to compare")
@@ -29,7 +34,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--label-judge", metavar="ID", help="the judge id (or name#run) in --labels-from-judgments")
     p.add_argument("--label-source", metavar="S", help="keep only labels with this source")
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print JSON instead of tables (with ci95, judge_vs_judge)")
+    out.add_argument("--csv", action="store_true", help="print long-format CSV, one row per judge × group × metric "
+                     "(columns in docs/statistics.md)")
+    p.add_argument("--disagreements", action="store_true",
+                   help="list every labelled decision where a judge and the labels differ, most confident "
+                   "mistakes first (with --json / --csv: as JSON / CSV)")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="with --disagreements: show the first N")
+    add_bootstrap_options(p)
     p.set_defaults(func=run)
 
 
@@ -54,18 +67,46 @@ def load_labels(args: argparse.Namespace) -> tuple[dict, str]:
 
 def run(args: argparse.Namespace) -> int:
     from ..agreement import agreement
+    from ..agreement_stats import agreement_uncertainty
     from ..jsonl import read_records
     from ..records import Judgment
     from ..tables import print_agreement
     from ..tasks import load_tasks
+    from ..tidy import AGREE_COLUMNS, agreement_rows, to_csv
 
     tasks = load_tasks(args.tasks)
     labels, source = load_labels(args)
     judgments = read_records(args.judgments, Judgment)
     exclude = [args.label_judge.split("#")[0]] if args.label_judge else []
+    if args.disagreements:
+        return print_disagreements(args, tasks, judgments, labels, exclude)
     result = agreement(tasks, judgments, labels, exclude=exclude)
+    unc = agreement_uncertainty(tasks, judgments, labels, result, n_resamples=args.resamples, seed=args.seed)
     if args.json:
-        print(json.dumps({"label_source": source, "n_labels": len(labels), "judges": result}, indent=2))
+        print(json.dumps({"label_source": source, "n_labels": len(labels), "judges": result, **unc}, indent=2))
+    elif args.csv:
+        sys.stdout.write(to_csv(AGREE_COLUMNS, agreement_rows(result, unc["judge_vs_judge"], unc["bootstrap"])))
     else:
-        print_agreement(result, source, len(labels))
+        print_agreement(result, source, len(labels), unc)
+    return 0
+
+
+def print_disagreements(args: argparse.Namespace, tasks: list, judgments: list, labels: dict, exclude: list) -> int:
+    """`--disagreements`: the list as a table, JSON or CSV."""
+    from ..disagreements import disagreements
+    from ..tables import console, disagreement_table
+    from ..tidy import DISAGREEMENT_COLUMNS, to_csv
+
+    rows = disagreements(tasks, judgments, labels, exclude=exclude)
+    total = len(rows)
+    rows = rows[: args.limit] if args.limit else rows
+    if args.json:
+        print(json.dumps({"n_labels": len(labels), "n_disagreements": total, "disagreements": rows}, indent=2,
+                         ensure_ascii=False))
+    elif args.csv:
+        sys.stdout.write(to_csv(DISAGREEMENT_COLUMNS, rows))
+    else:
+        shown = f" (first {len(rows)})" if len(rows) < total else ""
+        console().print(disagreement_table(rows, title=f"{total} labelled decision(s) where a judge and the labels "
+                                           f"differ{shown}, most confident mistakes first"))
     return 0

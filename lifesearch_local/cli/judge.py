@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from ..judge.stage import judge_stage, keep_legacy_id
     from ..preflight import new_dir_or_nothing, preflight
     from ..records import Report
+    from ..report.data import input_paths
     from ..store import RunDir, sha256_file
     from ..tasks import load_tasks
 
@@ -79,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     with new_dir_or_nothing(args.out, keep=("judgments.jsonl",)):
         rd = RunDir(args.out)
         with rd.locked("judge"), ray_session(ray):
-            rd.update_manifest(hashes={"tasks": sha256_file(args.tasks), "reports": sha256_file(args.reports)})
+            rd.update_manifest(hashes={"tasks": sha256_file(args.tasks), "reports": sha256_file(args.reports)},
+                               inputs=input_paths(tasks=args.tasks, reports=args.reports))  # for `lifesearch report`
             for cfg in judges:
                 cfg = keep_legacy_id(rd, cfg, legacy_id(args, cfg))
                 stats = judge_stage(rd, tasks, reports, cfg, show=not args.quiet, ray=ray,

@@ -13,11 +13,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write one self-contained HTML file (inline CSS and SVG charts, no network at view "
         "time) with the Table 4 scores per judge, score vs output tokens and per-domain charts, judge "
         "agreement and confusion matrices when labels exist, failure-mode counts, a per-task drill-down "
-        "of every rubric decision, and the manifest. Needs tasks.jsonl; uses reports.jsonl, "
-        "judgments.jsonl, labels.jsonl, manifest.json, config.yaml and trajectories/ when present.",
+        "of every rubric decision, and the manifest, with 95%% CIs, the agent comparison matrix and the "
+        "list of disagreements with the labels. Works on any directory the commands write: tasks, reports "
+        "and labels come from the options, else RUN_DIR/*.jsonl, else the paths its manifest records "
+        "(`judge --out`, `sweep`, `reporteval`); judgments.jsonl, manifest.json, config.yaml and "
+        "trajectories/ are used when present.",
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="run directory")
     p.add_argument("--labels", help="reference labels JSONL (default: RUN_DIR/labels.jsonl if present)")
+    p.add_argument("--tasks", help="tasks JSONL (default: RUN_DIR/tasks.jsonl, else the manifest's)")
+    p.add_argument("--reports", help="reports JSONL (default: RUN_DIR/reports.jsonl, else the manifest's)")
     p.add_argument("--out", help="output file (default: RUN_DIR/report.html)")
     p.set_defaults(func=run)
 
@@ -29,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
         Path(args.run_dir),
         Path(args.labels) if args.labels else None,
         Path(args.out) if args.out else None,
+        tasks_path=Path(args.tasks) if args.tasks else None,
+        reports_path=Path(args.reports) if args.reports else None,
     )
     print(path)
     return 0

@@ -105,11 +105,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace, rd: Any, items: list, rcfg: Any, web: Any, ray: Any) -> int:
+    from ..report.data import input_paths
     from ..reporteval.stage import RECORDS, reporteval_stage
     from ..store import sha256_file
     from .common import judge_configs
 
-    rd.update_manifest(hashes={"reports": sha256_file(args.reports), **({"tasks": sha256_file(args.tasks)} if args.tasks else {})})
+    rd.update_manifest(hashes={"reports": sha256_file(args.reports), **({"tasks": sha256_file(args.tasks)} if args.tasks else {})},
+                       inputs=input_paths(tasks=args.tasks, reports=args.reports))  # for `lifesearch report`
     out = {}
     for cfg in judge_configs(args):
         res = reporteval_stage(rd, items, cfg, rcfg, web, ray=ray, show=not (args.quiet or args.json),

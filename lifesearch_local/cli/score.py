@@ -9,6 +9,16 @@ import sys
 from .common import positive_int
 
 
+def add_bootstrap_options(p: argparse.ArgumentParser) -> None:
+    """--resamples and --seed of the bootstrap and permutation tests (recorded in the output)."""
+    from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+
+    p.add_argument("--resamples", type=positive_int, default=DEFAULT_RESAMPLES, metavar="B",
+                   help=f"bootstrap resamples and random sign flips (default {DEFAULT_RESAMPLES})")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                   help=f"seed of the resampling; same input and seed, same output (default {DEFAULT_SEED})")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "score",
@@ -16,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Score a judgments JSONL against its tasks: per task Σw·y/Σw over rubrics with "
         "w > 0, mean over tasks per run, mean ± sample std over runs, per-domain means, one row per "
         "agent, one table per judge config. Ungraded judgments count as not satisfied (and are "
-        "counted); a rubric with no judgment is an error unless --allow-missing.",
+        "counted); a rubric with no judgment is an error unless --allow-missing. Every score gets a 95%% "
+        "bootstrap CI over tasks (a task's runs resampled together) and every agent pair a paired CI "
+        "and a sign-flip permutation p-value, Holm-adjusted (docs/statistics.md).",
     )
     p.add_argument("--tasks", required=True, help="tasks JSONL")
     p.add_argument("--judgments", required=True, help="judgments JSONL (from `lifesearch judge`)")
@@ -25,16 +37,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-missing", action="store_true", help="count unjudged rubrics as not satisfied")
     p.add_argument("--limit", type=positive_int, metavar="N",
                    help="score only the first N tasks of the tasks file (what `lifesearch judge --limit N` judged)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print JSON instead of tables (with ci95, comparisons)")
+    out.add_argument("--csv", action="store_true",
+                     help="print long-format CSV: one row per judge × agent × metric, then one per agent pair "
+                     "(columns in docs/statistics.md)")
+    p.add_argument("--compare", action="store_true",
+                   help="print every agent pair: difference with its paired 95%% CI, sign-flip p, Holm p")
+    add_bootstrap_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..jsonl import read_records
     from ..records import Judgment, Report
-    from ..scoring import score_by_judge, scores_json
+    from ..scoring import score_by_judge, scores_json, uncertainty_by_judge
     from ..tables import print_scores
     from ..tasks import first_tasks, load_tasks
+    from ..tidy import SCORE_COLUMNS, score_rows, to_csv
 
     tasks = load_tasks(args.tasks)
     judgments = read_records(args.judgments, Judgment)
@@ -43,8 +63,11 @@ def run(args: argparse.Namespace) -> int:
         tasks, judgments, reports = first_tasks(tasks, args.limit, judgments, reports)
         print(f"--limit {args.limit}: scoring the first {len(tasks)} tasks", file=sys.stderr)
     by_judge = score_by_judge(tasks, judgments, judge=args.judge, allow_missing=args.allow_missing, reports=reports)
+    unc = uncertainty_by_judge(tasks, judgments, by_judge, n_resamples=args.resamples, seed=args.seed)
     if args.json:
-        print(json.dumps(scores_json(by_judge), indent=2, ensure_ascii=False))
+        print(json.dumps(scores_json(by_judge, unc), indent=2, ensure_ascii=False))
+    elif args.csv:
+        sys.stdout.write(to_csv(SCORE_COLUMNS, score_rows(by_judge, unc)))
     else:
-        print_scores(by_judge)
+        print_scores(by_judge, unc, compare=args.compare)
     return 0

@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from ..labels import label_index
     from ..preflight import preflight
     from ..records import Judgment
+    from ..report.data import input_paths
     from ..store import RunDir, sha256_file
     from ..tables import print_agreement, random_weight_roles, random_weights_warning
 
@@ -68,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     rd = RunDir(args.out or f"runs/{cfg.name}-sweep")
     print(f"sweep {len(judges)} judge config(s) over {len(reports)} reports -> {rd.path}")
     rd.update_manifest(hashes={"tasks": sha256_file(cfg.tasks), "reports": sha256_file(cfg.reports),
-                               "labels": sha256_file(cfg.labels), "config": sha256_file(args.config)})
+                               "labels": sha256_file(cfg.labels), "config": sha256_file(args.config)},
+                       inputs=input_paths(tasks=cfg.tasks, reports=cfg.reports, labels=cfg.labels))  # for `lifesearch report`
     with rd.locked("sweep"), ray_session(cfg.ray):  # one Ray cluster for all judge phases
         for judge in judges:
             judge = judge.model_copy(update={"runs": sweep_runs(judge, args.runs)})

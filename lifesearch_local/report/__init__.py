@@ -8,21 +8,22 @@ from pathlib import Path
 REPORT_NAME = "report.html"
 
 
-def render_report(run_dir: Path, labels_path: Path | None = None) -> str:
-    """The report page of a run directory, as a string."""
+def render_report(run_dir: Path, labels_path: Path | None = None, **inputs: Path | None) -> str:
+    """The report page of a run directory, as a string (`inputs`: tasks_path, reports_path)."""
     from .data import load_run
     from .html import render
 
-    return render(load_run(Path(run_dir), labels_path))
+    return render(load_run(Path(run_dir), labels_path, **inputs))
 
 
-def write_report(run_dir: Path, labels_path: Path | None = None, out: Path | None = None) -> Path:
+def write_report(run_dir: Path, labels_path: Path | None = None, out: Path | None = None, **inputs: Path | None) -> Path:
     """Write `RUN_DIR/report.html` (or `out`) atomically and return its path.
 
-    Labels come from `labels_path`, else `RUN_DIR/labels.jsonl` when it exists.
+    Labels come from `labels_path`, else `RUN_DIR/labels.jsonl`, else the labels file the
+    manifest records; tasks and reports likewise (`inputs`: tasks_path, reports_path).
     """
     run_dir = Path(run_dir)
-    page = render_report(run_dir, labels_path)
+    page = render_report(run_dir, labels_path, **inputs)
     target = Path(out) if out is not None else run_dir / REPORT_NAME
     tmp = target.with_name(target.name + ".tmp")
     tmp.write_text(page, encoding="utf-8")

@@ -54,28 +54,45 @@ class RunData:
     score_error: str | None = None
     agreement: dict[str, dict] | None = None
     agreement_error: str | None = None
+    uncertainty: dict = field(default_factory=dict)
+    """judge name → stats.ScoreUncertainty (CIs and paired comparisons of its agents)."""
+    agreement_stats: dict | None = None
+    """agreement_stats.agreement_uncertainty: bootstrap settings and judge-vs-judge comparisons."""
+    disagreements: list[dict] = field(default_factory=list)
+    """disagreements.disagreements: every labelled decision a judge got wrong, most confident first."""
     fetch: dict[str, FetchStats] = field(default_factory=dict)
     reporteval: dict[str, dict[str, dict]] | None = None
 
 
-def load_run(run_dir: Path, labels_path: Path | None = None) -> RunData:
-    """Read tasks, reports, judgments, labels, manifest, config and trajectories; score them."""
+def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path | None = None,
+             reports_path: Path | None = None) -> RunData:
+    """Read tasks, reports, judgments, labels, manifest, config and trajectories; score them.
+
+    Inputs a stage read from elsewhere (`judge --out DIR` keeps only its judgments) are found
+    through `tasks_path` / `reports_path`, else the paths the manifest records under `inputs`."""
     from ..tasks import load_tasks
 
     run_dir = Path(run_dir)
-    if not (run_dir / "tasks.jsonl").exists():
-        raise LifesearchError(f"{run_dir}: no tasks.jsonl; is this a run directory?")
+    if not run_dir.is_dir():
+        raise LifesearchError(f"{run_dir}: no such run directory")
+    manifest, manifest_error = _read_manifest(run_dir)
+    tasks_file = _input(run_dir, "tasks", tasks_path, manifest)
+    if tasks_file is None and (run_dir / "judgments.jsonl").exists():
+        raise LifesearchError(f"{run_dir}: no tasks.jsonl and no tasks path recorded in its manifest; pass --tasks FILE "
+                              "(the tasks file the judgments were made from)")
+    reports_file = _input(run_dir, "reports", reports_path, manifest)
     data = RunData(
         run_dir=run_dir,
-        tasks=load_tasks(run_dir / "tasks.jsonl"),
-        reports=_records(run_dir / "reports.jsonl", Report),
+        tasks=load_tasks(tasks_file) if tasks_file else [],
+        reports=_records(reports_file, Report) if reports_file else [],
         judgments=_records(run_dir / "judgments.jsonl", Judgment),
+        manifest=manifest,
+        manifest_error=manifest_error,
     )
-    if labels_path is None and (run_dir / "labels.jsonl").exists():
-        labels_path = run_dir / "labels.jsonl"
+    if labels_path is None:
+        labels_path = _input(run_dir, "labels", None, manifest)
     if labels_path is not None:
         data.labels, data.labels_path = read_records(labels_path, Label), Path(labels_path)
-    _load_manifest(data)
     if (run_dir / "config.yaml").exists():
         data.config_text = (run_dir / "config.yaml").read_text(encoding="utf-8", errors="replace")
     _score(data)
@@ -86,41 +103,72 @@ def load_run(run_dir: Path, labels_path: Path | None = None) -> RunData:
     return data
 
 
+def input_paths(**paths: str | Path | None) -> dict[str, str]:
+    """name → absolute path of each input given: what a stage records in its manifest as `inputs`
+    so that `lifesearch report` finds the files it read from outside the run directory."""
+    return {k: str(Path(v).resolve()) for k, v in paths.items() if v}
+
+
+def _input(run_dir: Path, name: str, given: Path | None, manifest: dict | None) -> Path | None:
+    """An input file: as given, else RUN_DIR/<name>.jsonl, else the path the manifest records
+    (`inputs.<name>`, written by judge / sweep / reporteval) when that file still has the recorded hash."""
+    from ..store import sha256_file
+
+    if given is not None:
+        return Path(given)
+    if (run_dir / f"{name}.jsonl").exists():
+        return run_dir / f"{name}.jsonl"
+    recorded = ((manifest or {}).get("inputs") or {}).get(name)
+    if not recorded or not Path(recorded).is_file():
+        return None
+    want = ((manifest or {}).get("hashes") or {}).get(name)
+    if want and sha256_file(recorded) != want:
+        raise LifesearchError(f"{recorded}: changed since {run_dir} was made from it (manifest hash {want}); "
+                              f"pass --{name} FILE to use it anyway")
+    return Path(recorded)
+
+
 def _records(path: Path, model: type) -> list:
     return read_records(path, model) if path.exists() else []
 
 
-def _load_manifest(data: RunData) -> None:
-    p = data.run_dir / "manifest.json"
+def _read_manifest(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    p = run_dir / "manifest.json"
     if not p.exists():
-        return
+        return None, None
     try:
-        data.manifest = json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8")), None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        data.manifest_error = f"{p}: {e}"
+        return None, f"{p}: {e}"
 
 
 def _score(data: RunData) -> None:
-    from ..scoring import score_by_judge
+    from ..scoring import score_by_judge, uncertainty_by_judge
 
     if not data.judgments:
         return
     try:
         # A partial run still gets a report: unjudged rubrics count as unsatisfied and are shown as missing.
         data.scores = score_by_judge(data.tasks, data.judgments, allow_missing=True, reports=data.reports)
+        data.uncertainty = uncertainty_by_judge(data.tasks, data.judgments, data.scores)
     except LifesearchError as e:
         data.score_error = str(e)
 
 
 def _agree(data: RunData) -> None:
     from ..agreement import agreement
+    from ..agreement_stats import agreement_uncertainty
+    from ..disagreements import disagreements
     from ..labels import label_index
 
     if not data.labels or not data.judgments:
         return
     try:
         sources = {lab.source for lab in data.labels}
-        data.agreement = agreement(data.tasks, data.judgments, label_index(data.labels), exclude=sources)
+        labels = label_index(data.labels)
+        data.agreement = agreement(data.tasks, data.judgments, labels, exclude=sources)
+        data.agreement_stats = agreement_uncertainty(data.tasks, data.judgments, labels, data.agreement)
+        data.disagreements = disagreements(data.tasks, data.judgments, labels, exclude=sources)
     except LifesearchError as e:
         data.agreement_error = str(e)
 

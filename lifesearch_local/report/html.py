@@ -3,33 +3,36 @@
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from html import escape
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..agreement import BREAKDOWNS, TABLE3_COLUMNS, TABLE3_LEGEND, fmt_metric
 from ..records import DOMAIN_ABBREV, Domain
 from ..scoring import AgentScore
-from ..tables import mean_pm_std, pct
+from ..tables import mean_ci, mean_pm_std, pct
 from . import svg
 from .data import RunData
 from .drill import drilldown
+from .markup import e, slug, table
+from .uncertainty import agreement_ci_tables, ci_note, comparison_matrix, section_disagreements
 
 STATUSES = ("completed", "clarification", "budget", "error")
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Noto Sans CJK SC",sans-serif;
  margin:0;color:#1d2430;background:#f6f7f9}
-main{max-width:1240px;margin:0 auto;padding:16px 24px 48px}
+main{max-width:1320px;margin:0 auto;padding:16px 24px 48px}
 h1{font-size:22px;margin:8px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d8dde5;padding-bottom:4px}
 h3{font-size:15px;margin:16px 0 6px}.muted{color:#667085}.err{color:#b42318;font-weight:600}
 .cards{display:flex;flex-wrap:wrap;gap:8px;margin:10px 0}.card{background:#fff;border:1px solid #d8dde5;border-radius:6px;
  padding:6px 12px}.card b{display:block;font-size:18px}
 table{border-collapse:collapse;background:#fff;margin:6px 0 12px;font-size:13px}
 th,td{border:1px solid #d8dde5;padding:4px 8px;vertical-align:top}th{background:#eef1f5;text-align:left}
-td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}th.num{text-align:right}
+.wide{max-width:100%;overflow-x:auto}.compare td{text-align:center;line-height:1.25;font-variant-numeric:tabular-nums}.compare td:first-child{text-align:left}
+.win{color:#067647;font-weight:600}.loss{color:#b42318;font-weight:600}.ns{color:#475467}
+.dis td{max-width:360px;overflow-wrap:anywhere}
 svg.chart{background:#fff;border:1px solid #d8dde5;border-radius:6px;margin:6px 8px 12px 0;max-width:100%;height:auto}
 svg .axis{stroke:#344054}svg .grid{stroke:#eaecf0}svg text{font-size:11px;fill:#344054}svg .at{font-size:12px}
 svg .err{stroke-width:2}.charts{display:flex;flex-wrap:wrap;align-items:flex-start}
@@ -42,26 +45,6 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f2f4f7;padding:8px;bo
 """
 
 
-def e(x: Any) -> str:
-    """Escape anything for HTML text or a quoted attribute."""
-    return escape(str(x), quote=True)
-
-
-def slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]+", "-", s).strip("-") or "x"
-
-
-def table(head: Sequence[str], rows: Iterable[Sequence[str]], *, tid: str = "", cls: str = "", num_from: int = 1) -> str:
-    """An HTML table; cells are pre-escaped HTML; columns from `num_from` are right-aligned."""
-    attrs = (f' id="{e(tid)}"' if tid else "") + (f' class="{e(cls)}"' if cls else "")
-    th = "".join(f'<th class="{"num" if i >= num_from else ""}">{h}</th>' for i, h in enumerate(head))
-    body = "".join(
-        "<tr>" + "".join(f'<td class="{"num" if i >= num_from else ""}">{c}</td>' for i, c in enumerate(r)) + "</tr>"
-        for r in rows
-    )
-    return f"<table{attrs}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def render(data: RunData) -> str:
     """The whole self-contained report page."""
     title = f"LifeSearch run report — {data.run_dir.name}"
@@ -71,6 +54,7 @@ def render(data: RunData) -> str:
         section_scores(data),
         section_charts(data),
         section_agreement(data),
+        section_disagreements(data),
         section_failures(data),
         section_reporteval(data),
         f"<h2 id=\"drilldown\">Per-task drill-down</h2>{drilldown(data)}",
@@ -107,10 +91,11 @@ def _domains(rows: Mapping[str, AgentScore]) -> list[Domain]:
     return [d for d in Domain if any(d.value in r.domains for r in rows.values())]
 
 
-def score_table(judge: str, rows: Mapping[str, AgentScore]) -> str:
-    """The paper's Table 4 layout for one judge."""
+def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> str:
+    """The paper's Table 4 layout for one judge, with the 95% CI of each score beside its ± std."""
     doms = _domains(rows)
-    head = ["Agent", *[e(DOMAIN_ABBREV[d]) for d in doms], "Score (%)", "Runs", "Iter.", "Out tok (k)", "Ungraded", "Missing"]
+    head = ["Agent", *[e(DOMAIN_ABBREV[d]) for d in doms], "Score (%)", "Mean [95% CI]", "Runs", "Iter.", "Out tok (k)",
+            "Ungraded", "Missing"]  # fmt: skip
     body = []
     for agent, r in rows.items():
         body.append(
@@ -118,6 +103,7 @@ def score_table(judge: str, rows: Mapping[str, AgentScore]) -> str:
                 e(agent),
                 *[pct(r.domains.get(d.value)) for d in doms],
                 e(mean_pm_std(r.overall_mean, r.overall_std)),
+                e(mean_ci(r.overall_mean, u.ci95.get(agent) if u else None)),
                 str(len(r.runs)),
                 "—" if r.iterations is None else f"{r.iterations:.1f}",
                 "—" if r.output_tokens is None else f"{r.output_tokens / 1000:.1f}",
@@ -160,15 +146,44 @@ def section_scores(data: RunData) -> str:
         if judge not in reps:
             note = (f'<p class="warn">Judge {e(judge)} has random weights: these scores are noise.</p>'
                     if f"judge/{judge}" in random else "")
-            out.append(f"<h3>Judge {e(judge)}</h3>{note}{score_table(judge, rows)}")
+            out.append(f"<h3>Judge {e(judge)}</h3>{note}{score_table(judge, rows, data.uncertainty.get(judge))}")
     if reps:
-        inner = "".join(f"<h3>Judge {e(j)}</h3>{score_table(j, data.scores[j])}" for j in reps)
+        inner = "".join(f"<h3>Judge {e(j)}</h3>{score_table(j, data.scores[j], data.uncertainty.get(j))}" for j in reps)
         out.append(f"<details><summary>Judge repetitions ({len(reps)})</summary>{inner}</details>")
     if data.scores:
-        out.append(
-            '<p class="muted">Mean ± sample std over agent runs; domain columns are means over runs; '
-            "ungraded and missing judgments count as not satisfied.</p>"
-        )
+        out.append(f'<p class="muted">{e(score_caption(data))}</p>')
+        out.append(section_comparisons(data, [j for j in data.scores if j not in reps]))
+    return "".join(out)
+
+
+def score_caption(data: RunData) -> str:
+    """What the score columns are; the ± only where an agent has more than one run."""
+    runs = {len(r.runs) for rows in data.scores.values() for r in rows.values()}
+    if runs == {1}:
+        spread = "Score: one run per agent, so no ± (a sample std needs two runs)"
+    elif 1 in runs:
+        spread = "Score: mean ± sample std over agent runs (no ± where an agent has one run)"
+    else:
+        spread = "Score: mean ± sample std over agent runs, as the paper reports"
+    u = next(iter(data.uncertainty.values()), None)
+    return (f"{spread}. " + (ci_note(u) + " " if u else "")
+            + "Domain columns are means over runs; ungraded and missing judgments count as not satisfied.")
+
+
+def section_comparisons(data: RunData, judges: Sequence[str]) -> str:
+    """The comparison matrix of each judge (not of its repetitions)."""
+    out = []
+    for judge in judges:
+        u, agents = data.uncertainty.get(judge), list(data.scores[judge])
+        if u is None or len(agents) < 2:
+            continue
+        held = sum(c.holds for c in u.comparisons)
+        out.append(f"<h3>Which agent is better? Judge {e(judge)} <span class=\"muted\">({held} of {len(u.comparisons)} "
+                   "differences hold at 0.05)</span></h3>" + comparison_matrix(judge, agents, u))
+    if out:
+        out.append('<p class="muted">Each cell: row agent − column agent in points, with its paired 95% CI; ▲ / ▼ '
+                   "where the difference holds at 0.05 after Holm's adjustment across all pairs. A CI that spans 0 "
+                   "means these tasks cannot tell the two agents apart.</p>")
     return "".join(out)
 
 
@@ -177,9 +192,12 @@ def section_charts(data: RunData) -> str:
         return ""
     judge, rows = next(iter(data.scores.items()))
     out = [f'<h2 id="charts">Charts <span class="muted">(judge {e(judge)})</span></h2><div class="charts">']
-    out.append(svg.hbars({a: 100 * r.overall_mean for a, r in rows.items()}, title="Overall score (%)", chart_id="chart-overall"))
+    u = data.uncertainty.get(judge)
+    cis = {a: (100 * c[0], 100 * c[1]) for a, c in (u.ci95 if u else {}).items() if c[0] == c[0]}
+    out.append(svg.hbars({a: 100 * r.overall_mean for a, r in rows.items()}, title="Overall score (%) with 95% CI",
+                         chart_id="chart-overall", ci=cis))
     pts = [
-        svg.Point(a, r.output_tokens / 1000, 100 * r.overall_mean, None if r.overall_std is None else 100 * r.overall_std)
+        svg.Point(a, r.output_tokens / 1000, 100 * r.overall_mean, *cis.get(a, (None, None)))
         for a, r in rows.items()
         if r.output_tokens is not None
     ]
@@ -212,6 +230,7 @@ def section_agreement(data: RunData) -> str:
         for j, m in res.items()
     ]  # fmt: skip
     out.append(table(head, rows, tid="agreement", cls="agreement") + f'<p class="muted">{e(TABLE3_LEGEND)}</p>')
+    out.append(agreement_ci_tables(data))
     for attr in BREAKDOWNS:
         values = sorted({v for m in res.values() for v in m["by"][attr]})
         brows = [

@@ -46,20 +46,42 @@ def _tick_label(v: float) -> str:
 
 @dataclass
 class Point:
-    """One agent in the score vs output-tokens scatter."""
+    """One agent in the score vs output-tokens scatter, with its 95% CI when known."""
 
     label: str
     x: float
     y: float
-    y_err: float | None = None
+    y_lo: float | None = None
+    y_hi: float | None = None
 
 
-def scatter(points: Sequence[Point], *, x_title: str, y_title: str, chart_id: str, width: int = 560, height: int = 360) -> str:
-    """Labelled points with optional ±y_err bars (the paper's Figure 1b)."""
+LABEL_GAP = 13.0
+"""Least vertical distance between two point labels (px), about one line of 11 px text."""
+CHAR_W = 6.2
+"""Width of one character of an 11 px label (px), to keep labels inside the chart."""
+
+
+def spread_labels(ys: Sequence[float], lo: float, hi: float, gap: float = LABEL_GAP) -> list[float]:
+    """Label baselines near `ys`, at least `gap` apart, inside [lo, hi], in the input order."""
+    order = sorted(range(len(ys)), key=lambda i: ys[i])
+    placed: list[float] = []
+    for i in order:  # top to bottom on screen: push each below the previous one
+        placed.append(max(ys[i], placed[-1] + gap) if placed else max(ys[i], lo))
+    overflow = (placed[-1] - hi) if placed else 0.0
+    if overflow > 0:  # shift the stack up, never above lo
+        placed = [max(lo + k * gap, p - overflow) if lo + k * gap <= hi else p - overflow for k, p in enumerate(placed)]
+    out = [0.0] * len(ys)
+    for i, y in zip(order, placed, strict=True):
+        out[i] = y
+    return out
+
+
+def scatter(points: Sequence[Point], *, x_title: str, y_title: str, chart_id: str, width: int = 600, height: int = 360) -> str:
+    """Labelled points with optional 95% CI bars (the paper's Figure 1b); labels never overlap or leave the chart."""
     left, right, top, bottom = 60, 20, 16, 48
     xs = [p.x for p in points]
-    ys = [p.y for p in points] + [p.y + (p.y_err or 0) for p in points] + [p.y - (p.y_err or 0) for p in points]
-    xt = nice_ticks(min(0.0, min(xs)), max(xs) * 1.08)  # room for the rightmost point's label
+    ys = [p.y for p in points] + [v for p in points for v in (p.y_lo, p.y_hi) if v is not None]
+    xt = nice_ticks(min(0.0, min(xs)), max(xs) * 1.08)
     yt = nice_ticks(max(0.0, min(ys) - 5), min(100.0, max(ys) + 5) if max(ys) <= 100 else max(ys))
     pw, ph = width - left - right, height - top - bottom
 
@@ -72,26 +94,36 @@ def scatter(points: Sequence[Point], *, x_title: str, y_title: str, chart_id: st
     out = [_open(chart_id, width, height, f"{y_title} against {x_title}")]
     out += _axes(left, top, pw, ph, [(sx(t), _tick_label(t)) for t in xt], [(sy(t), _tick_label(t)) for t in yt])
     out.append(_axis_titles(left, top, pw, ph, x_title, y_title))
+    label_y = spread_labels([sy(p.y) + 4 for p in points], top + 10, top + ph - 2)
     for i, p in enumerate(points):
         cx, cy = sx(p.x), sy(p.y)
-        tip = f"{p.label}: {p.y:.2f}" + (f" ± {p.y_err:.2f}" if p.y_err else "") + f" at {p.x:g}"
-        if p.y_err:
+        has_ci = p.y_lo is not None and p.y_hi is not None
+        tip = f"{p.label}: {p.y:.2f}" + (f" [{p.y_lo:.2f}, {p.y_hi:.2f}]" if has_ci else "") + f" at {p.x:g}"
+        if has_ci:
             out.append(
-                f'<line class="err" x1="{_num(cx)}" x2="{_num(cx)}" y1="{_num(sy(p.y - p.y_err))}" '
-                f'y2="{_num(sy(p.y + p.y_err))}" stroke="{color(i)}"/>'
+                f'<line class="err" x1="{_num(cx)}" x2="{_num(cx)}" y1="{_num(sy(p.y_lo))}" '
+                f'y2="{_num(sy(p.y_hi))}" stroke="{color(i)}"/>'
             )
         out.append(
             f'<circle class="point" data-label="{escape(p.label)}" cx="{_num(cx)}" cy="{_num(cy)}" r="5" '
             f'fill="{color(i)}"><title>{escape(tip)}</title></circle>'
         )
-        out.append(f'<text class="pl" x="{_num(cx + 7)}" y="{_num(cy - 6)}">{escape(p.label)}</text>')
+        # right of the point, or left of it where the label would run past the plot's right edge
+        right_side = cx + 8 + CHAR_W * len(p.label) <= left + pw + right - 2
+        lx, anchor = (cx + 8, "start") if right_side else (cx - 8, "end")
+        out.append(f'<text class="pl" x="{_num(lx)}" y="{_num(label_y[i])}" text-anchor="{anchor}">{escape(p.label)}</text>')
     out.append("</svg>")
     return "".join(out)
 
 
-def hbars(values: Mapping[str, float], *, title: str, chart_id: str, width: int = 560, unit: str = "%") -> str:
-    """One horizontal bar per label, in the given order, value printed at its end (Figure 1a)."""
-    row, left, right, top = 24, 160, 60, 8
+def hbars(values: Mapping[str, float], *, title: str, chart_id: str, width: int = 600, unit: str = "%",
+          ci: Mapping[str, tuple[float, float]] | None = None) -> str:
+    """One horizontal bar per label, in the given order, value printed past its end, with a 95% CI
+    whisker where `ci` has one (Figure 1a)."""
+    ci = ci or {}
+    # the label column as wide as the longest label, up to 40% of the chart; longer ones are cut with "…"
+    left = math.ceil(min(max(60.0, CHAR_W * max((len(k) for k in values), default=0) + 12), 0.4 * width))
+    row, right, top = 24, 60, 8
     height = top * 2 + row * len(values)
     hi = max([100.0 if unit == "%" else 0.0, *values.values()])
     pw = width - left - right
@@ -99,12 +131,22 @@ def hbars(values: Mapping[str, float], *, title: str, chart_id: str, width: int 
     for i, (label, v) in enumerate(values.items()):
         y = top + i * row
         w = max(0.0, v / hi * pw) if hi else 0.0
-        out.append(f'<text class="yl" x="{left - 6}" y="{y + 16}" text-anchor="end">{escape(label)}</text>')
+        out.append(f'<text class="yl" x="{left - 6}" y="{y + 16}" text-anchor="end">{escape(fit(label, left - 12))}'
+                   f"<title>{escape(label)}</title></text>")
         out.append(
             f'<rect class="bar" data-label="{escape(label)}" x="{left}" y="{y + 3}" width="{_num(w)}" height="{row - 6}" '
             f'fill="{color(i)}"><title>{escape(label)}: {v:.2f}{unit}</title></rect>'
         )
-        out.append(f'<text class="vl" x="{_num(left + w + 4)}" y="{y + 16}">{v:.1f}</text>')
+        end = left + w
+        if label in ci:
+            x0, x1 = (left + (max(0.0, c / hi * pw) if hi else 0.0) for c in ci[label])
+            mid = y + row / 2
+            out.append(f'<path class="ci" data-label="{escape(label)}" d="M{_num(x0)} {_num(mid)}H{_num(x1)}'
+                       f'M{_num(x0)} {_num(mid - 5)}V{_num(mid + 5)}M{_num(x1)} {_num(mid - 5)}V{_num(mid + 5)}" '
+                       f'stroke="#1d2430" stroke-width="1.5" fill="none"><title>{escape(label)}: 95% CI '
+                       f"[{ci[label][0]:.1f}, {ci[label][1]:.1f}]</title></path>")
+            end = max(end, x1)
+        out.append(f'<text class="vl" x="{_num(end + 4)}" y="{y + 16}">{v:.1f}</text>')
     out.append("</svg>")
     return "".join(out)
 
@@ -119,7 +161,10 @@ def grouped_bars(
     height: int = 340,
 ) -> str:
     """Bars per group (e.g. domain), one per series (e.g. agent) with a legend; absent values skipped."""
-    left, right, top, bottom = 56, 12, 16, 60
+    left, right, top = 56, 12, 16
+    legend = legend_rows(list(series), left, width - right)
+    bottom = 44 + 16 * len(legend)  # tick labels, then one line per legend row
+    height += 16 * (len(legend) - 1)
     pw, ph = width - left - right, height - top - bottom
     yt = nice_ticks(0.0, max([100.0, *[v for s in series.values() for v in s.values()]]))
     gw = pw / max(len(groups), 1)
@@ -143,13 +188,35 @@ def grouped_bars(
                 f'y="{_num(sy(v))}" width="{_num(max(bw - 1, 1))}" height="{_num(top + ph - sy(v))}" '
                 f'fill="{color(si)}"><title>{escape(name)} · {escape(g)}: {v:.2f}</title></rect>'
             )
-    lx = left
-    for si, name in enumerate(series):
-        out.append(f'<rect class="legend" x="{_num(lx)}" y="{height - 18}" width="10" height="10" fill="{color(si)}"/>')
-        out.append(f'<text x="{_num(lx + 14)}" y="{height - 9}">{escape(name)}</text>')
-        lx += 24 + 7 * len(name)
+    si = 0
+    for r, items in enumerate(legend):
+        y = height - 18 - 16 * (len(legend) - 1 - r)
+        for lx, name in items:
+            out.append(f'<rect class="legend" x="{_num(lx)}" y="{y}" width="10" height="10" fill="{color(si)}"/>')
+            out.append(f'<text x="{_num(lx + 14)}" y="{y + 9}">{escape(name)}</text>')
+            si += 1
     out.append("</svg>")
     return "".join(out)
+
+
+def fit(label: str, px: float) -> str:
+    """The label cut with "…" to about `px` pixels of 11 px text."""
+    n = max(1, int(px / CHAR_W + 1e-6))  # 99.2 / 6.2 is 15.999…: a label sized to fit must fit
+    return label if len(label) <= n else label[: n - 1] + "…"
+
+
+def legend_rows(names: Sequence[str], x0: float, x1: float) -> list[list[tuple[float, str]]]:
+    """Legend entries (x, name) in rows that stay within [x0, x1]."""
+    rows: list[list[tuple[float, str]]] = [[]]
+    x = x0
+    for name in names:
+        w = 24 + CHAR_W * len(name)
+        if rows[-1] and x + w - 10 > x1:
+            rows.append([])
+            x = x0
+        rows[-1].append((x, name))
+        x += w
+    return rows
 
 
 def _open(chart_id: str, width: int, height: int, label: str) -> str:

@@ -1,0 +1,245 @@
+"""Resampling statistics for scores: task bootstrap CIs, paired comparisons, sign-flip tests (pure numpy).
+
+Every function here is pure: same arrays and seed in, same numbers out, byte for byte.
+Definitions and the reasons behind them are in docs/statistics.md. In short:
+- a *resample* draws n units (tasks, or reports for agreement) with replacement; it is held
+  as a count matrix C (B × n, C[b, i] = times unit i was drawn), so a statistic that is a
+  sum over units is one matrix product C @ values for all B resamples at once;
+- the 95% interval is the percentile interval, expanded for small samples (Hesterberg 2015):
+  the α'/2 and 1 − α'/2 quantiles of the B resampled statistics (numpy's linear
+  interpolation), α' = 2·Φ(−√(n/(n−1))·t_{n−1}(0.975)) for n resampled units (0.05 as n grows);
+- the sign-flip p-value of a paired mean difference d̄ over n tasks is the share of sign
+  vectors s (all 2^n when 2^n ≤ B, else B random ones plus the observed, the usual +1
+  correction) with |mean(s·d)| ≥ |d̄|.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT_RESAMPLES = 10_000
+DEFAULT_SEED = 20260101
+"""The seed every bootstrap and permutation uses unless told otherwise (recorded in the output)."""
+LEVEL = 0.95
+ALPHA = 0.05
+METHOD = "expanded percentile (Hesterberg 2015)"
+_TIE = 1e-12  # |T*| ≥ |T| up to rounding: a sign flip that reorders a float sum must still count as a tie
+
+
+def rng_for(seed: int, *stream: int) -> np.random.Generator:
+    """An independent generator per (seed, stream…)."""
+    return np.random.default_rng(np.random.SeedSequence([seed, *stream]))
+
+
+def name_stream(*names: str) -> int:
+    """A stream number from names (a domain, a set of task ids): adding a domain or an agent pair
+    with other tasks never shifts the draws of another."""
+    return zlib.crc32("\x1f".join(names).encode("utf-8"))
+
+
+def resample_counts(n: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """B × n matrix of how often each of n units is drawn in each of B resamples of size n."""
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    flat = (idx + (np.arange(n_resamples) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=n_resamples * n).reshape(n_resamples, n).astype(np.float64)
+
+
+def expanded_alpha(n_units: int | None, level: float = LEVEL) -> float:
+    """The tail probability the percentile interval uses: 1 − level, expanded for n resampled units
+    (Hesterberg 2015) to 2·Φ(−√(n/(n−1))·t_{n−1}(1 − α/2)), which widens the interval by the
+    small-sample factors a plain percentile interval misses (the n − 1 of the sample variance and
+    the t quantile); it tends to 1 − level as n grows (within 1% of it from n ≈ 400)."""
+    alpha = 1 - level
+    if n_units is None or n_units < 2:
+        return alpha
+    from scipy.special import ndtr, stdtrit
+
+    return float(2 * ndtr(-math.sqrt(n_units / (n_units - 1)) * stdtrit(n_units - 1, 1 - alpha / 2)))
+
+
+def percentile_ci(samples: np.ndarray, level: float = LEVEL, n_units: int | None = None) -> np.ndarray:
+    """[lo, hi] per column of B × k resampled statistics, expanded for `n_units` resampled units
+    (expanded_alpha); NaN resamples (e.g. an undefined κ) are left out."""
+    a = np.asarray(samples, dtype=np.float64)
+    a = a[:, None] if a.ndim == 1 else a
+    tail = expanded_alpha(n_units, level) / 2
+    out = np.full((a.shape[1], 2), np.nan)
+    for j in range(a.shape[1]):
+        col = a[:, j][~np.isnan(a[:, j])]
+        if len(col):
+            out[j] = np.quantile(col, [tail, 1 - tail])
+    return out
+
+
+def bootstrap_means(values: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                    *stream: int) -> np.ndarray:
+    """B × k resampled means of the k columns of an n × k matrix, rows (tasks) drawn together."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v.reshape(len(v), -1)
+    counts = resample_counts(len(v), n_resamples, rng_for(seed, *(stream or (0,))))
+    # one matrix-vector product per column: a column's numbers never depend on its neighbours
+    # (a matrix-matrix product may sum in another order when a column is added)
+    return np.stack([counts @ v[:, j] for j in range(v.shape[1])], axis=1) / len(v)
+
+
+def mean_ci(values: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+            *stream: int) -> np.ndarray:
+    """95% (expanded) percentile interval of the mean of each column (k × 2)."""
+    return percentile_ci(bootstrap_means(values, n_resamples, seed, *stream), n_units=len(values))
+
+
+def holm(p: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment: p_(i) · (m − i + 1), made monotone, capped at 1 (input order kept)."""
+    p = np.asarray(p, dtype=np.float64)
+    m = len(p)
+    if not m:
+        return []
+    order = np.argsort(p, kind="stable")
+    adj = np.minimum(1.0, np.maximum.accumulate(p[order] * (m - np.arange(m))))
+    out = np.empty(m)
+    out[order] = adj
+    return [float(x) for x in out]
+
+
+def sign_flip_p(diffs: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                *stream: int) -> np.ndarray:
+    """Two-sided sign-flip permutation p-values for the mean of each column of an n × k matrix of
+    paired differences (exact over all 2^n sign vectors when 2^n ≤ n_resamples)."""
+    d = np.asarray(diffs, dtype=np.float64)
+    d = d.reshape(len(d), -1)
+    n = len(d)
+    if n == 0:
+        return np.ones(d.shape[1])
+    observed = np.abs(d.mean(axis=0))
+    if 2**n <= n_resamples:  # every sign vector once: the exact p-value
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+        extreme = np.abs(signs @ d / n) >= observed - _TIE
+        return extreme.mean(axis=0)
+    signs = rng_for(seed, *(stream or (0,))).integers(0, 2, size=(n_resamples, n)) * 2.0 - 1.0
+    extreme = (np.abs(signs @ d / n) >= observed - _TIE).sum(axis=0)
+    return (1.0 + extreme) / (1.0 + n_resamples)  # the observed signs count as one draw
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant counts b and c (binomial, p = ½)."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+# -- scores ----------------------------------------------------------------------------------
+@dataclass
+class Comparison:
+    """A paired difference of two agents' mean task scores over the tasks both were judged on."""
+
+    a: str
+    b: str
+    diff: float
+    ci95: tuple[float, float]
+    p_value: float
+    p_holm: float
+    n_tasks: int
+
+    @property
+    def holds(self) -> bool:
+        """The difference holds at 0.05 after Holm's adjustment across all pairs."""
+        return self.p_holm < ALPHA
+
+    def as_json(self) -> dict:
+        return {"a": self.a, "b": self.b, "diff": finite(self.diff), "ci95": interval(self.ci95), "p_value": self.p_value,
+                "p_holm": self.p_holm, "n_tasks": self.n_tasks, "holds_at_0.05": self.holds}
+
+
+@dataclass
+class ScoreUncertainty:
+    """Bootstrap intervals of one judge's agent scores and their paired comparisons."""
+
+    ci95: dict[str, tuple[float, float]]
+    domain_ci95: dict[str, dict[str, tuple[float, float]]]
+    comparisons: list[Comparison]
+    seed: int
+    resamples: int
+
+    def settings(self) -> dict:
+        return {"method": METHOD, "level": LEVEL, "unit": "task", "resamples": self.resamples, "seed": self.seed,
+                "test": "paired sign-flip permutation over tasks, Holm-adjusted across pairs"}
+
+
+def _pair(x: np.ndarray) -> tuple[float, float]:
+    return float(x[0]), float(x[1])
+
+
+def finite(x: float | None) -> float | None:
+    """A float for JSON: NaN (undefined, e.g. no shared task) becomes None."""
+    return None if x is None or math.isnan(x) else float(x)
+
+
+def interval(ci: Sequence[float] | None) -> list[float | None] | None:
+    """[lo, hi] for JSON, None when undefined."""
+    return None if ci is None or any(math.isnan(v) for v in ci) else [float(ci[0]), float(ci[1])]
+
+
+def score_uncertainty(task_scores: dict[str, dict[str, float]], judged: dict[str, set[str]] | None = None,
+                      domains: dict[str, str] | None = None, *, n_resamples: int = DEFAULT_RESAMPLES,
+                      seed: int = DEFAULT_SEED) -> ScoreUncertainty:
+    """Intervals and comparisons from per-task scores (agent → task → mean over runs of eq. 1).
+
+    The overall score is the mean of the task scores (every run covers every task), so one
+    task-level count matrix, shared by all agents, resamples each task with all its runs.
+    `judged` (agent → tasks with any judgment) picks the tasks a pair shares; `domains`
+    (task → domain) gives the per-domain intervals, resampled within each domain. Without
+    `judged`, every pair shares every task; without `domains`, no per-domain intervals.
+    """
+    agents = list(task_scores)
+    tids = list(next(iter(task_scores.values()))) if agents else []
+    judged = {a: set(tids) for a in agents} if judged is None else judged
+    domains = domains or {}
+    m = np.array([[task_scores[a][t] for a in agents] for t in tids], dtype=np.float64).reshape(len(tids), len(agents))
+    boot = bootstrap_means(m, n_resamples, seed, 0) if len(tids) else np.empty((0, len(agents)))  # stream (0,)
+    ci = {a: _pair(c) for a, c in zip(agents, percentile_ci(boot, n_units=len(tids)), strict=True)} if len(tids) else {}
+    dom_ci: dict[str, dict[str, tuple[float, float]]] = {a: {} for a in agents}
+    for dom in sorted({domains[t] for t in tids if t in domains}):
+        rows = [i for i, t in enumerate(tids) if domains.get(t) == dom]
+        if len(rows) < 2:  # one task resamples to itself: a zero-width interval would claim certainty
+            continue
+        for a, c in zip(agents, mean_ci(m[rows], n_resamples, seed, 1, name_stream(dom)), strict=True):
+            dom_ci[a][dom] = _pair(c)
+    comps = compare_agents(m, tids, agents, judged, n_resamples=n_resamples, seed=seed)
+    return ScoreUncertainty(ci, dom_ci, comps, seed, n_resamples)
+
+
+def compare_agents(m: np.ndarray, tids: Sequence[str], agents: Sequence[str], judged: dict[str, set[str]], *,
+                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> list[Comparison]:
+    """Every pair (in the given agent order, a before b): paired bootstrap CI and sign-flip p over shared tasks.
+
+    Pairs sharing the same task set share one count matrix and one sign matrix, so all pairs
+    of a complete run cost two matrix products.
+    """
+    pairs = list(itertools.combinations(range(len(agents)), 2))
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for k, (i, j) in enumerate(pairs):
+        shared = tuple(r for r, t in enumerate(tids) if t in judged.get(agents[i], ()) and t in judged.get(agents[j], ()))
+        groups.setdefault(shared, []).append(k)
+    diff, ci, p, n = np.full(len(pairs), np.nan), np.full((len(pairs), 2), np.nan), np.ones(len(pairs)), [0] * len(pairs)
+    for rows, ks in groups.items():
+        d = np.stack([m[list(rows), pairs[k][0]] - m[list(rows), pairs[k][1]] for k in ks], axis=1)
+        for k in ks:
+            n[k] = len(rows)
+        if not rows:
+            continue
+        stream = name_stream(*(tids[r] for r in rows))  # one per distinct set of shared tasks
+        diff[ks] = d.mean(axis=0)
+        ci[ks] = percentile_ci(bootstrap_means(d, n_resamples, seed, 2, stream), n_units=len(rows))
+        p[ks] = sign_flip_p(d, n_resamples, seed, 3, stream)
+    adj = holm([float(x) for x in p])
+    return [Comparison(agents[i], agents[j], float(diff[k]), _pair(ci[k]), float(p[k]), adj[k], n[k])
+            for k, (i, j) in enumerate(pairs)]

@@ -1,0 +1,89 @@
+"""Long ("tidy") CSV rows of scores, agreement and disagreements, for pandas; columns in docs/statistics.md."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+SCORE_COLUMNS = ("judge", "agent", "other", "metric", "value", "ci_lo", "ci_hi", "p_value", "p_holm", "n_tasks",
+                 "resamples", "seed")  # fmt: skip
+AGREE_COLUMNS = ("judge", "other", "group", "metric", "value", "ci_lo", "ci_hi", "p_value", "n", "n_reports",
+                 "resamples", "seed")  # fmt: skip
+DISAGREEMENT_COLUMNS = ("judge", "judge_run", "task_id", "agent", "run", "rubric_id", "criterion", "label",
+                        "verdict", "p_true", "confidence", "reason")  # fmt: skip
+
+
+def _num(v: Any) -> Any:
+    """None and NaN as an empty cell; everything else as is (csv writes repr of floats: exact)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return v
+
+
+def to_csv(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    """CSV text with a header; absent cells are empty."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n", extrasaction="raise")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: _num(r.get(k)) for k in columns})
+    return buf.getvalue()
+
+
+def _ci(ci: Sequence[float] | None) -> dict[str, Any]:
+    return {"ci_lo": None, "ci_hi": None} if ci is None else {"ci_lo": ci[0], "ci_hi": ci[1]}
+
+
+def score_rows(by_judge: Mapping[str, Mapping], uncertainty: Mapping | None = None) -> list[dict[str, Any]]:
+    """One row per judge × agent × metric (overall, std, domain:<d>, run:<k>, ungraded, missing, …),
+    then one per agent pair (metric `diff`, `other` = the second agent)."""
+    rows: list[dict[str, Any]] = []
+    for judge, agents in by_judge.items():
+        u = (uncertainty or {}).get(judge)
+        boot = {"resamples": u.resamples, "seed": u.seed} if u is not None else {}
+        for agent, s in agents.items():
+            n = len(s.tasks)
+            base = {"judge": judge, "agent": agent, "n_tasks": n}
+            rows.append({**base, "metric": "overall", "value": s.overall_mean,
+                         **_ci(u.ci95.get(agent) if u else None), **boot})
+            rows.append({**base, "metric": "overall_std", "value": s.overall_std})
+            for d, v in s.domains.items():
+                ci = u.domain_ci95.get(agent, {}).get(d) if u else None
+                rows.append({**base, "metric": f"domain:{d}", "value": v, **_ci(ci), **boot})
+            for r, v in sorted(s.runs.items()):
+                rows.append({**base, "metric": f"run:{r}", "value": v})
+            for m in ("ungraded", "missing", "judged", "iterations", "output_tokens"):
+                rows.append({**base, "metric": m, "value": getattr(s, m)})
+        for c in u.comparisons if u is not None else ():
+            rows.append({"judge": judge, "agent": c.a, "other": c.b, "metric": "diff", "value": c.diff, **_ci(c.ci95),
+                         "p_value": c.p_value, "p_holm": c.p_holm, "n_tasks": c.n_tasks, **boot})
+    return rows
+
+
+def agreement_rows(result: Mapping[str, Mapping], vs: Sequence[Mapping] = (), boot: Mapping | None = None) -> list[dict]:
+    """One row per judge × group × metric (group `all`, or `<attribute>=<value>` for the breakdowns),
+    then the judge-vs-judge rows (`other` = the second judge; metrics diff_accuracy_mean, diff_kappa, mcnemar)."""
+    rows: list[dict[str, Any]] = []
+    b = {"resamples": (boot or {}).get("resamples"), "seed": (boot or {}).get("seed")}
+    for judge, m in result.items():
+        cis = m.get("ci95") or {}
+        for key in ("accuracy_mean", "self_consistency", "majority_accuracy", "kappa", "auroc", "ece",
+                    "best_threshold", "best_threshold_accuracy", "rank_spearman", "rank_kendall", "ungraded"):
+            ci = cis.get(key)
+            rows.append({"judge": judge, "group": "all", "metric": key, "value": m.get(key), **_ci(ci),
+                         "n": m["n"], "n_reports": m.get("n_reports"), **(b if ci is not None else {})})
+        for attr, groups in m.get("by", {}).items():
+            for v, g in groups.items():
+                rows.append({"judge": judge, "group": f"{attr}={v}", "metric": "accuracy_mean",
+                             "value": g["accuracy_mean"], "n": g["n"]})
+    for c in vs:
+        for key in ("accuracy_mean", "kappa"):
+            d = c[f"diff_{key}"]
+            rows.append({"judge": c["a"], "other": c["b"], "group": "all", "metric": f"diff_{key}", "value": d["diff"],
+                         **_ci(d["ci95"]), "n": c["n"], "n_reports": c["n_reports"], **b})
+        rows.append({"judge": c["a"], "other": c["b"], "group": "all", "metric": "mcnemar_discordant",
+                     "value": c["mcnemar"]["b"] + c["mcnemar"]["c"], "p_value": c["mcnemar"]["p_value"], "n": c["n"]})
+    return rows
