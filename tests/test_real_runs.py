@@ -14,8 +14,8 @@ import pytest
 from test_import_drb import DRB_DIR
 
 from lifesearch_local.cli import main
-from lifesearch_local.config import JudgeConfig
 from lifesearch_local.jsonl import read_records
+from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Judgment, Report
 from lifesearch_local.tasks import load_tasks
 from serving.config import model_config

@@ -18,8 +18,8 @@ from doubles import ScriptedBackend
 
 from lifesearch_local.agent.trajectory import trajectory_name
 from lifesearch_local.cli import main
-from lifesearch_local.config import JudgeConfig
 from lifesearch_local.errors import InputError
+from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.judge.stage import judge_stage
 from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.records import Judgment, Report, Task

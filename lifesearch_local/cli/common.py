@@ -32,7 +32,8 @@ def add_generate_options(p: argparse.ArgumentParser, max_tokens_help: str) -> No
 def judge_configs(args: argparse.Namespace):
     from serving.config import model_config
 
-    from ..config import JudgeConfig, load_judge_configs
+    from ..config import load_judge_configs
+    from ..judge.config import JudgeConfig
 
     if args.config:
         cfgs = load_judge_configs(args.config)

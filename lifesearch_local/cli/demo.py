@@ -72,7 +72,8 @@ def demo_config(args: argparse.Namespace):
     from serving.config import model_config
 
     from ..agent.config import AgentConfig
-    from ..config import JudgeConfig, RunConfig
+    from ..config import RunConfig
+    from ..judge.config import JudgeConfig
     from ..resources import resource_path
     from ..tasks import load_tasks
     from ..web.config import WebConfig

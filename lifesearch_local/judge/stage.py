@@ -9,7 +9,6 @@ from serving.progress_hook import reporting
 from serving.protocol import Engine
 from serving.stop import until_stopped
 
-from ..config import JudgeConfig
 from ..errors import LifesearchError
 from ..models import random_weights
 from ..progress import progress_bar
@@ -17,6 +16,7 @@ from ..prompts import load_template
 from ..records import Judgment, Report, Task
 from ..stage import OpenModel, Stage, open_stage
 from ..store import RunDir, config_hash, resume_config
+from .config import JudgeConfig
 from .rubric import judge_batches, pending_work
 
 

@@ -10,7 +10,7 @@ from conftest import rubric, task
 pytest.importorskip("torch")
 
 import lifesearch_local.judge.stage as judging  # noqa: E402
-from lifesearch_local.config import JudgeConfig  # noqa: E402
+from lifesearch_local.judge.config import JudgeConfig  # noqa: E402
 from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.records import Report, Task  # noqa: E402
 from lifesearch_local.store import RunDir  # noqa: E402

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 from conftest import rubric, task  # noqa: E402
 
-from lifesearch_local.config import JudgeConfig  # noqa: E402
+from lifesearch_local.judge.config import JudgeConfig  # noqa: E402
 from lifesearch_local.judge.rubric import Pending, judge_choice, judge_generate  # noqa: E402
 from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.records import Report, Task  # noqa: E402
@@ -132,7 +132,7 @@ def test_reporteval_quality_fits_a_long_report(backend, mode):
 
 STOP_SCRIPT = r"""
 import json, sys
-from lifesearch_local.config import JudgeConfig
+from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.judge.stage import judge_stage
 from lifesearch_local.models import engine_config
 from lifesearch_local.records import Report, Task

@@ -21,8 +21,8 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("torch")
 
 from lifesearch_local.cli import main  # noqa: E402
-from lifesearch_local.config import JudgeConfig  # noqa: E402
 from lifesearch_local.jsonl import read_records  # noqa: E402
+from lifesearch_local.judge.config import JudgeConfig  # noqa: E402
 from lifesearch_local.judge.rubric import CHOICES, PREFILL  # noqa: E402
 from lifesearch_local.judge.stage import judge_stage  # noqa: E402
 from lifesearch_local.models import engine_config  # noqa: E402

@@ -170,7 +170,7 @@ def test_generate_mode_judges_a_report_over_its_shared_prefix(smollm2_backend):
     """Generate mode on the real model: one report's rubrics share one prefill and decode as one
     batch, each answer ends at its JSON object, and the text equals the former path's for each
     rubric judged alone (the model's answers themselves are often not the asked-for JSON)."""
-    from lifesearch_local.config import JudgeConfig
+    from lifesearch_local.judge.config import JudgeConfig
     from lifesearch_local.judge.rubric import Pending, judge_generate, judged_rubrics
     from lifesearch_local.records import Report
     from lifesearch_local.resources import resource_path

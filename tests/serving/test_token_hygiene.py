@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from conftest import rubric, task  # noqa: E402
 from doubles import ScriptedBackend  # noqa: E402
 
-from lifesearch_local.config import JudgeConfig  # noqa: E402
+from lifesearch_local.judge.config import JudgeConfig  # noqa: E402
 from lifesearch_local.judge.rubric import CHOICES, Pending, choice_group, judge_generate  # noqa: E402
 from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.records import Report, Task  # noqa: E402
