@@ -87,7 +87,7 @@ def load_model(name: str, device: str, dtype_name: str, seed: int):
 
 
 def make_groups(vocab: int, k: int, n: int, p: int, s: int, seed: int):
-    from serving.engines.kernel import Item
+    from serving.chat import Item
 
     rng = random.Random(seed)
     lo = 16  # keep clear of special tokens

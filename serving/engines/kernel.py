@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import stop
+from ..chat import Item
 from ..progress_hook import decided
 from ..protocol import UnsupportedModelError
 
@@ -63,14 +64,6 @@ def sliding_window(config: Any) -> int | None:
             f"mixed sliding/full attention layers ({sorted(kinds)}) are not supported by the packed kernel"
         )
     return int(w)
-
-
-@dataclass
-class Item:
-    """One prompt to score: its token ids and the candidate next tokens."""
-
-    ids: list[int]
-    candidates: list[int]
 
 
 @dataclass

@@ -27,12 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from ..chat import softmax
 from ..config import OpenAIConfig
 from ..decoding import json_stopped
 from ..errors import CONFIG_STATUSES, EndpointError
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Engine, Generation
 from ..redact import redact, redact_obj, secret_from_env
-from .hf import softmax
 
 __all__ = ["EndpointError", "OpenAIBackend", "retry_after"]
 

@@ -30,13 +30,13 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..chat import chat_ids, choice_group_items
+from ..chat import Item, chat_ids, choice_group_items, render_chat, softmax
 from ..config import VLLMConfig
 from ..decoding import json_stopped
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
-from .hf import render_chat, resolve_model_path, softmax
-from .kernel import Item, common_prefix_len
+from .kernel import common_prefix_len
 from .prefix_decode import plan_groups
+from .real_models import resolve_model_path
 
 
 def clear_stray_vllm_env(environ: dict[str, str] | None = None) -> list[str]:

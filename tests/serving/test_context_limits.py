@@ -200,7 +200,8 @@ def test_chunked_prefill_equals_one_forward(backend):
     """Prefix chunks that end anywhere (7 tokens here) give the same scores as scoring each prompt alone."""
     import random
 
-    from serving.engines.kernel import Item, PackedScorer
+    from serving.chat import Item
+    from serving.engines.kernel import PackedScorer
 
     rng = random.Random(3)
     prefix = [rng.randrange(20, 600) for _ in range(150)]

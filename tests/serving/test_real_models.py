@@ -131,7 +131,7 @@ def smollm2_backend(smollm2_path):
 
 
 def test_converted_directory_is_a_plain_hf_model(smollm2_path):
-    from serving.engines.hf import resolve_model_path
+    from serving.engines.real_models import resolve_model_path
 
     cfg = json.loads((smollm2_path / "config.json").read_text())
     assert "quantization_config" not in cfg and cfg["model_type"] == "llama"

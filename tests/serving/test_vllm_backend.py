@@ -19,9 +19,9 @@ from lifesearch_local.judge.rubric import CHOICES, PREFILL, judge_prompt  # noqa
 from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.resources import resource_path  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
+from serving.chat import Item  # noqa: E402
 from serving.config import model_config  # noqa: E402
 from serving.engines.hf import HFBackend, choice_items  # noqa: E402
-from serving.engines.kernel import Item  # noqa: E402
 from serving.engines.vllm import (  # noqa: E402
     VLLMBackend,
     candidate_logprobs,
