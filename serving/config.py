@@ -132,22 +132,22 @@ def _backend_of(value: Any) -> str:
 
 _BY_BACKEND: dict[str, type[_EngineConfig]] = {"hf": HFConfig, "vllm": VLLMConfig, "openai": OpenAIConfig}
 
-# One model block: its `backend` (default hf) decides which fields it may have.
+# One model block: its `backend` (default hf) names the engine that hosts the model and decides
+# which fields the block may have. (In code the word is "engine"; `backend` is the YAML key.)
 ModelConfig = Annotated[
     Annotated[HFConfig, Tag("hf")] | Annotated[VLLMConfig, Tag("vllm")] | Annotated[OpenAIConfig, Tag("openai")],
     Discriminator(_backend_of),
     BeforeValidator(_drop_flat_defaults),
 ]
-EngineConfig = HFConfig | VLLMConfig | OpenAIConfig
-_ADAPTER: TypeAdapter[EngineConfig] = TypeAdapter(ModelConfig)
+_ADAPTER: TypeAdapter[ModelConfig] = TypeAdapter(ModelConfig)
 
 
-def model_config(**fields: Any) -> EngineConfig:
+def model_config(**fields: Any) -> ModelConfig:
     """A validated model block (HFConfig, VLLMConfig or OpenAIConfig, by `backend`)."""
     return _ADAPTER.validate_python(fields)
 
 
-def with_settings(cfg: EngineConfig, **fields: Any) -> EngineConfig:
+def with_settings(cfg: ModelConfig, **fields: Any) -> ModelConfig:
     """`cfg` with `fields` changed, validated again (a field its backend lacks is an error)."""
     return _ADAPTER.validate_python({**cfg.model_dump(exclude_unset=True), **fields})
 

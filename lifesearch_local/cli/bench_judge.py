@@ -297,7 +297,7 @@ def vllm_baseline(args: argparse.Namespace, config, groups, p_packed: list[float
     import torch
 
     from serving.config import model_config
-    from serving.engines.vllm import VLLMBackend
+    from serving.engines.vllm import VLLMEngine
 
     path, load_format = vllm_model_dir(args, config)
     longest = max(len(it.ids) for g in groups for it in g)
@@ -308,7 +308,7 @@ def vllm_baseline(args: argparse.Namespace, config, groups, p_packed: list[float
                       gpu_memory_utilization=0.85, seed=args.seed, enforce_eager=cpu,
                       kv_cache_gib=_kv_cache_gib(config, groups, args.dtype) if cpu else None)
     try:
-        engine = VLLMBackend(cfg)
+        engine = VLLMEngine(cfg)
     except ImportError as e:
         from ..errors import LifesearchError
 

@@ -45,7 +45,7 @@ def choice_items(tokenizer: Any, texts: Sequence[str], choices: Sequence[str]) -
             for text in texts]
 
 
-class HFBackend(Engine):
+class HFEngine(Engine):
     """A transformers causal LM with chat rendering, batched generation and packed choice scoring."""
 
     def __init__(self, cfg: HFConfig):

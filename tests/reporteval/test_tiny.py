@@ -1,4 +1,4 @@
-"""The stage and the CLI with the tiny random Llama (serving.engines.hf through open_backend), offline on CPU."""
+"""The stage and the CLI with the tiny random Llama (serving.engines.hf through host_engine), offline on CPU."""
 
 from __future__ import annotations
 

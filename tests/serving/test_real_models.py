@@ -125,9 +125,9 @@ def test_cli_without_the_package_is_one_line_exit_2(no_package, tmp_path, capsys
 @pytest.fixture(scope="module")
 def smollm2_backend(smollm2_path):
     from serving.config import model_config
-    from serving.engines.hf import HFBackend
+    from serving.engines.hf import HFEngine
 
-    return HFBackend(engine_config(model_config(model=SMOLLM2, device="cpu")))
+    return HFEngine(engine_config(model_config(model=SMOLLM2, device="cpu")))
 
 
 def test_converted_directory_is_a_plain_hf_model(smollm2_path):
