@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+
+# The choice-scoring forms of the packed kernel (serving.engines.kernel) and the hf engine's
+# devices, written once: the configs, the kernel and every command's choices read them.
+KernelForm = Literal["auto", "dense", "flex", "two_stage", "naive", "single"]
+KERNEL_FORMS: tuple[str, ...] = get_args(KernelForm)
+Device = Literal["auto", "cpu", "cuda"]
+DEVICES: tuple[str, ...] = get_args(Device)
 
 
 class _EngineConfig(BaseModel):
@@ -41,9 +48,9 @@ class HFConfig(_LocalWeights):
 
     backend: Literal["hf"] = "hf"
     """Engine: transformers in-process."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = "auto"
     """Where the model runs."""
-    kernel: Literal["auto", "dense", "flex", "two_stage", "naive", "single"] = "auto"
+    kernel: KernelForm = "auto"
     """Choice-scoring form (auto: two_stage, the fastest measured on CPU and GPU)."""
     token_budget: int = Field(8192, ge=64)
     """Max tokens per packed forward pass (a group larger than this runs alone); a two_stage batch

@@ -10,7 +10,7 @@ import random
 import sys
 import time
 
-from .common import positive_int
+from .common import add_device, positive_int
 
 # Dense bf16 peak (no sparsity) by device-name fragment, for the fraction-of-peak figure.
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "with prefix caching, max_tokens=1 and sampled-position logprobs on the same token ids, as a "
                    "third column")
     p.add_argument("--token-budget", type=int, default=16384, help="tokens per forward pass (both forms)")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    add_device(p, default="auto")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     p.add_argument("--peak-tflops", type=float, help="device bf16 peak for the fraction-of-peak figure")
     p.add_argument("--seed", type=int, default=0)

@@ -29,6 +29,31 @@ def add_generate_options(p: argparse.ArgumentParser, max_tokens_help: str) -> No
                    help="generate mode: attempts after an answer that is not the JSON verdict (default 2)")
 
 
+def add_kernel(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """--kernel: the hf engine's choice-scoring form (None leaves the config's)."""
+    from serving.config import KERNEL_FORMS
+
+    p.add_argument("--kernel", default=default, choices=KERNEL_FORMS, help="hf engine: choice-scoring form (default auto)")
+
+
+def add_device(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """--device: where the hf engine runs (None leaves the config's)."""
+    from serving.config import DEVICES
+
+    p.add_argument("--device", default=default, choices=DEVICES, help="hf engine device (default auto)")
+
+
+def add_force_config(p: argparse.ArgumentParser, records: str) -> None:
+    """--force-config: continue `records` that another config made (the stage skeleton refuses by default)."""
+    p.add_argument("--force-config", action="store_true",
+                   help=f"add to {records} that another config made (normally refused)")
+
+
+def add_quiet(p: argparse.ArgumentParser) -> None:
+    """--quiet: no progress bars."""
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
 def judge_configs(args: argparse.Namespace):
     from serving.config import model_config
 

@@ -6,7 +6,7 @@ import argparse
 import os
 import time
 
-from .common import positive_int
+from .common import add_device, add_kernel, add_quiet, positive_int
 
 TINY_NOTE = (
     "NOTE: {models} = tiny model(s) with RANDOM weights, built locally so the demo runs offline on a CPU. "
@@ -49,10 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="only the first N sample tasks (file order: 5 English, then 5 Chinese; "
                    f"default all, {REAL_LIMIT} with --real)")
     p.add_argument("--out", default="runs/demo", help="run directory (reused to resume)")
-    p.add_argument("--kernel", default="auto", choices=["auto", "dense", "flex", "two_stage", "naive", "single"])
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    add_kernel(p, default="auto")
+    add_device(p, default="auto")
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import WORK, phase_models, print_result, tiny_note
+from .common import WORK, add_force_config, add_quiet, phase_models, print_result, tiny_note
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,9 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="run directory (default: the config's `out`, else runs/<name>)")
     p.add_argument("--no-ray", action="store_true", help="ignore the `ray:` block: load models in-process")
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
-    p.add_argument("--force-config", action="store_true",
-                   help="continue a run directory whose records another config made (normally refused)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_force_config(p, "a run directory's records")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 
@@ -41,9 +40,8 @@ def register_agent(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", type=int, help="independent runs per task (the paper uses 3)")
     p.add_argument("--no-ray", action="store_true", help="ignore the `ray:` block: load models in-process")
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
-    p.add_argument("--force-config", action="store_true",
-                   help="continue a run directory whose records another config made (normally refused)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_force_config(p, "a run directory's records")
+    add_quiet(p)
     p.set_defaults(func=run_agents)
 
 

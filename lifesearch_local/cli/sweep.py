@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from .common import add_force_config, add_quiet
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -23,9 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reports", help="reports JSONL to judge instead of the config's `reports:`")
     p.add_argument("--out", help="output directory (default runs/<name>-sweep)")
     p.add_argument("--json", action="store_true", help="print the agreement JSON")
-    p.add_argument("--force-config", action="store_true",
-                   help="add to judgments that another config made under the same judge id (normally refused)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_force_config(p, "the judgments of a judge id")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 
