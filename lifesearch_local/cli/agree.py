@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from .common import manifest_beside, print_caveats
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -68,4 +70,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"label_source": source, "n_labels": len(labels), "judges": result}, indent=2))
     else:
         print_agreement(result, source, len(labels))
+    shown = [j for j in judgments if j.judge not in exclude]
+    print_caveats(args.json, manifest=manifest_beside(args.judgments), judgments=shown)
     return 0

@@ -13,7 +13,9 @@ from .common import (
     add_quiet,
     judge_configs,
     positive_int,
+    print_caveats,
     ray_config,
+    run_judgments,
 )
 
 
@@ -108,4 +110,5 @@ def report(cfg, stats: dict, rd) -> bool:
     if stats.get("stopped_early"):
         print("stopped by signal; rerun the same command to finish")
         return False
+    print_caveats(judges=[cfg], judgments=run_judgments(rd.path, [cfg]))
     return True

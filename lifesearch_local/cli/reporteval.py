@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import add_device, add_force_config, add_generate_options, add_kernel, add_quiet
+from .common import add_device, add_force_config, add_generate_options, add_kernel, add_quiet, print_caveats
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -118,6 +118,7 @@ def _evaluate(args: argparse.Namespace, rd: Any, items: list, rcfg: Any, web: An
             st = res["stats"]
             print(f"reporteval {cfg.id} ({cfg.mode}, web {web.mode}): {st['wall_s']} s -> {rd.file(RECORDS)}")
             print_summary(res["summary"])
+        print_caveats(args.json, judges=[cfg])
         if res["stats"]["stopped_early"]:
             print("stopped by signal; rerun the same command to finish")
             break

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .common import positive_int
+from .common import manifest_beside, positive_int, print_caveats
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..jsonl import read_records
     from ..records import Judgment, Report
-    from ..scoring import score_by_judge, scores_json
+    from ..scoring import score_by_judge, scores_json, split_by_judge
     from ..tables import print_scores
     from ..tasks import first_tasks, load_tasks
 
@@ -47,4 +47,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(scores_json(by_judge), indent=2, ensure_ascii=False))
     else:
         print_scores(by_judge)
+    shown = [j for name, js in split_by_judge(judgments).items() if name in by_judge for j in js]
+    print_caveats(args.json, manifest=manifest_beside(args.judgments), judgments=shown)
     return 0

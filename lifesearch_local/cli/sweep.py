@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .common import add_force_config, add_quiet
+from .common import add_force_config, add_quiet, print_caveats
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from ..preflight import preflight
     from ..records import Judgment
     from ..store import RunDir, sha256_file
-    from ..tables import print_agreement, random_weight_roles, random_weights_warning
+    from ..tables import print_agreement
 
     cfg, tasks, reports, labels = sweep_inputs(args)
     judges, ids = cfg.all_judges(), {t.id for t in tasks}
@@ -85,9 +85,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         print_agreement(result, ", ".join(sorted({lab.source for lab in labels})), len(labels))
-        random = random_weight_roles(judges)
-        if random:  # under the table, where its numbers would otherwise read as a finding
-            print(random_weights_warning(random))
+    # under the table, where its numbers would otherwise read as a finding
+    print_caveats(args.json, judges=judges, judgments=judgments)
     print(f"sweep results: {rd.file('judgments.jsonl')}, {rd.file('agreement.json')}",
           file=sys.stderr if args.json else sys.stdout)
     return 0
