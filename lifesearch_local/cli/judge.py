@@ -95,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
                                     force_config=args.force_config)
                 if not report(cfg, stats, rd):
                     return 0
+                print_caveats(judges=[cfg], judgments=run_judgments(rd.path, [cfg]))
     return 0
 
 
@@ -110,5 +111,4 @@ def report(cfg, stats: dict, rd) -> bool:
     if stats.get("stopped_early"):
         print("stopped by signal; rerun the same command to finish")
         return False
-    print_caveats(judges=[cfg], judgments=run_judgments(rd.path, [cfg]))
     return True
