@@ -60,7 +60,7 @@ def engine_config(cfg: ModelConfig) -> ModelConfig:
 
 def resolved_path(name: str, seed: int = 0) -> str:
     """The directory (or hub id) a model name loads from: tiny-* built here, smollm2-135m converted."""
-    from serving.engines.hf import resolve_model_path
+    from serving.engines.real_models import resolve_model_path
     from serving.engines.tiny import TINY_MODELS
 
     return resolve_model_path(str(tiny_model_dir(name, seed)) if name in TINY_MODELS else name)

@@ -18,8 +18,9 @@ from serving.config import ModelConfig, RayConfig
 from serving.protocol import Engine
 
 from .agent.config import AgentConfig
-from .config import JudgeConfig, RunConfig
+from .config import RunConfig
 from .errors import LifesearchError
+from .judge.config import JudgeConfig
 from .records import Judgment, Report, Task
 from .signals import StopFlag, graceful_stop
 from .stage import OpenModel

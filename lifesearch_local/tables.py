@@ -142,20 +142,6 @@ def print_scores(by_judge: Mapping[str, Mapping[str, AgentScore]], uncertainty: 
                 console_.print(comparison_table(u, title=f"Paired comparisons — judge {judge}"))
 
 
-def random_weight_roles(judges: Sequence, agents: Sequence = ()) -> list[str]:
-    """`agent <id> (<model>)` / `judge <id> (<model>)` for each of these configs whose model has random weights."""
-    from .models import random_weights
-
-    roles = [("agent", a) for a in agents] + [("judge", j) for j in judges]
-    return [f"{role} {c.id} ({c.model.model})" for role, c in roles if random_weights(c.model)]
-
-
-def random_weights_warning(roles: list[str]) -> str:
-    """The line printed next to scores made with random-weight models."""
-    return (f"WARNING: random weights: {', '.join(roles)}. These models are untrained: the scores and agreement "
-            "above are noise, not findings (`lifesearch demo --real` runs the real smollm2-135m).")
-
-
 def agreement_table(result: Mapping[str, Mapping], title: str = ""):
     """A rich Table in the Table 3 layout, one row per judge config, in the given order."""
     from rich.table import Table

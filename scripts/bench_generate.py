@@ -25,14 +25,14 @@ def one(args: argparse.Namespace) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
-    from lifesearch_local.config import JudgeConfig
+    from lifesearch_local.judge.config import JudgeConfig
     from lifesearch_local.judge.rubric import Pending, judge_choice, judge_generate, judged_rubrics
     from lifesearch_local.models import engine_config
     from lifesearch_local.records import Report
     from lifesearch_local.resources import resource_path
     from lifesearch_local.tasks import load_tasks
     from serving.config import model_config
-    from serving.engines.hf import HFBackend
+    from serving.engines.hf import HFEngine
 
     tasks = {t.id: t for t in load_tasks(resource_path("data", "sample", "tasks.jsonl"))}
     with open(resource_path("data", "sample", "reports.jsonl"), encoding="utf-8") as f:
@@ -43,7 +43,7 @@ def one(args: argparse.Namespace) -> dict:
     form = "padded" if args.one == "generate-padded" else "shared_prefix"
     cfg = JudgeConfig(id="bench", mode=mode, max_tokens=args.max_tokens, retries=args.retries,
                       model=model_config(model=args.model, device="cpu", generate_form=form))
-    backend = HFBackend(engine_config(cfg.model))
+    backend = HFEngine(engine_config(cfg.model))
     pending = Pending(task, report, judged_rubrics(task)[: args.rubrics or None])
     judge = judge_choice if mode == "choice" else judge_generate
     judge(backend, cfg.model_copy(update={"max_tokens": 8}), [Pending(task, report, pending.rubrics[:1])], 0)  # warm-up

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .engines.kernel import Item
 from .protocol import ChatRequest, ChoiceGroup, Span
 
 MARKER = "\n\n[… {n} tokens omitted here to fit the model's context …]\n\n"
@@ -35,6 +34,14 @@ TOOLS_BLOCK = (
     "To call one, answer with a JSON object holding its name and arguments between tags, like this:\n"
     '<tool_call>\n{{"name": "function_name", "arguments": {{"arg": "value"}}}}\n</tool_call>'
 )
+
+
+@dataclass
+class Item:
+    """One prompt to score: its token ids and the candidate next tokens."""
+
+    ids: list[int]
+    candidates: list[int]
 
 
 class ContextOverflowError(ValueError):
@@ -297,3 +304,20 @@ def chat_ids(tokenizer: Any, req: ChatRequest, limit: int | None, template_kwarg
     cut = fit_group(tokenizer, [prompt], [len(prefill) + reserve], limit)
     ids = ids_of(prompt) + prefill
     return ids, cut, req.max_tokens if limit is None else min(req.max_tokens, limit - len(ids))
+
+
+def render_chat(tokenizer: Any, messages: list[dict], *, prefill: str = "", tools: list | None = None,
+                **kwargs: Any) -> str:
+    """The chat template applied up to the assistant turn, then the prefill."""
+    text = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True, **kwargs)
+    return text + prefill
+
+
+def softmax(xs: Sequence[float]) -> list[float]:
+    """Probabilities from logits or log-probabilities (the max subtracted first, so exp never overflows)."""
+    import math
+
+    m = max(xs)
+    e = [math.exp(x - m) for x in xs]
+    s = sum(e)
+    return [v / s for v in e]

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+
+# The choice-scoring forms of the packed kernel (serving.engines.kernel) and the hf engine's
+# devices, written once: the configs, the kernel and every command's choices read them.
+KernelForm = Literal["auto", "dense", "flex", "two_stage", "naive", "single"]
+KERNEL_FORMS: tuple[str, ...] = get_args(KernelForm)
+Device = Literal["auto", "cpu", "cuda"]
+DEVICES: tuple[str, ...] = get_args(Device)
 
 
 class _EngineConfig(BaseModel):
@@ -41,9 +48,9 @@ class HFConfig(_LocalWeights):
 
     backend: Literal["hf"] = "hf"
     """Engine: transformers in-process."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = "auto"
     """Where the model runs."""
-    kernel: Literal["auto", "dense", "flex", "two_stage", "naive", "single"] = "auto"
+    kernel: KernelForm = "auto"
     """Choice-scoring form (auto: two_stage, the fastest measured on CPU and GPU)."""
     token_budget: int = Field(8192, ge=64)
     """Max tokens per packed forward pass (a group larger than this runs alone); a two_stage batch
@@ -132,22 +139,22 @@ def _backend_of(value: Any) -> str:
 
 _BY_BACKEND: dict[str, type[_EngineConfig]] = {"hf": HFConfig, "vllm": VLLMConfig, "openai": OpenAIConfig}
 
-# One model block: its `backend` (default hf) decides which fields it may have.
+# One model block: its `backend` (default hf) names the engine that hosts the model and decides
+# which fields the block may have. (In code the word is "engine"; `backend` is the YAML key.)
 ModelConfig = Annotated[
     Annotated[HFConfig, Tag("hf")] | Annotated[VLLMConfig, Tag("vllm")] | Annotated[OpenAIConfig, Tag("openai")],
     Discriminator(_backend_of),
     BeforeValidator(_drop_flat_defaults),
 ]
-EngineConfig = HFConfig | VLLMConfig | OpenAIConfig
-_ADAPTER: TypeAdapter[EngineConfig] = TypeAdapter(ModelConfig)
+_ADAPTER: TypeAdapter[ModelConfig] = TypeAdapter(ModelConfig)
 
 
-def model_config(**fields: Any) -> EngineConfig:
+def model_config(**fields: Any) -> ModelConfig:
     """A validated model block (HFConfig, VLLMConfig or OpenAIConfig, by `backend`)."""
     return _ADAPTER.validate_python(fields)
 
 
-def with_settings(cfg: EngineConfig, **fields: Any) -> EngineConfig:
+def with_settings(cfg: ModelConfig, **fields: Any) -> ModelConfig:
     """`cfg` with `fields` changed, validated again (a field its backend lacks is an error)."""
     return _ADAPTER.validate_python({**cfg.model_dump(exclude_unset=True), **fields})
 

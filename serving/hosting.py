@@ -11,7 +11,7 @@ from .protocol import Engine
 
 
 @contextmanager
-def open_backend(cfg: ModelConfig, ray: RayConfig | None = None, *, phase: str = "serve") -> Iterator[Engine]:
+def host_engine(cfg: ModelConfig, ray: RayConfig | None = None, *, phase: str = "serve") -> Iterator[Engine]:
     """The model for one phase: in-process without `ray`, else a pool of Ray actors killed on exit.
 
     An endpoint (`openai`) is already remote, so it never goes through Ray.

@@ -32,3 +32,13 @@ def test_unknown_keys_are_errors(tmp_path):
     bad.write_text("name: x\njudge:\n  id: j\n  model:\n    model: tiny-llama\n    temprature: 0.1\n")
     with pytest.raises(InputError, match=r"judge\.model\.temprature: Extra inputs are not permitted"):
         load_run_config(bad)
+
+
+def test_the_tiny_sweep_uses_the_ids_judge_derives():
+    # `lifesearch judge --model tiny-llama` and the sweep record the same judge under one id
+    from lifesearch_local.judge.config import JudgeConfig
+    from serving.config import model_config
+
+    judges = load_run_config(Path(__file__).resolve().parent.parent / "configs" / "sweep_tiny.yaml").all_judges()
+    assert [j.id for j in judges] == [JudgeConfig(model=model_config(model=j.model.model)).id for j in judges]
+    assert all(j.derived and j.id.startswith(f"{j.model.model}/choice/") for j in judges)

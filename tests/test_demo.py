@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from test_report_html import TABLES_JS, Browser, find_chromium
 
-from lifesearch_local.config import JudgeConfig
 from lifesearch_local.jsonl import read_records
+from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Judgment, Report
 from lifesearch_local.report.html import slug
 from lifesearch_local.tasks import load_tasks
@@ -39,7 +39,7 @@ def demo(tmp_path_factory) -> tuple[Path, str]:
 
 def test_demo_runs_offline_and_writes_a_complete_run_directory(demo):
     out, stdout = demo
-    assert "RANDOM weights" in stdout and "Judge agreement with 342 labels" in stdout
+    assert "Judge agreement with 342 labels" in stdout
     # the warning stands right under the scores and agreement, naming both random models
     tail = stdout[stdout.index("Judge agreement with 342 labels"):]
     warning = next(line for line in tail.splitlines() if line.startswith("WARNING: random weights: "))
@@ -49,7 +49,7 @@ def test_demo_runs_offline_and_writes_a_complete_run_directory(demo):
     page = (out / "report.html").read_text(encoding="utf-8")
     scores = page[page.index('<h2 id="scores">'):page.index('<h2 id="charts">')]
     assert 'id="random-weights"' in scores and f"judge {JUDGE} (tiny-qwen3)" in scores
-    assert f"Judge {JUDGE} has random weights" in scores
+    assert "agent tiny-qwen3-agent (tiny-qwen3)" in scores  # the same caveat as the terminal's
     assert scores.index('id="random-weights"') < scores.index('<table')  # above the scores, not below the fold
     for name in ("config.yaml", "manifest.json", "tasks.jsonl", "reports.jsonl", "labels.jsonl",
                  "judgments.jsonl", "scores.json", "report.html"):

@@ -78,6 +78,64 @@ def test_only_the_cli_imports_the_cli():
     assert _violations(rule) == []
 
 
+def test_only_the_cli_parses_arguments():
+    # command-line code lives in lifesearch_local/cli/; the library takes typed arguments
+    assert _violations(lambda name, target, top: target == "argparse" and not _is(name, "lifesearch_local.cli")) == []
+
+
+def _engine_modules() -> set[str]:
+    """The modules the engine factories of serving/engines/__init__.py load (hf, vllm, openai)."""
+    return {t for t, _, _ in _imports("serving.engines", MODULES["serving.engines"])
+            if _is(t, "serving.engines") and t != "serving.engines"}
+
+
+def test_no_engine_imports_another_engine():
+    # what two engines share lives in a neutral module (serving.chat, engines/real_models.py, ...)
+    engines = _engine_modules()
+    assert engines == {"serving.engines.hf", "serving.engines.vllm", "serving.engines.openai"}
+    assert _violations(lambda name, target, top: name in engines and target in engines - {name}) == []
+
+
+def _stage_packages() -> set[str]:
+    """The packages of lifesearch_local that hold a stage (agent, judge, reporteval, curate)."""
+    return {name.rpartition(".")[0] for name in MODULES if name.startswith("lifesearch_local.") and name.endswith(".stage")
+            and name.count(".") == 2}
+
+
+def _loop_through(edges: dict[str, set[str]], node: str, packages: set[str]) -> list[str] | None:
+    """A circle through `node` once every module of each package is one vertex (its package), or None."""
+    def vertex(m: str) -> str:
+        return next((p for p in packages if _is(m, p)), m)
+
+    merged: dict[str, set[str]] = {}
+    for src, targets in edges.items():
+        merged.setdefault(vertex(src), set()).update(vertex(t) for t in targets if vertex(t) != vertex(src))
+    paths, seen = [[node]], {node}
+    while paths:  # breadth first from node; a path back to node is the loop
+        path = paths.pop(0)
+        for nxt in sorted(merged.get(path[-1], ())):
+            if nxt == node:
+                return path + [node]
+            if nxt not in seen:
+                seen.add(nxt)
+                paths.append(path + [nxt])
+    return None
+
+
+def test_no_loop_between_the_config_and_a_stage_package():
+    # lifesearch_local/config.py composes the stages' configs (RunConfig); a stage that imported it
+    # back (reporteval once took JudgeConfig from there) makes the two one tangle
+    packages = _stage_packages()
+    assert {"lifesearch_local.agent", "lifesearch_local.judge", "lifesearch_local.reporteval"} <= packages
+    assert _loop_through(_graph(), "lifesearch_local.config", packages) is None
+
+
+def test_the_loop_finder_sees_a_loop_through_a_package():
+    edges = {"cfg": {"pkg.config"}, "pkg.config": set(), "pkg.items": {"cfg"}, "other": {"cfg"}}
+    assert _loop_through(edges, "cfg", {"pkg"}) == ["cfg", "pkg", "cfg"]
+    assert _loop_through({**edges, "pkg.items": set()}, "cfg", {"pkg"}) is None
+
+
 def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
     """One import circle of the graph, or None (iterative depth-first search)."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done

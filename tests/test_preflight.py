@@ -93,23 +93,31 @@ def test_demo_on_cuda_without_cuda_fails_before_any_phase(tmp_path):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
-def test_single_gpu_config_on_a_cpu_box_says_so_before_starting_ray(tmp_path):
+def test_single_gpu_config_on_a_cpu_box_says_so_before_starting_ray(tmp_path, hub_offline):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     out = tmp_path / "sg"
-    rc, _, err, s = cli("run", "--config", "configs/single_gpu.yaml", "--out", str(out))
-    assert_setup_error(rc, err, s, "agent qwen3-8b-agent, judge qwen3-8b-choice: 1 Ray replica(s) × 1 GPU",
-                       "has 0 GPU(s)")
+    rc, _, err, s = cli("run", "--config", "configs/single_gpu.yaml", "--out", str(out),
+                        env={**hub_offline, "HF_HUB_OFFLINE": "1"})
+    # every problem in one go, each once for both roles: no GPU for Ray, no vLLM, no weights
+    vllm = [] if importlib.util.find_spec("vllm") else ["(2) agent qwen3-8b-agent, judge qwen3-8b-choice: backend vllm",
+                                                         "needs vLLM", "scripts/vllm_cpu_env.sh"]
+    assert_setup_error(rc, err, s, f"{3 if vllm else 2} problems: (1) agent qwen3-8b-agent, judge qwen3-8b-choice: "
+                       "1 Ray replica(s) × 1 GPU", "has 0 GPU(s)", *vllm, "HF_HUB_OFFLINE")
     assert not out.exists()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_single_gpu_config_without_ray_names_the_vllm_extra(tmp_path):
+    from lifesearch_local.preflight import gpu_count
+
     out = tmp_path / "sg"
     rc, _, err, s = cli("run", "--config", "configs/single_gpu.yaml", "--out", str(out), "--no-ray")
     assert_setup_error(rc, err, s, "backend vllm", 'pip install -e ".[vllm]"')
+    if gpu_count() == 0:  # the CPU route, first
+        assert err.index("scripts/vllm_cpu_env.sh") < err.index('pip install -e ".[vllm]"')
     assert not out.exists()
 
 

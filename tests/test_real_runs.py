@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from test_import_drb import DRB_DIR
 
+from lifesearch_local.caveats import caveats
 from lifesearch_local.cli import main
-from lifesearch_local.config import JudgeConfig
 from lifesearch_local.jsonl import read_records
+from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Judgment, Report
 from lifesearch_local.tasks import load_tasks
 from serving.config import model_config
@@ -40,6 +41,10 @@ def real_demo(smollm2_path, tmp_path_factory) -> tuple[Path, str]:
 def test_demo_with_the_real_model(real_demo):
     out, stdout = real_demo
     assert "RANDOM weights" not in stdout and "random weights" not in stdout and "NOTE: smollm2-135m" in stdout
+    # a 135M judge says "satisfied" to (nearly) everything: the caveat of a near-constant judge, where it applies
+    constant = [line for line in caveats(judgments=read_records(out / "judgments.jsonl", Judgment)) if "near-constant" in line]
+    assert all(line in stdout for line in constant)
+    assert ("near-constant" in (out / "report.html").read_text(encoding="utf-8")) == bool(constant)
     assert f"LifeSearch scores — judge {JUDGE}" in stdout
     assert 'id="random-weights"' not in (out / "report.html").read_text(encoding="utf-8")
     tasks = load_tasks(out / "tasks.jsonl")

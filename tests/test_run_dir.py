@@ -18,8 +18,8 @@ from doubles import ScriptedBackend
 
 from lifesearch_local.agent.trajectory import trajectory_name
 from lifesearch_local.cli import main
-from lifesearch_local.config import JudgeConfig
 from lifesearch_local.errors import InputError
+from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.judge.stage import judge_stage
 from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.records import Judgment, Report, Task
@@ -157,12 +157,12 @@ def test_each_reports_judgments_are_appended_as_soon_as_they_exist(tmp_path):
 
 def test_hf_backend_streams_the_same_results_group_by_group():
     from lifesearch_local.judge.rubric import choice_group, pending_work
-    from serving.engines.hf import HFBackend
+    from serving.engines.hf import HFEngine
 
     tasks, reports = tiny_inputs(3)
     work = pending_work({t.id: t for t in tasks}, reports, set(), "j", 0)
     groups = [choice_group(p)[0] for p in work]
-    backend = HFBackend(engine_config(model_config(model="tiny-llama", device="cpu")))
+    backend = HFEngine(engine_config(model_config(model="tiny-llama", device="cpu")))
     whole = backend.score_choices(groups, ["true", "false"])
     parts = list(backend.iter_score_choices(groups, ["true", "false"]))
     assert [idx for idx, _ in parts] == [[0], [1], [2]]

@@ -52,7 +52,9 @@ def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: En
         work = pending_runs(st.recorded, tasks, cfg, runs)
         if work:  # loaded here, in the main thread, before the tasks' workers start
             st.engine.open()
-        reports, counters = run_sync(lambda: _run_all(rd, work, cfg, st.engine, web, st.stop, show, web_handles, today))
+        already = len(tasks) * runs - len(work)  # a resumed run's bar says so
+        reports, counters = run_sync(lambda: _run_all(rd, work, cfg, st.engine, web, st.stop, show, web_handles, today,
+                                                      already))
         st.close_engine()
         stats = _stats(cfg, work, reports, counters, st.wall(), bool(st.stop))
         engine = st.engine.stats()  # e.g. hf token counts, the Ray pool's replicas and retries
@@ -66,7 +68,7 @@ def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: En
 
 
 async def _run_all(rd: RunDir, work: list[tuple[Task, int]], cfg: AgentConfig, backend: Engine, web: WebConfig,
-                   stop: StopFlag, show: bool, handles: WebHandles | None, today: dt.date | None):
+                   stop: StopFlag, show: bool, handles: WebHandles | None, today: dt.date | None, already: int = 0):
     from serving.batching import BatchingBackend
 
     if not work:
@@ -80,7 +82,7 @@ async def _run_all(rd: RunDir, work: list[tuple[Task, int]], cfg: AgentConfig, b
         tools = build_tools(cfg, handles)
         if needs_web:  # build the search index (if any) before the clock of the first task starts
             await asyncio.to_thread(_warm, handles)
-        reports = await _run_tasks(rd, work, cfg, batcher, tools, stop, show, today)
+        reports = await _run_tasks(rd, work, cfg, batcher, tools, stop, show, today, already)
         await batcher.aclose()
         return reports, {"engine": batcher.stats, **(handles.stats() if handles else {})}
     finally:
@@ -95,8 +97,8 @@ def _warm(handles: WebHandles) -> None:
 
 
 async def _run_tasks(rd: RunDir, work: list[tuple[Task, int]], cfg: AgentConfig, batcher: Any, tools: dict[str, Tool],
-                     stop: StopFlag, show: bool, today: dt.date | None) -> list[Report]:
-    with progress_bar(len(work), desc=f"agent {cfg.id}", unit="task", show=show) as bar:
+                     stop: StopFlag, show: bool, today: dt.date | None, already: int = 0) -> list[Report]:
+    with progress_bar(len(work), desc=f"agent {cfg.id}", unit="task", show=show, already=already) as bar:
 
         async def one(item: tuple[Task, int]) -> Report | None:
             task, run = item

@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 
 from .. import __version__
 from ..errors import LifesearchError
-from ..web import cli as web_cli
 from . import (
     agree,
     bench,
@@ -26,6 +25,7 @@ from . import (
     sweep,
     validate,
 )
+from . import web as web_cli
 
 # name -> register(subparsers). The command modules keep heavy imports (torch, ray, vllm)
 # inside the functions that run, so importing them all keeps `--help` fast.

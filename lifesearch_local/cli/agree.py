@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .common import positive_int
+from .common import manifest_beside, positive_int, print_caveats
 from .score import add_bootstrap_options
 
 
@@ -88,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(to_csv(AGREE_COLUMNS, agreement_rows(result, unc["judge_vs_judge"], unc["bootstrap"])))
     else:
         print_agreement(result, source, len(labels), unc)
+    shown = [j for j in judgments if j.judge not in exclude]
+    print_caveats(args.json or args.csv, manifest=manifest_beside(args.judgments), judgments=shown)
     return 0
 
 
@@ -109,4 +111,6 @@ def print_disagreements(args: argparse.Namespace, tasks: list, judgments: list, 
         shown = f" (first {len(rows)})" if len(rows) < total else ""
         console().print(disagreement_table(rows, title=f"{total} labelled decision(s) where a judge and the labels "
                                            f"differ{shown}, most confident mistakes first"))
+    judged = [j for j in judgments if j.judge not in exclude]
+    print_caveats(args.json or args.csv, manifest=manifest_beside(args.judgments), judgments=judged)
     return 0

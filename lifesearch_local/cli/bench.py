@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..web import bench as fetch_bench
+from . import bench_fetch as fetch_bench
 from . import bench_judge
 
 BENCHES = {"judge": bench_judge.register, "fetch": fetch_bench.register}

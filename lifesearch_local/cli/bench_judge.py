@@ -10,7 +10,7 @@ import random
 import sys
 import time
 
-from .common import positive_int
+from .common import add_device, positive_int
 
 # Dense bf16 peak (no sparsity) by device-name fragment, for the fraction-of-peak figure.
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "with prefix caching, max_tokens=1 and sampled-position logprobs on the same token ids, as a "
                    "third column")
     p.add_argument("--token-budget", type=int, default=16384, help="tokens per forward pass (both forms)")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    add_device(p, default="auto")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     p.add_argument("--peak-tflops", type=float, help="device bf16 peak for the fraction-of-peak figure")
     p.add_argument("--seed", type=int, default=0)
@@ -87,7 +87,7 @@ def load_model(name: str, device: str, dtype_name: str, seed: int):
 
 
 def make_groups(vocab: int, k: int, n: int, p: int, s: int, seed: int):
-    from serving.engines.kernel import Item
+    from serving.chat import Item
 
     rng = random.Random(seed)
     lo = 16  # keep clear of special tokens
@@ -297,7 +297,7 @@ def vllm_baseline(args: argparse.Namespace, config, groups, p_packed: list[float
     import torch
 
     from serving.config import model_config
-    from serving.engines.vllm import VLLMBackend
+    from serving.engines.vllm import VLLMEngine
 
     path, load_format = vllm_model_dir(args, config)
     longest = max(len(it.ids) for g in groups for it in g)
@@ -308,7 +308,7 @@ def vllm_baseline(args: argparse.Namespace, config, groups, p_packed: list[float
                       gpu_memory_utilization=0.85, seed=args.seed, enforce_eager=cpu,
                       kv_cache_gib=_kv_cache_gib(config, groups, args.dtype) if cpu else None)
     try:
-        engine = VLLMBackend(cfg)
+        engine = VLLMEngine(cfg)
     except ImportError as e:
         from ..errors import LifesearchError
 

@@ -29,10 +29,36 @@ def add_generate_options(p: argparse.ArgumentParser, max_tokens_help: str) -> No
                    help="generate mode: attempts after an answer that is not the JSON verdict (default 2)")
 
 
+def add_kernel(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """--kernel: the hf engine's choice-scoring form (None leaves the config's)."""
+    from serving.config import KERNEL_FORMS
+
+    p.add_argument("--kernel", default=default, choices=KERNEL_FORMS, help="hf engine: choice-scoring form (default auto)")
+
+
+def add_device(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """--device: where the hf engine runs (None leaves the config's)."""
+    from serving.config import DEVICES
+
+    p.add_argument("--device", default=default, choices=DEVICES, help="hf engine device (default auto)")
+
+
+def add_force_config(p: argparse.ArgumentParser, records: str) -> None:
+    """--force-config: continue `records` that another config made (the stage skeleton refuses by default)."""
+    p.add_argument("--force-config", action="store_true",
+                   help=f"add to {records} that another config made (normally refused)")
+
+
+def add_quiet(p: argparse.ArgumentParser) -> None:
+    """--quiet: no progress bars."""
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
 def judge_configs(args: argparse.Namespace):
     from serving.config import model_config
 
-    from ..config import JudgeConfig, load_judge_configs
+    from ..config import load_judge_configs
+    from ..judge.config import JudgeConfig
 
     if args.config:
         cfgs = load_judge_configs(args.config)
@@ -71,10 +97,9 @@ def phase_models(cfg, phases: tuple[str, ...]) -> list[tuple[str, object]]:
     return out
 
 
-def print_result(result, random: list[str] | None = None) -> bool:
-    """Per-stage lines, then the score tables and, when `random` names random-weight models, a
-    warning under them; False (after saying so) when a signal stopped the run."""
-    from ..tables import print_scores, random_weights_warning
+def print_result(result) -> bool:
+    """Per-stage lines, then the score tables; False (after saying so) when a signal stopped the run."""
+    from ..tables import print_scores
 
     for name, stats in result.stages.items():
         print(_stage_line(name, stats))
@@ -83,24 +108,37 @@ def print_result(result, random: list[str] | None = None) -> bool:
         return False
     if result.scores:
         print_scores(result.scores)
-        if random:
-            print(random_weights_warning(random))
     return True
 
 
-def tiny_models(cfg) -> list[str]:
-    """The built-in random-weight models a run config uses."""
-    from serving.engines.tiny import TINY_MODELS
+def print_caveats(json_output: bool = False, **shown) -> None:
+    """The caveats (lifesearch_local.caveats) for the numbers a command just printed: under its
+    tables on stdout, or on stderr beside JSON (which must stay parseable)."""
+    from ..caveats import caveats
 
-    return sorted({m.model for m in [a.model for a in cfg.agents] + [j.model for j in cfg.all_judges()]} & set(TINY_MODELS))
+    for line in caveats(**shown):
+        print(line, file=sys.stderr if json_output else sys.stdout)
 
 
-def tiny_note(cfg) -> None:
-    tiny = tiny_models(cfg)
-    if tiny:
-        print(f"NOTE: {', '.join(tiny)} = tiny model(s) with RANDOM weights, built locally so the run works offline on a "
-              "CPU. Their reports and verdicts are noise: the scores only show the pipeline working. Put real models "
-              "in the config's agents/judge blocks for meaningful numbers.")
+def run_judgments(run_dir, judges) -> list:
+    """The judgments of these judge configs in a run directory (what its score tables came from)."""
+    from ..records import Judgment
+    from ..store import RunDir
+
+    ids = {j.id for j in judges}
+    return [j for j in RunDir(run_dir).load("judgments.jsonl", Judgment) if j.judge in ids]
+
+
+def manifest_beside(path) -> dict | None:
+    """The manifest.json of the run directory holding `path` (it says which models had random
+    weights), or None for a file outside a run directory."""
+    import json
+
+    p = Path(path).parent / "manifest.json"
+    try:
+        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+    except (OSError, ValueError):
+        return None
 
 
 def _stage_line(name: str, s: dict) -> str:

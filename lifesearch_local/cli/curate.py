@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from .common import add_device, add_force_config, add_quiet
+
 DESCRIPTION = """\
 Turn raw query seeds into draft LifeSearch tasks with a local model, following the paper's
 section 3.1 and its prompts (App. B.1-B.3):
@@ -44,11 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, help="cap every stage's answer at this many tokens (quick CPU runs)")
     p.add_argument("--min-quality", choices=["high", "medium", "low"], help="lowest quality kept (default medium)")
     p.add_argument("--batch-size", type=int, help="queries per chunk appended to curation.jsonl (default 32)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")
+    add_device(p)
     p.add_argument("--json", action="store_true", help="print the stats as JSON")
-    p.add_argument("--force-config", action="store_true",
-                   help="add to curation records that another config made (normally refused)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_force_config(p, "curation records")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 

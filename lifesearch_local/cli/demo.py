@@ -6,15 +6,8 @@ import argparse
 import os
 import time
 
-from .common import positive_int
+from .common import add_device, add_kernel, add_quiet, positive_int
 
-TINY_NOTE = (
-    "NOTE: {models} = tiny model(s) with RANDOM weights, built locally so the demo runs offline on a CPU. "
-    "Their reports and verdicts are noise: the numbers below only show the pipeline working (agent loop -> "
-    "prompts -> packed kernel -> judgments -> eq. 1 -> tables). `lifesearch demo --real` runs the same pipeline "
-    "with the real smollm2-135m; pass --model (judge) and --agent-model with larger real models (local paths or "
-    "hub names, e.g. Qwen/Qwen3-8B) for meaningful scores."
-)
 REAL_NOTE = (
     "NOTE: smollm2-135m = SmolLM2-135M-Instruct, real trained weights: the agent's report and the verdicts below are "
     "real model output, but a 135M model is a weak researcher and a near-chance judge; larger judges are chosen "
@@ -49,10 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="only the first N sample tasks (file order: 5 English, then 5 Chinese; "
                    f"default all, {REAL_LIMIT} with --real)")
     p.add_argument("--out", default="runs/demo", help="run directory (reused to resume)")
-    p.add_argument("--kernel", default="auto", choices=["auto", "dense", "flex", "two_stage", "naive", "single"])
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    add_kernel(p, default="auto")
+    add_device(p, default="auto")
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 
@@ -72,7 +65,8 @@ def demo_config(args: argparse.Namespace):
     from serving.config import model_config
 
     from ..agent.config import AgentConfig
-    from ..config import JudgeConfig, RunConfig
+    from ..config import RunConfig
+    from ..judge.config import JudgeConfig
     from ..resources import resource_path
     from ..tasks import load_tasks
     from ..web.config import WebConfig
@@ -103,18 +97,21 @@ def run(args: argparse.Namespace) -> int:
     from ..judge.stage import keep_legacy_id
     from ..pipeline import run_pipeline
     from ..preflight import new_dir_or_nothing, preflight
-    from ..records import Judgment
     from ..store import RunDir
-    from ..tables import random_weight_roles, random_weights_warning
     from ..tasks import load_tasks
-    from .common import WORK, phase_models, print_agreement_summary, print_result, tiny_models
+    from .common import (
+        WORK,
+        phase_models,
+        print_agreement_summary,
+        print_caveats,
+        print_result,
+        run_judgments,
+    )
 
     t0 = time.perf_counter()
     cfg = demo_config(apply_real(args))
     preflight(phase_models(cfg, ("agent", "judge")), cfg.ray)
-    if tiny_models(cfg):
-        print(TINY_NOTE.format(models=", ".join(tiny_models(cfg))))
-    elif args.real:
+    if args.real:
         print(REAL_NOTE)
     if args.fresh and os.path.isdir(args.out):
         RunDir(args.out).clear()  # under the lock: never from under another process's run
@@ -125,10 +122,9 @@ def run(args: argparse.Namespace) -> int:
     if not print_result(result):
         return 0
     rd = result.run_dir
-    judgments = [j for j in RunDir(rd).load("judgments.jsonl", Judgment) if j.judge == cfg.judge.id]
+    judgments = run_judgments(rd, [cfg.judge])
     print_agreement_summary(load_tasks(rd / "tasks.jsonl"), judgments, rd / "labels.jsonl")
-    random = random_weight_roles([cfg.judge], cfg.agents)
-    if random:  # right under the scores and agreement, where a reader takes them for findings
-        print(random_weights_warning(random))
+    # right under the scores and agreement, where a reader takes them for findings
+    print_caveats(judges=[cfg.judge], agents=cfg.agents, judgments=judgments)
     print(f"demo finished in {time.perf_counter() - t0:.1f} s; run directory: {rd}  (report: {result.report_html})")
     return 0

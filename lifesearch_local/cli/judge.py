@@ -5,7 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import add_generate_options, judge_configs, positive_int, ray_config
+from .common import (
+    add_device,
+    add_force_config,
+    add_generate_options,
+    add_kernel,
+    add_quiet,
+    judge_configs,
+    positive_int,
+    print_caveats,
+    ray_config,
+    run_judgments,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,9 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=["choice", "generate"], help="override the judge mode")
     p.add_argument("--runs", type=int, help="judge repetitions (self-consistency)")
     add_generate_options(p, "generate mode: token cap of each answer (default 512; the JSON verdict needs well under 200)")
-    p.add_argument("--kernel", choices=["auto", "dense", "flex", "two_stage", "naive", "single"],
-                   help="hf backend: choice-scoring form (default auto)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")
+    add_kernel(p)
+    add_device(p)
     p.add_argument("--id", help="judge id recorded in judgments (default: the config's, else derived: "
                    "<model name>/<mode>/<hash of the settings>)")
     p.add_argument("--ray", action=argparse.BooleanOptionalAction, default=None,
@@ -37,9 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=positive_int, metavar="N",
                    help="judge only the first N tasks of the tasks file (file order) and only their reports; "
                    "rerun with the same N to resume, or with a larger N to extend the run")
-    p.add_argument("--force-config", action="store_true",
-                   help="add to judgments that another config made under the same judge id (normally refused)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_force_config(p, "the judgments of its judge id")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 
@@ -88,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
                                     force_config=args.force_config)
                 if not report(cfg, stats, rd):
                     return 0
+                print_caveats(judges=[cfg], judgments=run_judgments(rd.path, [cfg]))
     return 0
 
 

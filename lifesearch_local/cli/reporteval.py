@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import add_generate_options
+from .common import add_device, add_force_config, add_generate_options, add_kernel, add_quiet, print_caveats
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,13 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--corpus", action="append", help="local corpus directory (repeatable; default the bundled data/web)")
     p.add_argument("--seed", type=int, help="base seed of the redundancy pair sampler (default 0)")
     p.add_argument("--max-pairs", type=int, help="redundancy pairs per report (default 30)")
-    p.add_argument("--kernel", choices=["auto", "dense", "flex", "two_stage", "naive", "single"], help="hf backend: choice-scoring form")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")
+    add_kernel(p)
+    add_device(p)
     p.add_argument("--id", help="judge id recorded in the records (default: from config or model)")
     p.add_argument("--json", action="store_true", help="print the stats and summary as JSON")
-    p.add_argument("--force-config", action="store_true",
-                   help="add to records that other judge or ReportEval settings made under the same judge id (normally refused)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_force_config(p, "the records of its judge id (judge and ReportEval settings)")
+    add_quiet(p)
     p.set_defaults(func=run, runs=None)
 
 
@@ -121,6 +120,7 @@ def _evaluate(args: argparse.Namespace, rd: Any, items: list, rcfg: Any, web: An
             st = res["stats"]
             print(f"reporteval {cfg.id} ({cfg.mode}, web {web.mode}): {st['wall_s']} s -> {rd.file(RECORDS)}")
             print_summary(res["summary"])
+        print_caveats(args.json, judges=[cfg])
         if res["stats"]["stopped_early"]:
             print("stopped by signal; rerun the same command to finish")
             break

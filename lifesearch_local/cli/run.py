@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from .common import WORK, phase_models, print_result, tiny_note
+from .common import (
+    WORK,
+    add_force_config,
+    add_quiet,
+    phase_models,
+    print_caveats,
+    print_result,
+    run_judgments,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,9 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="run directory (default: the config's `out`, else runs/<name>)")
     p.add_argument("--no-ray", action="store_true", help="ignore the `ray:` block: load models in-process")
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
-    p.add_argument("--force-config", action="store_true",
-                   help="continue a run directory whose records another config made (normally refused)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_force_config(p, "a run directory's records")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 
@@ -41,9 +48,8 @@ def register_agent(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", type=int, help="independent runs per task (the paper uses 3)")
     p.add_argument("--no-ray", action="store_true", help="ignore the `ray:` block: load models in-process")
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
-    p.add_argument("--force-config", action="store_true",
-                   help="continue a run directory whose records another config made (normally refused)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_force_config(p, "a run directory's records")
+    add_quiet(p)
     p.set_defaults(func=run_agents)
 
 
@@ -59,7 +65,6 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
     from ..pipeline import PHASES, run_pipeline
     from ..preflight import new_dir_or_nothing, preflight
     from ..store import RunDir
-    from ..tables import random_weight_roles
 
     cfg = load_run_config(args.config)
     update = {**(update or {}), **({"out": args.out} if args.out else {})}
@@ -70,10 +75,12 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
     preflight(phase_models(cfg, phases), cfg.ray)
     if args.fresh and Path(cfg.out_dir()).is_dir():
         RunDir(cfg.out_dir()).clear()  # under the lock: never from under another process's run
-    tiny_note(cfg)
     with new_dir_or_nothing(cfg.out_dir(), keep=WORK):
         result = run_pipeline(cfg, show=not args.quiet, phases=phases, force_config=args.force_config)
-    if print_result(result, random_weight_roles(cfg.all_judges(), cfg.agents)):
+    if print_result(result):
+        if result.scores:  # right under the tables, where a reader would take them for findings
+            print_caveats(judges=cfg.all_judges(), agents=cfg.agents,
+                          judgments=run_judgments(result.run_dir, cfg.all_judges()))
         html = f"  (report: {result.report_html})" if result.report_html else ""
         print(f"run finished in {result.wall_s} s; run directory: {result.run_dir}{html}")
     return 0

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .common import positive_int
+from .common import manifest_beside, positive_int, print_caveats
 
 
 def add_bootstrap_options(p: argparse.ArgumentParser) -> None:
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..jsonl import read_records
     from ..records import Judgment, Report
-    from ..scoring import score_by_judge, scores_json, uncertainty_by_judge
+    from ..scoring import score_by_judge, scores_json, split_by_judge, uncertainty_by_judge
     from ..tables import print_scores
     from ..tasks import first_tasks, load_tasks
     from ..tidy import SCORE_COLUMNS, score_rows, to_csv
@@ -70,4 +70,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(to_csv(SCORE_COLUMNS, score_rows(by_judge, unc)))
     else:
         print_scores(by_judge, unc, compare=args.compare)
+    shown = [j for name, js in split_by_judge(judgments).items() if name in by_judge for j in js]
+    print_caveats(args.json or args.csv, manifest=manifest_beside(args.judgments), judgments=shown)
     return 0

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from .common import add_force_config, add_quiet, print_caveats
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -23,9 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reports", help="reports JSONL to judge instead of the config's `reports:`")
     p.add_argument("--out", help="output directory (default runs/<name>-sweep)")
     p.add_argument("--json", action="store_true", help="print the agreement JSON")
-    p.add_argument("--force-config", action="store_true",
-                   help="add to judgments that another config made under the same judge id (normally refused)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_force_config(p, "the judgments of a judge id")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from ..records import Judgment
     from ..report.data import input_paths
     from ..store import RunDir, sha256_file
-    from ..tables import print_agreement, random_weight_roles, random_weights_warning
+    from ..tables import print_agreement
 
     cfg, tasks, reports, labels = sweep_inputs(args)
     judges, ids = cfg.all_judges(), {t.id for t in tasks}
@@ -86,9 +87,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         print_agreement(result, ", ".join(sorted({lab.source for lab in labels})), len(labels))
-        random = random_weight_roles(judges)
-        if random:  # under the table, where its numbers would otherwise read as a finding
-            print(random_weights_warning(random))
+    # under the table, where its numbers would otherwise read as a finding
+    print_caveats(args.json, judges=judges, judgments=judgments)
     print(f"sweep results: {rd.file('judgments.jsonl')}, {rd.file('agreement.json')}",
           file=sys.stderr if args.json else sys.stdout)
     return 0

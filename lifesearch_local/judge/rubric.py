@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from serving.protocol import ChoiceGroup, ChoiceRequest, Engine, Span
 
-from ..config import JudgeConfig
 from ..llm import generate_parsed_fitted, judge_template_kwargs, parse_object
 from ..prompts import render_span
 from ..records import Judgment, Report, Rubric, Task
+from .config import JudgeConfig
 
 # Choice mode pre-fills the assistant turn up to the decision of the paper's JSON answer.
 PREFILL = '{"satisfied": '

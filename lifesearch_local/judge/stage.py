@@ -9,7 +9,6 @@ from serving.progress_hook import reporting
 from serving.protocol import Engine
 from serving.stop import until_stopped
 
-from ..config import JudgeConfig
 from ..errors import LifesearchError
 from ..models import random_weights
 from ..progress import progress_bar
@@ -17,6 +16,7 @@ from ..prompts import load_template
 from ..records import Judgment, Report, Task
 from ..stage import OpenModel, Stage, open_stage
 from ..store import RunDir, config_hash, resume_config
+from .config import JudgeConfig
 from .rubric import judge_batches, pending_work
 
 
@@ -83,8 +83,10 @@ def _judge_all(st: Stage, by_id: dict[str, Task], reports: Sequence[Report], cfg
         if not total:
             continue
         desc = f"judge {cfg.id}" + (f" run {judge_run}" if cfg.runs > 1 else "")
+        keys = {r.key for r in reports}
+        already = sum(1 for k in done if k[:2] == (cfg.id, judge_run) and k[2:5] in keys)  # a resumed run's
         # the bar counts decisions as the kernel computes them, then settles on what was written
-        with progress_bar(total, desc=desc, unit="decision", show=show) as bar, reporting(bar.advance):
+        with progress_bar(total, desc=desc, unit="decision", show=show, already=already) as bar, reporting(bar.advance):
             written = 0
             for _reports, rows in until_stopped(judge_batches(st.engine, cfg, work, judge_run)):
                 flat = [j for row in rows for j in row]

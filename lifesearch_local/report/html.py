@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..agreement import BREAKDOWNS, TABLE3_COLUMNS, TABLE3_LEGEND, fmt_metric
+from ..caveats import caveats, caveats_html
 from ..records import DOMAIN_ABBREV, Domain
 from ..scoring import AgentScore
 from ..tables import mean_ci, mean_pm_std, pct
@@ -114,28 +115,9 @@ def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> st
     return table(head, body, tid=f"scores-{slug(judge)}", cls="scores")
 
 
-def random_stages(data: RunData) -> dict[str, str]:
-    """Stage name (`agent/<id>`, `judge/<id>`) -> model, for the stages the manifest records as
-    run with random weights."""
-    stages = (data.manifest or {}).get("stages") or {}
-    return {name: str(st.get("model", "?")) for name, st in stages.items()
-            if isinstance(st, dict) and st.get("random_weights") and name.startswith(("agent/", "judge/"))}
-
-
-def random_banner(data: RunData) -> str:
-    """A warning next to the scores when any model of the run had random weights."""
-    random = random_stages(data)
-    if not random:
-        return ""
-    who = ", ".join(f"{name.replace('/', ' ', 1)} ({model})" for name, model in random.items())
-    return (f'<p class="warn" id="random-weights">Random weights: {e(who)}. These models are untrained, built '
-            "locally so the pipeline runs offline: their reports and verdicts are noise, and the scores and "
-            "agreement below only show the pipeline working, not findings about any agent or judge.</p>")
-
-
 def section_scores(data: RunData) -> str:
-    out = ['<h2 id="scores">Scores (Table 4 layout)</h2>', random_banner(data)]
-    random = random_stages(data)
+    # the caveats every command prints (random weights, a near-constant judge), above the tables
+    out = ['<h2 id="scores">Scores (Table 4 layout)</h2>', caveats_html(caveats(manifest=data.manifest, judgments=data.judgments))]
     if data.score_error:
         out.append(f'<p class="err">Scoring failed: {e(data.score_error)}</p>')
     if not data.scores:
@@ -144,9 +126,7 @@ def section_scores(data: RunData) -> str:
     reps = [j for j in data.scores if "#" in j]
     for judge, rows in data.scores.items():
         if judge not in reps:
-            note = (f'<p class="warn">Judge {e(judge)} has random weights: these scores are noise.</p>'
-                    if f"judge/{judge}" in random else "")
-            out.append(f"<h3>Judge {e(judge)}</h3>{note}{score_table(judge, rows, data.uncertainty.get(judge))}")
+            out.append(f"<h3>Judge {e(judge)}</h3>{score_table(judge, rows, data.uncertainty.get(judge))}")
     if reps:
         inner = "".join(f"<h3>Judge {e(j)}</h3>{score_table(j, data.scores[j], data.uncertainty.get(j))}" for j in reps)
         out.append(f"<details><summary>Judge repetitions ({len(reps)})</summary>{inner}</details>")

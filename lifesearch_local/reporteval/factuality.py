@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from serving.protocol import ChoiceGroup, Engine
 
-from ..config import JudgeConfig
+from ..judge.config import JudgeConfig
 from ..llm import generate_parsed, parse_object
 from ..prompts import load_template, render
 from .aggregate import factuality_stats

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from serving.protocol import ChoiceRequest, Span
 
-from ..config import JudgeConfig
+from ..judge.config import JudgeConfig
 from ..records import Report
 from .records import Metric, ReportEvaluation
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from serving.protocol import ChoiceGroup, ChoiceRequest, Engine, Span
 
-from ..config import JudgeConfig
+from ..judge.config import JudgeConfig
 from ..llm import generate_parsed_fitted, parse_object
 from ..prompts import render, render_span
 from .config import ReportEvalConfig

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from serving.protocol import ChoiceGroup, Engine
 
-from ..config import JudgeConfig
+from ..judge.config import JudgeConfig
 from ..llm import generate_parsed_fitted, parse_object
 from ..prompts import load_template, render
 from .aggregate import mean

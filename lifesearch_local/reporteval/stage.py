@@ -11,8 +11,8 @@ from serving.config import RayConfig
 from serving.protocol import Engine
 from serving.stop import Stopped
 
-from ..config import JudgeConfig
 from ..errors import LifesearchError
+from ..judge.config import JudgeConfig
 from ..progress import progress_bar
 from ..prompts import load_template
 from ..records import Report, Task

@@ -1,36 +1,28 @@
-"""`lifesearch bench fetch`: sequential vs concurrent fetching vs replay, against a loopback server with latency."""
+"""The fetch benchmark: sequential vs concurrent fetching vs replay, against a loopback server with latency."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
 import math
 import multiprocessing as mp
 import random
 import tempfile
 import time
 from pathlib import Path
+from typing import Protocol
 
 TARGET_IDEAL_RATIO = 2.0  # the concurrent fetcher within 2x of the latency-bound ideal
 TARGET_REPLAY_PPS = 300.0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "fetch",
-        help="web fetcher: sequential vs concurrent vs replay",
-        description="Serve N generated pages on loopback with an artificial latency (in a child process), then "
-        "fetch them all three ways in one run: one at a time, with the concurrent fetcher (recording into a "
-        "fresh cache), and in replay mode from that cache. Prints pages/s, the latency-bound ideal and the ratios.",
-    )
-    p.add_argument("--pages", type=int, default=100, help="pages to fetch (default 100)")
-    p.add_argument("--latency-ms", type=float, default=100.0, help="server delay before each response (default 100)")
-    p.add_argument("--concurrency", type=int, default=16, help="fetches in flight for the concurrent run (default 16)")
-    p.add_argument("--page-kb", type=int, default=8, help="approximate size of each page in KB (default 8)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=run)
+class Inputs(Protocol):
+    """What the benchmark is asked to do (the command's arguments)."""
+
+    pages: int
+    latency_ms: float
+    concurrency: int
+    page_kb: int
 
 
 _WORDS = (
@@ -96,7 +88,7 @@ async def _timed(fetcher, urls: list[str], limit: int) -> tuple[float, int]:
     return time.perf_counter() - t0, sum(r.ok for r in results)
 
 
-async def _measure(port: int, args: argparse.Namespace, cache_dir: Path) -> dict[str, tuple[float, int]]:
+async def _measure(port: int, args: Inputs, cache_dir: Path) -> dict[str, tuple[float, int]]:
     from .config import WebConfig
     from .fetcher import Fetcher
 
@@ -119,11 +111,10 @@ async def _measure(port: int, args: argparse.Namespace, cache_dir: Path) -> dict
     return out
 
 
-def run(args: argparse.Namespace) -> int:
+def run_bench(args: Inputs) -> dict[str, tuple[float, int]]:
+    """(seconds, documents) of each way of fetching, against a page server in a child process."""
     from ..errors import LifesearchError
 
-    if args.pages < 1 or args.concurrency < 1 or args.latency_ms < 0:
-        raise LifesearchError("--pages and --concurrency must be positive, --latency-ms not negative")
     ctx = mp.get_context("spawn")  # a fresh interpreter: no inherited threads, and it works everywhere
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_serve, args=(child, args.pages, args.page_kb, args.latency_ms / 1000), daemon=True)
@@ -134,19 +125,16 @@ def run(args: argparse.Namespace) -> int:
             raise LifesearchError("the bench server did not start within 60 s")
         port = parent.recv()
         with tempfile.TemporaryDirectory(prefix="bench-fetch-") as tmp:
-            timings = asyncio.run(_measure(port, args, Path(tmp)))
+            return asyncio.run(_measure(port, args, Path(tmp)))
     finally:
         with contextlib.suppress(OSError):
             parent.send("stop")
         proc.join(5)
         if proc.is_alive():
             proc.terminate()
-    report = summarize(args, timings)
-    print(json.dumps(report, indent=2) if args.json else format_report(report))
-    return 0
 
 
-def summarize(args: argparse.Namespace, timings: dict[str, tuple[float, int]]) -> dict:
+def summarize(args: Inputs, timings: dict[str, tuple[float, int]]) -> dict:
     latency = args.latency_ms / 1000
     rounds = math.ceil(args.pages / args.concurrency)
     ideal = args.pages / (rounds * latency) if latency > 0 else float("inf")

@@ -9,21 +9,21 @@ from ..protocol import Engine
 
 
 def _hf(cfg: ModelConfig) -> Engine:
-    from .hf import HFBackend
+    from .hf import HFEngine
 
-    return HFBackend(cfg)
+    return HFEngine(cfg)
 
 
 def _vllm(cfg: ModelConfig) -> Engine:
-    from .vllm import VLLMBackend
+    from .vllm import VLLMEngine
 
-    return VLLMBackend(cfg)
+    return VLLMEngine(cfg)
 
 
 def _openai(cfg: ModelConfig) -> Engine:
-    from .openai import OpenAIBackend
+    from .openai import OpenAIEngine
 
-    return OpenAIBackend(cfg)
+    return OpenAIEngine(cfg)
 
 
 ENGINES: dict[str, Callable[[ModelConfig], Engine]] = {"hf": _hf, "vllm": _vllm, "openai": _openai}

@@ -8,13 +8,21 @@ from pathlib import Path
 from typing import Any
 
 from .. import stop
-from ..chat import chat_ids, check_choices, choice_group_items, context_limit, decision_item
+from ..chat import (
+    Item,
+    chat_ids,
+    check_choices,
+    choice_group_items,
+    context_limit,
+    decision_item,
+    render_chat,
+    softmax,
+)
 from ..config import HFConfig
 from ..decoding import decode_generated, json_object_end
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
-from .kernel import Item, PackedScorer
-from .real_models import REAL_MODELS, real_model_dir
-from .tiny import TINY_MODELS
+from .kernel import PackedScorer
+from .real_models import resolve_model_path
 
 
 def attn_implementation(device: str) -> str:
@@ -22,18 +30,6 @@ def attn_implementation(device: str) -> str:
     from .attention import register
 
     return register() if device == "cpu" else "sdpa"
-
-
-def resolve_model_path(name: str) -> str:
-    """smollm2-135m becomes its locally converted directory; anything else is a path or hub id.
-    tiny-* names are built by the library (lifesearch_local.models.engine_config) before an engine
-    sees them: their tokenizer learns from the project's bundled text, which serving does not know."""
-    if name in REAL_MODELS:
-        return str(real_model_dir(name))
-    if name in TINY_MODELS:
-        raise ValueError(f"{name}: a tiny model is built from texts first; pass its directory "
-                         "(lifesearch_local.models.tiny_model_dir)")
-    return name
 
 
 def choice_items(tokenizer: Any, texts: Sequence[str], choices: Sequence[str]) -> list[Item]:
@@ -49,23 +45,7 @@ def choice_items(tokenizer: Any, texts: Sequence[str], choices: Sequence[str]) -
             for text in texts]
 
 
-def render_chat(tokenizer: Any, messages: list[dict], *, prefill: str = "", tools: list | None = None,
-                **kwargs: Any) -> str:
-    """The chat template applied up to the assistant turn, then the prefill."""
-    text = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True, **kwargs)
-    return text + prefill
-
-
-def softmax(xs: Sequence[float]) -> list[float]:
-    import math
-
-    m = max(xs)
-    e = [math.exp(x - m) for x in xs]
-    s = sum(e)
-    return [v / s for v in e]
-
-
-class HFBackend(Engine):
+class HFEngine(Engine):
     """A transformers causal LM with chat rendering, batched generation and packed choice scoring."""
 
     def __init__(self, cfg: HFConfig):

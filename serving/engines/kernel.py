@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import stop
+from ..chat import Item
+from ..config import KERNEL_FORMS
 from ..progress_hook import decided
 from ..protocol import UnsupportedModelError
-
-FORMS = ("auto", "dense", "flex", "two_stage", "naive", "single")
 
 # Layer kinds of hybrid models: their state is not a per-token KV cache, so packing with
 # an attention mask would silently compute something else.
@@ -63,14 +63,6 @@ def sliding_window(config: Any) -> int | None:
             f"mixed sliding/full attention layers ({sorted(kinds)}) are not supported by the packed kernel"
         )
     return int(w)
-
-
-@dataclass
-class Item:
-    """One prompt to score: its token ids and the candidate next tokens."""
-
-    ids: list[int]
-    candidates: list[int]
 
 
 @dataclass
@@ -198,8 +190,8 @@ class PackedScorer:
     """Runs one kernel form over groups of `Item`s on a transformers causal LM."""
 
     def __init__(self, model: Any, *, form: str = "auto", token_budget: int = 8192, prefill_chunk: int = 1024):
-        if form not in FORMS:
-            raise ValueError(f"unknown kernel form {form!r}; choose from {', '.join(FORMS)}")
+        if form not in KERNEL_FORMS:
+            raise ValueError(f"unknown kernel form {form!r}; choose from {', '.join(KERNEL_FORMS)}")
         self.model = model
         self.device = next(model.parameters()).device
         if form != "single":

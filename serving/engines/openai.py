@@ -27,14 +27,14 @@ from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from ..chat import softmax
 from ..config import OpenAIConfig
 from ..decoding import json_stopped
 from ..errors import CONFIG_STATUSES, EndpointError
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Engine, Generation
 from ..redact import redact, redact_obj, secret_from_env
-from .hf import softmax
 
-__all__ = ["EndpointError", "OpenAIBackend", "retry_after"]
+__all__ = ["EndpointError", "OpenAIEngine", "retry_after"]
 
 
 def retry_after(value: str | None) -> float | None:
@@ -151,7 +151,7 @@ def _preview(data: Any, limit: int = 200) -> str:
 
 
 # -- the client -------------------------------------------------------------------
-class OpenAIBackend(Engine):
+class OpenAIEngine(Engine):
     """A model behind an OpenAI-compatible HTTP API; `transport` replaces the network (tests)."""
 
     def __init__(self, cfg: OpenAIConfig, *, transport: Any = None):
@@ -172,7 +172,7 @@ class OpenAIBackend(Engine):
 
 
     def __repr__(self) -> str:
-        return f"OpenAIBackend(base_url={self.cfg.base_url!r}, model={self.cfg.model!r})"
+        return f"OpenAIEngine(base_url={self.cfg.base_url!r}, model={self.cfg.model!r})"
 
     def close(self) -> None:
         self.client.close()

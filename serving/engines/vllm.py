@@ -1,7 +1,7 @@
 """The `vllm` backend: an in-process vLLM engine fed token ids, scoring choices from sampled-position logprobs.
 
 Request building and output parsing are plain functions over plain values, so they are tested
-on CPU with stand-ins for vLLM's output objects; only `VLLMBackend.__init__` imports vllm.
+on CPU with stand-ins for vLLM's output objects; only `VLLMEngine.__init__` imports vllm.
 
 Choice scoring runs each prompt with `max_tokens=1` and reads the candidate tokens' log-probs
 at that one sampled position, with prefix caching on: the rubric prompts of a report share
@@ -30,13 +30,13 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..chat import chat_ids, choice_group_items
+from ..chat import Item, chat_ids, choice_group_items, render_chat, softmax
 from ..config import VLLMConfig
 from ..decoding import json_stopped
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
-from .hf import render_chat, resolve_model_path, softmax
-from .kernel import Item, common_prefix_len
+from .kernel import common_prefix_len
 from .prefix_decode import plan_groups
+from .real_models import resolve_model_path
 
 
 def clear_stray_vllm_env(environ: dict[str, str] | None = None) -> list[str]:
@@ -201,7 +201,7 @@ def engine_max_len(llm: Any, cfg: VLLMConfig, tokenizer: Any) -> int | None:
 
 
 # -- the engine -------------------------------------------------------------------
-class VLLMBackend(Engine):
+class VLLMEngine(Engine):
     """vLLM's offline `LLM` engine: chat generation and prefix-cached choice scoring."""
 
     def __init__(self, cfg: VLLMConfig, *, llm: Any = None, sampling_params_cls: Any = None, tokenizer: Any = None):

@@ -51,7 +51,7 @@ def build(arch: str, device: str = "cuda"):
 
 
 def groups(seed: int = 0):
-    from serving.engines.kernel import Item
+    from serving.chat import Item
 
     rng = random.Random(seed)
     out = []

@@ -40,9 +40,9 @@ def groups() -> list[ChoiceGroup]:
 def hf_scores():
     import torch
 
-    from serving.engines.hf import HFBackend
+    from serving.engines.hf import HFEngine
 
-    hf = HFBackend(model_config(model=model_path(), device="cuda", dtype="bfloat16", kernel="single"))
+    hf = HFEngine(model_config(model=model_path(), device="cuda", dtype="bfloat16", kernel="single"))
     out = hf.score_choices(groups(), CHOICES)
     del hf
     gc.collect()
@@ -52,9 +52,9 @@ def hf_scores():
 
 @pytest.fixture(scope="module")
 def engine():
-    from serving.engines.vllm import VLLMBackend
+    from serving.engines.vllm import VLLMEngine
 
-    return VLLMBackend(model_config(backend="vllm", model=model_path(), dtype="bfloat16", gpu_memory_utilization=0.4,
+    return VLLMEngine(model_config(backend="vllm", model=model_path(), dtype="bfloat16", gpu_memory_utilization=0.4,
                                    max_model_len=8192, enforce_eager=True))
 
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import rubric, task
 from doubles import ScriptedBackend
 
-from lifesearch_local.config import JudgeConfig
+from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.judge.rubric import PREFILL, judge_prompt, parse_verdict
 from lifesearch_local.judge.stage import judge_stage
 from lifesearch_local.records import Judgment, Report, Task

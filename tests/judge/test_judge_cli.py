@@ -151,7 +151,7 @@ def test_generate_mode_answer_cap_and_retries_from_the_command_line(tmp_path, ca
     import json
 
     from lifesearch_local.cli import main
-    from lifesearch_local.config import JudgeConfig
+    from lifesearch_local.judge.config import JudgeConfig
     from serving.config import model_config
 
     sample = Path(__file__).resolve().parents[2] / "data" / "sample"

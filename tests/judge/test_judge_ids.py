@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from lifesearch_local.cli import main
-from lifesearch_local.config import JudgeConfig, load_judge_configs, model_name
+from lifesearch_local.config import load_judge_configs
 from lifesearch_local.jsonl import read_records
+from lifesearch_local.judge.config import JudgeConfig, model_name
 from lifesearch_local.records import Judgment
 from serving.config import HFConfig, VLLMConfig, model_config
 

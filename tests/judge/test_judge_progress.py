@@ -10,7 +10,7 @@ from conftest import rubric, task
 pytest.importorskip("torch")
 
 import lifesearch_local.judge.stage as judging  # noqa: E402
-from lifesearch_local.config import JudgeConfig  # noqa: E402
+from lifesearch_local.judge.config import JudgeConfig  # noqa: E402
 from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.records import Report, Task  # noqa: E402
 from lifesearch_local.store import RunDir  # noqa: E402
@@ -34,7 +34,7 @@ class SpyBar:
 
 @pytest.mark.parametrize("kernel", ["two_stage", "naive", "single"])
 def test_one_report_moves_the_bar_decision_by_decision(tmp_path, monkeypatch, kernel):
-    from serving.engines.hf import HFBackend
+    from serving.engines.hf import HFEngine
 
     log: list = []
 
@@ -52,7 +52,7 @@ def test_one_report_moves_the_bar_decision_by_decision(tmp_path, monkeypatch, ke
     report = Report(task_id="t1", agent="a", run=0, text="A report. " * 40)
     # a token budget of one suffix per pass: the kernel finishes the report's decisions one by one
     cfg = JudgeConfig(id="j", model=model_config(model="tiny-llama", device="cpu", kernel=kernel, token_budget=64))
-    backend = HFBackend(engine_config(cfg.model))
+    backend = HFEngine(engine_config(cfg.model))
     stats = judging.judge_stage(rd, [t], [report], cfg, backend, show=False)
     assert stats["decisions"] == N_RUBRICS
     first_append = log.index(("append", N_RUBRICS))

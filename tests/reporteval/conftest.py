@@ -83,10 +83,10 @@ def fake_judge_probs(key: str, i: int, req, choices: Sequence[str]) -> list[floa
 
 @pytest.fixture(scope="session")
 def tiny_backend():
-    """The tiny random Llama through serving.hosting.open_backend, loaded once for the session."""
+    """The tiny random Llama through serving.hosting.host_engine, loaded once for the session."""
     from lifesearch_local.models import engine_config
     from serving.config import model_config
-    from serving.hosting import open_backend
+    from serving.hosting import host_engine
 
-    with open_backend(engine_config(model_config(model="tiny-llama", device="cpu"))) as backend:
+    with host_engine(engine_config(model_config(model="tiny-llama", device="cpu"))) as backend:
         yield backend

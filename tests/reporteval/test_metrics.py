@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from lifesearch_local.config import JudgeConfig
+from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Report
 from lifesearch_local.reporteval.config import ReportEvalConfig
 from lifesearch_local.reporteval.factuality import judge_factuality, parse_support

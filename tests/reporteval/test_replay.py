@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from lifesearch_local.config import JudgeConfig
 from lifesearch_local.jsonl import read_records
+from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Report
 from lifesearch_local.reporteval.config import ReportEvalConfig
 from lifesearch_local.reporteval.records import ReportEvaluation

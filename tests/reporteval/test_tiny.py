@@ -1,4 +1,4 @@
-"""The stage and the CLI with the tiny random Llama (serving.engines.hf through open_backend), offline on CPU."""
+"""The stage and the CLI with the tiny random Llama (serving.engines.hf through host_engine), offline on CPU."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 
 from lifesearch_local.cli import main
-from lifesearch_local.config import JudgeConfig
 from lifesearch_local.jsonl import read_records
+from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Report
 from lifesearch_local.reporteval.config import ReportEvalConfig
 from lifesearch_local.reporteval.records import ReportEvaluation

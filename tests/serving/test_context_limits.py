@@ -8,12 +8,12 @@ torch = pytest.importorskip("torch")
 
 from conftest import rubric, task  # noqa: E402
 
-from lifesearch_local.config import JudgeConfig  # noqa: E402
+from lifesearch_local.judge.config import JudgeConfig  # noqa: E402
 from lifesearch_local.judge.rubric import Pending, judge_choice, judge_generate  # noqa: E402
 from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.records import Report, Task  # noqa: E402
 from serving.config import model_config  # noqa: E402
-from serving.engines.hf import HFBackend  # noqa: E402
+from serving.engines.hf import HFEngine  # noqa: E402
 from serving.engines.kernel import common_prefix_len  # noqa: E402
 from serving.protocol import ChatRequest  # noqa: E402
 
@@ -36,7 +36,7 @@ class Positions:
 
 @pytest.fixture(scope="module")
 def backend():
-    b = HFBackend(engine_config(model_config(model="tiny-llama", kernel="two_stage", max_model_len=LIMIT)))
+    b = HFEngine(engine_config(model_config(model="tiny-llama", kernel="two_stage", max_model_len=LIMIT)))
     b.positions = Positions(b.model)
     return b
 
@@ -132,19 +132,19 @@ def test_reporteval_quality_fits_a_long_report(backend, mode):
 
 STOP_SCRIPT = r"""
 import json, sys
-from lifesearch_local.config import JudgeConfig
+from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.judge.stage import judge_stage
 from lifesearch_local.models import engine_config
 from lifesearch_local.records import Report, Task
 from lifesearch_local.store import RunDir
 from serving.config import model_config
-from serving.engines.hf import HFBackend
+from serving.engines.hf import HFEngine
 
 task = Task.model_validate({"id": "t1", "language": "en", "domain": "company", "question": "Q?", "rubrics": [
     {"id": f"R{i}", "criterion": f"States {i}.", "type": "Objective", "necessity": "Explicit",
      "priority": "Must Have", "weight": 1.0} for i in range(2)]})
 text = " ".join(f"Finding {i}: revenue grew in region {i % 7}." for i in range(2300))
-backend = HFBackend(engine_config(model_config(model="tiny-llama", kernel="two_stage")))
+backend = HFEngine(engine_config(model_config(model="tiny-llama", kernel="two_stage")))
 backend.scorer.prefill_chunk = 256
 forward = backend.model.forward
 def announce(*a, **kw):
@@ -200,7 +200,8 @@ def test_chunked_prefill_equals_one_forward(backend):
     """Prefix chunks that end anywhere (7 tokens here) give the same scores as scoring each prompt alone."""
     import random
 
-    from serving.engines.kernel import Item, PackedScorer
+    from serving.chat import Item
+    from serving.engines.kernel import PackedScorer
 
     rng = random.Random(3)
     prefix = [rng.randrange(20, 600) for _ in range(150)]

@@ -43,10 +43,10 @@ def test_a_spelled_out_replacement_character_and_markup_tokens_survive(tok):
 def test_hf_backend_generate_decodes_without_replacement_characters(monkeypatch):
     import torch
 
-    from serving.engines.hf import HFBackend
+    from serving.engines.hf import HFEngine
 
     # the padded path, where `model.generate` can be replaced (prefix_decode decodes with the same function)
-    backend = HFBackend(engine_config(model_config(model="tiny-qwen3", device="cpu", kernel="single", generate_form="padded")))
+    backend = HFEngine(engine_config(model_config(model="tiny-qwen3", device="cpu", kernel="single", generate_form="padded")))
     tail = [byte_id(backend.tokenizer, 0xE5), byte_id(backend.tokenizer, 0x85)]  # "元" is E5 85 83: cut before 83
     body = backend.tokenizer("价格 45", add_special_tokens=False)["input_ids"]
 

@@ -12,13 +12,13 @@ from lifesearch_local.records import Task  # noqa: E402
 from lifesearch_local.resources import resource_path  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
 from serving.config import model_config  # noqa: E402
-from serving.engines.hf import HFBackend  # noqa: E402
+from serving.engines.hf import HFEngine  # noqa: E402
 from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def backend():
-    return HFBackend(engine_config(model_config(model="tiny-qwen3", kernel="single")))
+    return HFEngine(engine_config(model_config(model="tiny-qwen3", kernel="single")))
 
 
 def groups_for(tasks: list[Task]) -> list[ChoiceGroup]:

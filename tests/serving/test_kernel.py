@@ -9,8 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from serving.chat import Item  # noqa: E402
 from serving.engines import kernel as K  # noqa: E402
-from serving.engines.kernel import Item, PackedScorer, check_attention_only, common_prefix_len, plan_passes  # noqa: E402
+from serving.engines.kernel import PackedScorer, check_attention_only, common_prefix_len, plan_passes  # noqa: E402
 from serving.protocol import UnsupportedModelError  # noqa: E402
 
 ARCHS = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral"]

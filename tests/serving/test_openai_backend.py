@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from serving.config import ModelConfig, model_config
-from serving.engines.openai import EndpointError, OpenAIBackend, retry_after
+from serving.engines.openai import EndpointError, OpenAIEngine, retry_after
 from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest
 
 PREFILL = '{"satisfied": '
@@ -47,8 +47,8 @@ class Recorder:
         return r(request) if callable(r) else r
 
 
-def backend(handler, **kw) -> OpenAIBackend:
-    return OpenAIBackend(cfg(**kw), transport=httpx.MockTransport(handler))
+def backend(handler, **kw) -> OpenAIEngine:
+    return OpenAIEngine(cfg(**kw), transport=httpx.MockTransport(handler))
 
 
 def test_generate_sends_tools_and_returns_native_tool_calls():
@@ -223,7 +223,7 @@ def slow_server():
 
 
 def test_a_request_past_the_timeout_is_retried_on_a_real_socket(slow_server):
-    b = OpenAIBackend(model_config(backend="openai", model="m", base_url=slow_server, timeout_s=0.3,
+    b = OpenAIEngine(model_config(backend="openai", model="m", base_url=slow_server, timeout_s=0.3,
                                   max_retries=2, retry_base_delay_s=0.01))
     g = b.generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])[0]
     assert g.text == "late but fine" and _SlowOnce.calls == 2 and b.stats()["http_retries"] == 1
@@ -232,7 +232,7 @@ def test_a_request_past_the_timeout_is_retried_on_a_real_socket(slow_server):
 
 def test_timeouts_that_never_end_fail_with_a_clear_error(slow_server):
     _SlowOnce.stalls = 100  # every request in this test stalls
-    b = OpenAIBackend(model_config(backend="openai", model="m", base_url=slow_server, timeout_s=0.2,
+    b = OpenAIEngine(model_config(backend="openai", model="m", base_url=slow_server, timeout_s=0.2,
                                   max_retries=2, retry_base_delay_s=0.01))
     with pytest.raises(EndpointError, match=r"failed after 2 attempts: timed out after 0.2 s"):
         b.generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])

@@ -21,8 +21,8 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("torch")
 
 from lifesearch_local.cli import main  # noqa: E402
-from lifesearch_local.config import JudgeConfig  # noqa: E402
 from lifesearch_local.jsonl import read_records  # noqa: E402
+from lifesearch_local.judge.config import JudgeConfig  # noqa: E402
 from lifesearch_local.judge.rubric import CHOICES, PREFILL  # noqa: E402
 from lifesearch_local.judge.stage import judge_stage  # noqa: E402
 from lifesearch_local.models import engine_config  # noqa: E402
@@ -30,7 +30,7 @@ from lifesearch_local.records import Judgment, Report  # noqa: E402
 from lifesearch_local.store import RunDir  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
 from serving.config import RayConfig, model_config  # noqa: E402
-from serving.engines.hf import HFBackend  # noqa: E402
+from serving.engines.hf import HFEngine  # noqa: E402
 from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest, Engine  # noqa: E402
 from serving.ray.actor import EngineHost  # noqa: E402
 from serving.ray.pool import PoolError, RayPool, assign, group_cost  # noqa: E402
@@ -57,8 +57,8 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def local() -> HFBackend:
-    return HFBackend(MODEL)
+def local() -> HFEngine:
+    return HFEngine(MODEL)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from lifesearch_local.tasks import load_tasks  # noqa: E402
 from serving.config import model_config  # noqa: E402
 from serving.decoding import JsonObjectEnd, cut_after_json, json_object_end  # noqa: E402
 from serving.engines import prefix_decode  # noqa: E402
-from serving.engines.hf import HFBackend  # noqa: E402
+from serving.engines.hf import HFEngine  # noqa: E402
 from serving.engines.prefix_decode import Decoded, Row, plan_chunks, plan_groups  # noqa: E402
 from serving.protocol import ChatRequest, Generation  # noqa: E402
 
@@ -31,13 +31,13 @@ def judge_requests(n_rubrics: int = 3, **kw) -> list[ChatRequest]:
 
 @pytest.fixture(scope="module", params=["tiny-qwen3", "tiny-llama"])
 def backends(request):
-    shared = HFBackend(engine_config(model_config(model=request.param, kernel="single")))
-    padded = HFBackend(engine_config(model_config(model=request.param, kernel="single", generate_form="padded")))
+    shared = HFEngine(engine_config(model_config(model=request.param, kernel="single")))
+    padded = HFEngine(engine_config(model_config(model=request.param, kernel="single", generate_form="padded")))
     assert shared.decoder is not None and padded.decoder is None
     return shared, padded
 
 
-def alone(backend: HFBackend, reqs: list[ChatRequest]) -> list[Generation]:
+def alone(backend: HFEngine, reqs: list[ChatRequest]) -> list[Generation]:
     return [backend.generate([r])[0] for r in reqs]
 
 

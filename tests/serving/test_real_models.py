@@ -125,13 +125,13 @@ def test_cli_without_the_package_is_one_line_exit_2(no_package, tmp_path, capsys
 @pytest.fixture(scope="module")
 def smollm2_backend(smollm2_path):
     from serving.config import model_config
-    from serving.engines.hf import HFBackend
+    from serving.engines.hf import HFEngine
 
-    return HFBackend(engine_config(model_config(model=SMOLLM2, device="cpu")))
+    return HFEngine(engine_config(model_config(model=SMOLLM2, device="cpu")))
 
 
 def test_converted_directory_is_a_plain_hf_model(smollm2_path):
-    from serving.engines.hf import resolve_model_path
+    from serving.engines.real_models import resolve_model_path
 
     cfg = json.loads((smollm2_path / "config.json").read_text())
     assert "quantization_config" not in cfg and cfg["model_type"] == "llama"
@@ -170,7 +170,7 @@ def test_generate_mode_judges_a_report_over_its_shared_prefix(smollm2_backend):
     """Generate mode on the real model: one report's rubrics share one prefill and decode as one
     batch, each answer ends at its JSON object, and the text equals the former path's for each
     rubric judged alone (the model's answers themselves are often not the asked-for JSON)."""
-    from lifesearch_local.config import JudgeConfig
+    from lifesearch_local.judge.config import JudgeConfig
     from lifesearch_local.judge.rubric import Pending, judge_generate, judged_rubrics
     from lifesearch_local.records import Report
     from lifesearch_local.resources import resource_path

@@ -88,7 +88,7 @@ def test_log_records_are_redacted(caplog):
 
 def test_a_successful_answer_echoing_the_key_is_redacted_before_it_is_returned():
     from serving.config import model_config
-    from serving.engines.openai import OpenAIBackend
+    from serving.engines.openai import OpenAIEngine
     from serving.protocol import ChatRequest
 
     echo = f"Sure! Your header was Authorization: Bearer {KEY} ({b64('Bearer ' + KEY)})"
@@ -98,7 +98,7 @@ def test_a_successful_answer_echoing_the_key_is_redacted_before_it_is_returned()
         return httpx.Response(200, json={"choices": [{"message": {"content": echo, "tool_calls": calls}, "finish_reason": "stop"}]})
 
     cfg = model_config(backend="openai", model="m", base_url="http://endpoint.test/v1", api_key_env="LS_TEST_KEY")
-    gen = OpenAIBackend(cfg, transport=httpx.MockTransport(handler)).generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])[0]
+    gen = OpenAIEngine(cfg, transport=httpx.MockTransport(handler)).generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])[0]
     assert KEY not in gen.text and b64("Bearer " + KEY) not in gen.text and gen.text.startswith("Sure!")
     assert KEY not in json.dumps(gen.tool_calls)
 
@@ -122,7 +122,7 @@ def test_tool_observations_are_redacted_before_the_model_or_the_log_sees_them():
 @pytest.mark.parametrize("form", list(FORMS.values()), ids=list(FORMS))
 def test_an_endpoint_error_echoing_any_form_of_the_key_shows_none(form):
     from serving.config import model_config
-    from serving.engines.openai import EndpointError, OpenAIBackend
+    from serving.engines.openai import EndpointError, OpenAIEngine
     from serving.protocol import ChatRequest
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -130,6 +130,6 @@ def test_an_endpoint_error_echoing_any_form_of_the_key_shows_none(form):
 
     cfg = model_config(backend="openai", model="m", base_url="http://endpoint.test/v1", api_key_env="LS_TEST_KEY")
     with pytest.raises(EndpointError) as e:
-        OpenAIBackend(cfg, transport=httpx.MockTransport(handler)).generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])
+        OpenAIEngine(cfg, transport=httpx.MockTransport(handler)).generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])
     assert form not in str(e.value) and KEY not in str(e.value)
     assert e.value.status == 401 and e.value.config_error and "http://endpoint.test/v1/chat/completions" in str(e.value)

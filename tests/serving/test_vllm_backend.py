@@ -19,11 +19,11 @@ from lifesearch_local.judge.rubric import CHOICES, PREFILL, judge_prompt  # noqa
 from lifesearch_local.models import engine_config  # noqa: E402
 from lifesearch_local.resources import resource_path  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
+from serving.chat import Item  # noqa: E402
 from serving.config import model_config  # noqa: E402
-from serving.engines.hf import HFBackend, choice_items  # noqa: E402
-from serving.engines.kernel import Item  # noqa: E402
+from serving.engines.hf import HFEngine, choice_items  # noqa: E402
 from serving.engines.vllm import (  # noqa: E402
-    VLLMBackend,
+    VLLMEngine,
     candidate_logprobs,
     choice_sampling_kwargs,
     clear_stray_vllm_env,  # noqa: E402
@@ -92,13 +92,13 @@ class FakeLLM:
 
 @pytest.fixture(scope="module")
 def hf():
-    return HFBackend(engine_config(model_config(model="tiny-llama", kernel="single")))
+    return HFEngine(engine_config(model_config(model="tiny-llama", kernel="single")))
 
 
 def vllm_over(hf, sp=FakeSamplingParams, **kw):
     cfg = model_config(backend="vllm", model="tiny-llama", **kw)
     llm = FakeLLM(hf.model)
-    return VLLMBackend(cfg, llm=llm, sampling_params_cls=sp, tokenizer=hf.tokenizer), llm
+    return VLLMEngine(cfg, llm=llm, sampling_params_cls=sp, tokenizer=hf.tokenizer), llm
 
 
 def judge_groups(n_rubrics: int = 4) -> list[ChoiceGroup]:
@@ -192,7 +192,7 @@ def test_engine_settings_on_vllms_cpu_build():
 def test_close_shuts_the_engine_processes_down():
     calls = []
     llm = NS(llm_engine=NS(engine_core=NS(shutdown=lambda: calls.append("shutdown"))))
-    backend = VLLMBackend(engine_config(model_config(backend="vllm", model="tiny-llama")), llm=llm,
+    backend = VLLMEngine(engine_config(model_config(backend="vllm", model="tiny-llama")), llm=llm,
                           sampling_params_cls=FakeSamplingParams, tokenizer=NS(model_max_length=2048))
     backend.close()
     assert calls == ["shutdown"]

@@ -50,9 +50,9 @@ def vllm_config(**kw):
 @pytest.fixture(scope="session")
 def engine():
     """The in-process vLLM engine (starts worker processes; shut down at the end of the session)."""
-    from serving.engines.vllm import VLLMBackend
+    from serving.engines.vllm import VLLMEngine
 
-    backend = VLLMBackend(vllm_config())
+    backend = VLLMEngine(vllm_config())
     yield backend
     backend.close()
 
@@ -61,6 +61,6 @@ def engine():
 def hf():
     """The hf backend on the same model in fp32: the reference the engine is compared with."""
     from serving.config import model_config
-    from serving.engines.hf import HFBackend
+    from serving.engines.hf import HFEngine
 
-    return HFBackend(model_config(model="smollm2-135m", device="cpu", dtype="float32"))
+    return HFEngine(model_config(model="smollm2-135m", device="cpu", dtype="float32"))

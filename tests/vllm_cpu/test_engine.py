@@ -20,7 +20,7 @@ from lifesearch_local.judge.rubric import CHOICES, Pending, choice_group, judged
 from lifesearch_local.records import Report
 from lifesearch_local.resources import resource_path
 from lifesearch_local.tasks import load_tasks
-from serving.engines.kernel import Item
+from serving.chat import Item
 from serving.protocol import ChatRequest, ChoiceGroup
 
 from .conftest import vllm_config

@@ -65,7 +65,7 @@ def run_cache_verify(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..errors import LifesearchError
-    from .cache import CacheCorrupt, WebCache
+    from ..web.cache import CacheCorrupt, WebCache
 
     root = Path(args.dir)
     if not (root / "index.sqlite").is_file():
@@ -111,7 +111,7 @@ def load_config(args: argparse.Namespace):
     from pydantic import ValidationError
 
     from ..errors import LifesearchError
-    from .config import WebConfig
+    from ..web.config import WebConfig
 
     data = yaml.safe_load(Path(args.config).read_text()) if args.config else {}
     data = dict(data or {})
@@ -128,7 +128,7 @@ def load_config(args: argparse.Namespace):
 
 def run_fetch(args: argparse.Namespace) -> int:
     from ..concurrency import run_sync
-    from .fetcher import Fetcher
+    from ..web.fetcher import Fetcher
 
     config = load_config(args)
 
@@ -143,7 +143,7 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 def run_search(args: argparse.Namespace) -> int:
     from ..concurrency import run_sync
-    from .search import Searcher
+    from ..web.search import Searcher
 
     searcher = Searcher(load_config(args), as_of=args.as_of)
     results = run_sync(lambda: searcher.search(args.query, num=args.num))
@@ -157,8 +157,8 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def run_index(args: argparse.Namespace) -> int:
-    from .cache import WebCache
-    from .search.local import build_index
+    from ..web.cache import WebCache
+    from ..web.search.local import build_index
 
     index = build_index(corpus_dirs=args.corpus, cache=WebCache(args.cache) if args.cache else None)
     out = index.save(args.out)

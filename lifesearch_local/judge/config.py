@@ -1,0 +1,103 @@
+"""A judge's configuration and the id derived from the settings that can change its verdicts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from serving.config import HFConfig, ModelConfig
+
+
+class JudgeConfig(BaseModel):
+    """A judge configuration: one model, one mode, its settings. Its `id` tags every judgment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = None
+    """Name recorded in judgments and every table; default `<model name>/<mode>/<6 hex>`, the hex
+    hashing the settings that change verdicts (`derived_judge_id`). A given id is kept as written."""
+    model: ModelConfig = Field(default_factory=HFConfig)
+    """The model and the engine hosting it."""
+    mode: Literal["choice", "generate"] = "choice"
+    """choice: one forward pass reading p(true) vs p(false); generate: full JSON with a reason."""
+    runs: int = Field(1, ge=1)
+    """Repetitions over the same reports (self-consistency); the paper grades with one."""
+    threshold: float = Field(0.5, ge=0.0, le=1.0)
+    """choice mode: satisfied when p_true ≥ threshold."""
+    max_tokens: int = Field(512, ge=8)
+    """generate mode: token cap of the JSON answer (reasoning judges need more)."""
+    temperature: float = Field(0.0, ge=0.0)
+    """generate mode: sampling temperature of the first attempt."""
+    retries: int = Field(2, ge=0, le=10)
+    """generate mode: extra attempts (new seed) after unparseable JSON; then ungraded."""
+    groups_per_call: int = Field(8, ge=1)
+    """Reports sent to the engine per call (the kernel packs them up to its token budget)."""
+    _derived: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="after")
+    def _fill_id(self) -> JudgeConfig:
+        if self.id is None:
+            self.id = derived_judge_id(self)
+            self._derived = True
+        return self
+
+    @property
+    def derived(self) -> bool:
+        """Whether the id was derived from the settings (not given)."""
+        return self._derived
+
+    def updated(self, model: dict[str, Any] | None = None, **fields: Any) -> JudgeConfig:
+        """A copy with some fields (and model fields) changed; a derived id is derived again,
+        since `model_copy(update=...)` would keep the old one for the new settings."""
+        data = self.model_dump(exclude={"id"} if self._derived and "id" not in fields else set())
+        data.update(fields)
+        data["model"] = {**data["model"], **(model or {})}
+        return JudgeConfig.model_validate(data)
+
+
+# Settings that do not change a verdict in the other mode, left out of the derived id's hash.
+_MODE_ONLY = {"choice": {"max_tokens", "temperature", "retries"}, "generate": {"threshold"}}
+# Leaf directory names that say nothing about the model: the parent is named as well.
+_GENERIC_DIRS = {"hf", "model", "models", "weights", "checkpoint", "final", "latest", "main", "merged", "export"}
+
+
+def model_name(model: str) -> str:
+    """A short name for a model: the last part of a hub id or the directory name (with its parent
+    when the leaf is generic such as `hf`, or the repository of a Hugging Face cache snapshot)."""
+    parts = [p for p in Path(model).expanduser().parts if p not in ("/", ".")]
+    if not parts:
+        return "model"
+    name = parts[-1]
+    cache = [p for p in parts if p.startswith("models--")]
+    if cache and "snapshots" in parts:
+        name = cache[-1].split("--")[-1]
+    elif len(parts) > 1 and (name.lower() in _GENERIC_DIRS or re.fullmatch(r"[0-9a-f]{40}|checkpoint-\d+", name)):
+        name = f"{parts[-2]}-{name}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "model"
+
+
+def model_ref(model: str) -> str:
+    """The model as the derived id hashes it: an existing local directory by its absolute path
+    (the same directory named from another working directory is the same judge)."""
+    p = Path(model).expanduser()
+    return str(p.resolve()) if p.is_dir() else model
+
+
+def derived_judge_id(cfg: JudgeConfig) -> str:
+    """`<model name>/<mode>/<6 hex>`: the hex hashes the judge settings that can change a verdict,
+    those set to other than their defaults (so a new setting with a default keeps existing ids);
+    where and how fast it runs (device, kernel, batching, endpoint, runs) is left out."""
+    from ..store import EXECUTION_ONLY, MODEL_EXECUTION_ONLY
+
+    skip = {"id", "model", "mode", *EXECUTION_ONLY, *_MODE_ONLY[cfg.mode]}
+    data = cfg.model_dump(mode="json", exclude_defaults=True, exclude=skip)
+    data["model"] = cfg.model.model_dump(mode="json", exclude_defaults=True, exclude=set(MODEL_EXECUTION_ONLY))
+    data["model"]["model"] = model_ref(cfg.model.model)
+    data["mode"] = cfg.mode
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:6]
+    return f"{model_name(cfg.model.model)}/{cfg.mode}/{digest}"
