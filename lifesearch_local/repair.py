@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .errors import InputError
-from .jsonl import append_lines, validation_field, write_atomic
+from .jsonl import append_lines, check_text, parse_json, validation_field, write_atomic
 from .store import RunDir
 
 
@@ -53,9 +53,11 @@ def stage_models() -> dict[str, tuple[type[BaseModel], Callable[[Any], Hashable]
 def check_line(raw: bytes, model: type[BaseModel] | None) -> tuple[Any, str | None]:
     """(parsed record or object, None) for a valid line, else (None, why it is not)."""
     try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        return None, f"malformed JSON ({e})"
+        obj = parse_json(raw, "", None)
+        if isinstance(obj, dict):
+            check_text(obj, "", 0)
+    except InputError as e:
+        return None, f"{e.field}: {e.message}" if e.field else e.message
     if not isinstance(obj, dict):
         return None, f"expected a JSON object, got {type(obj).__name__}"
     if model is None:

@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import __version__
 from .errors import InputError, LifesearchError
-from .jsonl import append_lines, cut_torn_tail, read_records, validation_field
+from .jsonl import append_lines, check_text, cut_torn_tail, read_records, validation_field
 from .records import Manifest
 
 M = TypeVar("M", bound=BaseModel)
@@ -130,7 +131,15 @@ def _acquire(path: Path, command: str) -> int:
     The kernel drops a flock with its process, so a lock left by a killed run is simply free:
     the pid in the file is only what the refusal message names.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:  # O_NOFOLLOW: a lock file planted as a symlink must not make us truncate what it points at
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        why = "is a symbolic link" if path.is_symlink() else (e.strerror or str(e))
+        raise LifesearchError(f"{path}: the lock file {why}; remove it (a lock file is a plain file that "
+                              "lifesearch creates) and rerun") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise LifesearchError(f"{path}: the lock file is not a plain file; remove it and rerun")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -173,6 +182,20 @@ def _default_command() -> str:
     return args[0] if args else Path(sys.argv[0]).name
 
 
+def make_dir(path: Path, what: str) -> None:
+    """`path` as a directory (created with its parents); one-line LifesearchError when a file
+    stands at it or above it, or it cannot be made."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise LifesearchError(f"{path}: is a file, not a directory; name a {what} (a new or an existing directory)") from None
+    except NotADirectoryError:
+        above = next((p for p in path.parents if p.exists() and not p.is_dir()), path.parent)
+        raise LifesearchError(f"{path}: {above} is a file, so no {what} can be made under it") from None
+    except OSError as e:
+        raise LifesearchError(f"{path}: cannot make the {what}: {e.strerror or e}") from None
+
+
 class RunDir:
     """A run directory. Stages append records and skip keys already present.
 
@@ -182,7 +205,7 @@ class RunDir:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        make_dir(self.path, "run directory")
         self._lock = threading.Lock()
 
     def file(self, name: str) -> Path:
@@ -262,8 +285,16 @@ class RunDir:
             raise InputError(str(p), e.lineno, None, f"malformed JSON ({e.msg}, column {e.colno}); {fix}") from None
         except UnicodeDecodeError as e:
             raise InputError(str(p), None, None, f"not UTF-8 ({e.reason}); {fix}") from None
+        except RecursionError:
+            raise InputError(str(p), None, None, f"JSON nested too deep to read; {fix}") from None
+        except ValueError as e:  # an integer beyond Python's digit limit
+            raise InputError(str(p), None, None, f"not a usable JSON value ({str(e).split(';')[0]}); {fix}") from None
         if not isinstance(data, dict):
             raise InputError(str(p), None, None, f"expected a JSON object, got {type(data).__name__}; {fix}")
+        try:
+            check_text(data, str(p), 0)
+        except InputError as e:
+            raise InputError(str(p), None, e.field, f"{e.message}; {fix}") from None
         try:
             return Manifest.model_validate(data)
         except ValidationError as e:
