@@ -56,8 +56,18 @@ def _number(value: Any) -> Any:
     return value
 
 
+def _probability(value: Any) -> Any:
+    value = _number(value)
+    if isinstance(value, (int, float)):
+        if not -1e-9 <= value <= 1 + 1e-9:  # NaN fails this too; a rounding hair outside [0, 1] is clamped
+            raise ValueError(f"a probability must lie in [0, 1], got {value!r}")
+        return min(1.0, max(0.0, float(value)))
+    return value
+
+
 # Strict scalar types for every number and flag read from a record file.
 Number = Annotated[float, BeforeValidator(_number)]
+Probability = Annotated[float, BeforeValidator(_probability)]
 Integer = Annotated[int, BeforeValidator(_number)]
 Flag = Annotated[bool, Strict()]
 
@@ -150,7 +160,7 @@ class Judgment(_Record):
     """Repetition of the judge on the same report (for self-consistency); 0 for a single pass."""
     satisfied: Flag | None
     """The decision; null when the judge gave no usable answer (ungraded)."""
-    p_true: Number | None = None
+    p_true: Probability | None = None
     """Probability the judge gives to `true` (choice mode), renormalised over true/false."""
     reason: str | None = None
     """The judge's stated reason (generate mode)."""

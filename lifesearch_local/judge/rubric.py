@@ -110,11 +110,20 @@ def iter_judge_choice(
 
 
 EMPTY_REPORT = "empty report"
+# Format and separator characters that show nothing: a report of zero-width spaces is empty too.
+_INVISIBLE = frozenset({"Cf", "Zs", "Zl", "Zp", "Cc"})
+
+
+def is_blank(text: str) -> bool:
+    """Nothing visible: whitespace, zero-width spaces and joiners, BOMs, other format characters."""
+    import unicodedata
+
+    return all(unicodedata.category(c) in _INVISIBLE for c in text)
 
 
 def is_empty_report(report: Report) -> bool:
     """Nothing but whitespace: not sent to the judge (the paper's eq. 1 counts it 0)."""
-    return not report.text.strip()
+    return is_blank(report.text)
 
 
 def empty_report_judgments(p: Pending, cfg: JudgeConfig, judge_run: int) -> list[Judgment]:

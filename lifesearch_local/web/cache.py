@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import LifesearchError
-from .cache_key import open_keyed, row_mac
+from .cache_key import CacheCorrupt, open_keyed, row_mac
 from .records import FETCH_RESULT, Document, Failure, SearchResult
 
 _SCHEMA = """
@@ -41,12 +41,6 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 class ReplayMiss(LifesearchError):
     """Replay mode asked for something the cache does not hold."""
-
-
-class CacheCorrupt(LifesearchError):
-    """A cached entry fails its checksum: never served as content."""
-
-    kind = "cache_corrupt"
 
 
 def row_sha256(*fields: str | None) -> str:

@@ -25,10 +25,15 @@ KEY_FILE = "cache.key"
 FORMAT = "2"  # index format with keyed rows and the `meta` table
 
 
-class CacheKeyError(LifesearchError):
-    """The cache's key file is missing, unreadable or not what this program writes."""
+class CacheCorrupt(LifesearchError):
+    """A cached entry fails its checksum: never served as content."""
 
     kind = "cache_corrupt"
+
+
+class CacheKeyError(CacheCorrupt):
+    """The cache's key file is missing, unreadable or not what this program writes, or the index
+    lost its format marker: no row of it can be trusted."""
 
 
 def row_mac(key: bytes, table: str, *fields: str | None) -> str:
@@ -93,6 +98,7 @@ def open_keyed(con: sqlite3.Connection, root: Path, tables: dict[str, str],
     is how a forger would make a cache look older than it is.
     """
     marked = con.execute("SELECT value FROM meta WHERE name = 'format'").fetchone() is not None
+    existed = os.path.lexists(root / KEY_FILE)
     key = load_key(root, create=not marked)
     if marked and key is None:
         raise CacheKeyError(f"{root / KEY_FILE} is missing: the rows of this cache cannot be verified; "
@@ -102,6 +108,10 @@ def open_keyed(con: sqlite3.Connection, root: Path, tables: dict[str, str],
     try:
         row = con.execute("SELECT value, mac FROM meta WHERE name = 'format'").fetchone()
         if row is None:
+            if existed and any(con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in tables):
+                raise CacheKeyError(f"{root}: the index has rows and a key but no format marker: it was made to "
+                                    "look like an older version's (whose rows would be adopted unchecked); "
+                                    "record the pages again into a new cache")
             _adopt(con, key, tables, check_legacy)
         elif not hmac.compare_digest(row[1], row_mac(key, "meta", "format", row[0])):
             raise CacheKeyError(f"{root}: the index's format marker fails its MAC (edited, or another cache's key)")
