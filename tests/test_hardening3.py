@@ -274,3 +274,66 @@ def test_the_cache_key_is_private_and_concurrent_openers_share_it(tmp_path):
         t.join()
     assert len({c._key for c in caches}) == 1
     assert (root / "cache.key").stat().st_mode & 0o777 == 0o600
+
+
+# -- 4. every encoding of an API key --------------------------------------------------------------------------
+
+SECRET = "sk-Live_9f8e7d6c5b4a/3+21zyXW"
+
+
+def _encoded_forms() -> dict[str, str]:
+    from urllib.parse import quote
+
+    return {
+        "quote, safe '/'": quote(SECRET),
+        "quote, safe ''": quote(SECRET, safe=""),
+        "every byte": "".join(f"%{b:02X}" for b in SECRET.encode()),
+        "every byte, lower": "".join(f"%{b:02x}" for b in SECRET.encode()),
+        "double": quote(quote(SECRET, safe=""), safe=""),
+        "double, every byte": "".join(f"%25{b:02X}" for b in SECRET.encode()),
+        "json \\u": "".join(f"\\u{ord(c):04x}" for c in SECRET),
+        "json \\u in json": "".join(f"\\\\u{ord(c):04x}" for c in SECRET),
+        "mixed": "".join(f"%{ord(c):02X}" if i % 2 else c for i, c in enumerate(SECRET)),
+    }
+
+
+@pytest.fixture
+def secret(monkeypatch):
+    from serving import redact
+
+    monkeypatch.setattr(redact, "_secrets", set())
+    monkeypatch.setattr(redact, "_pattern", None)
+    monkeypatch.setenv("LS_H3_KEY", SECRET)
+    assert redact.secret_from_env("LS_H3_KEY") == SECRET
+    return SECRET
+
+
+@pytest.mark.parametrize("name", list(_encoded_forms()))
+def test_every_encoding_of_a_key_is_redacted_in_judgments_and_http_errors(tmp_path, secret, name):
+    import httpx
+
+    from lifesearch_local.jsonl import append_lines
+    from serving.config import model_config
+    from serving.engines.openai import EndpointError, OpenAIBackend
+    from serving.protocol import ChatRequest
+
+    form = _encoded_forms()[name]
+    path = tmp_path / "judgments.jsonl"
+    append_lines(path, [Judgment.model_validate({**J, "reason": f"called with {form}.", "raw": f"<{form}>"})])
+    assert form not in path.read_text() and "***" in path.read_text()
+    for status in (401, 500):
+        def handler(request: httpx.Request, status: int = status) -> httpx.Response:
+            return httpx.Response(status, text=f"bad key {form}")
+
+        cfg = model_config(backend="openai", model="m", base_url="http://endpoint.test/v1", api_key_env="LS_H3_KEY",
+                           max_retries=1, retry_base_delay_s=0.0)
+        with pytest.raises(EndpointError) as e:
+            OpenAIBackend(cfg, transport=httpx.MockTransport(handler)).generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])
+        assert form not in str(e.value) and "***" in str(e.value), (status, str(e.value))
+
+
+def test_ordinary_percent_and_unicode_escapes_are_left_alone(secret):
+    from serving.redact import redact
+
+    text = "50%2F100 of sk-Live users; \\u0073k- is not a key; %73%6B only starts one"
+    assert redact(text) == text
