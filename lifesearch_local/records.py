@@ -171,6 +171,13 @@ class Judgment(_Record):
     truncated_tokens: Integer = 0
     """Report tokens elided (head and tail kept, a marker between) to fit the judge's context;
     0 when the whole report was read."""
+    settings: str | None = None
+    """Hash (16 hex) of the judge settings the decision was made with (the manifest's
+    `resume/judge/<id>`): a resume under the same id with other settings is refused from the
+    records themselves, even when the manifest is lost. Null in records written before it."""
+    rubric_hash: str | None = None
+    """Hash (16 hex) of what the judge read of the task and rubric (question, language, criterion,
+    type, necessity, priority): a verdict on a rubric edited since is stale. Null in older records."""
 
     @property
     def key(self) -> tuple[str, int, str, str, int, str]:

@@ -29,7 +29,22 @@ from .records import Manifest
 
 M = TypeVar("M", bound=BaseModel)
 
+# The run directory's layout: every stage and command names its files through these.
 LOCK_FILE = ".lifesearch.lock"
+MANIFEST = "manifest.json"
+CONFIG = "config.yaml"
+TASKS = "tasks.jsonl"
+REPORTS = "reports.jsonl"
+JUDGMENTS = "judgments.jsonl"
+REPORTEVAL = "reporteval.jsonl"
+REPORTEVAL_SUMMARY = "reporteval_summary.json"
+CURATION = "curation.jsonl"
+LABELS = "labels.jsonl"
+SCORES = "scores.json"
+AGREEMENT = "agreement.json"
+TRAJECTORIES = "trajectories"
+WEB_CACHE = "web_cache"
+"""The web cache a run keeps inside its directory (`run`, `agent`, `reporteval` alike)."""
 # Run directories this process holds, by resolved path: [lock fd, nesting depth]. A CLI command
 # takes the lock for its whole life and the stages it calls take it again, so it is reentrant.
 _HELD: dict[Path, list[int]] = {}
@@ -326,13 +341,32 @@ class RunDir:
             os.replace(tmp, self.file("manifest.json"))
             return m
 
+    def check_record_settings(self, stage: str, found: dict[str, int], now: str, *, force: bool = False) -> None:
+        """Refuse (ConfigChanged) to add to records that carry another settings hash than `now`
+        (`found`: hash -> records) unless `force`: the records' own word, which holds when the
+        manifest was lost or set aside by `repair`. Hashes accepted by an earlier --force-config
+        (kept in the manifest) pass."""
+        m = self.manifest()
+        accepted = set((m.stages.get(stage) or {}).get("settings_accepted") or []) if m else set()
+        other = {h: n for h, n in found.items() if h != now and h not in accepted}
+        if not other:
+            return
+        what = ", ".join(f"{n} made with settings {h}" for h, n in sorted(other.items()))
+        msg = f"{self.path}: {stage} has records made with other settings ({what}; now {now}), as the records themselves say"
+        if not force:
+            raise ConfigChanged(f"{msg}; give the new config its own id, or pass --force-config to add to those records anyway")
+        print(f"warning: --force-config: {msg}; its records now mix them", file=sys.stderr)
+        self.update_manifest(stage=(stage, {"settings_accepted": sorted(accepted | other.keys() | {now})}))
+
     def check_config(self, stage: str, config: dict[str, Any], *, resuming: bool, force: bool = False,
-                     legacy: tuple[str, str] | None = None) -> None:
+                     legacy: tuple[str, str] | None = None, records_check: Callable[[], None] | None = None) -> None:
         """Refuse to add to a stage's records with other settings than they were made with
         (ConfigChanged naming both hashes and what differs) unless `force`; then record `config`.
 
         `resuming`: the stage already has records. `legacy`: (manifest hash key, full config
         hash) compared instead for a run written before the per-stage configs were recorded.
+        `records_check()` runs after the manifest's comparison and before `config` is recorded:
+        what the records themselves say (their settings hashes) when the manifest has nothing to say.
         """
         m = self.manifest()
         recorded = _without_foreign_model_fields(m.stage_configs.get(stage), config) if m else None
@@ -346,11 +380,19 @@ class RunDir:
         if changed and not force:
             raise ConfigChanged(f"{self.path}: {stage} has records made with another config ({changed}); give the "
                                 "new config its own id, or pass --force-config to add to those records anyway")
+        if records_check is not None:
+            records_check()
         if changed:
             print(f"warning: --force-config: {stage} in {self.path} continues with another config ({changed}); "
                   "its records now mix both", file=sys.stderr)
         self.update_manifest(configs={stage: config}, hashes={f"resume/{stage}": now},
                              stage=(stage, {"config_forced_over": changed}) if changed else None)
+
+
+def settings_hash(config: dict[str, Any]) -> str:
+    """Hash of a stage's resume settings (`resume_config`): what the manifest keeps as
+    `resume/<stage>` and what each record of the stage carries as its `settings`."""
+    return _hash_obj(config)
 
 
 def _without_foreign_model_fields(old: Any, new: Any) -> Any:

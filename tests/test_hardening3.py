@@ -337,3 +337,69 @@ def test_ordinary_percent_and_unicode_escapes_are_left_alone(secret):
 
     text = "50%2F100 of sk-Live users; \\u0073k- is not a key; %73%6B only starts one"
     assert redact(text) == text
+
+
+# -- 3. resume after `repair` (or a lost manifest) with other settings ----------------------------------------------
+
+def _judge(model: str, jid: str = "X"):
+    from lifesearch_local.config import JudgeConfig
+    from serving.config import model_config
+
+    return JudgeConfig(id=jid, model=model_config(model=model))
+
+
+def _tasks_reports(n: int = 3) -> tuple[list[Task], list[Report]]:
+    tasks = [Task.model_validate(task(f"t{i}", [rubric(f"R{k}", 0.5) for k in range(2)])) for i in range(n)]
+    return tasks, [Report(task_id=f"t{i}", agent="a", text=f"Report on t{i}.") for i in range(n)]
+
+
+@pytest.mark.parametrize("how", ["repair", "deleted"])
+def test_resume_with_other_settings_after_the_manifest_is_lost_is_refused(tmp_path, capsys, how):
+    from doubles import ScriptedBackend
+
+    from lifesearch_local.judge.stage import judge_stage
+    from lifesearch_local.store import ConfigChanged
+
+    rd = RunDir(tmp_path / "run")
+    tasks, reports = _tasks_reports()
+    judge_stage(rd, tasks[:1], reports[:1], _judge("tiny-llama"), ScriptedBackend(), show=False)
+    if how == "repair":
+        rd.file("manifest.json").write_text("{broken")
+        assert main(["repair", str(rd.path)]) == 0
+    else:
+        rd.file("manifest.json").unlink()
+    assert not rd.file("manifest.json").exists()
+    before = rd.file("judgments.jsonl").read_bytes()
+    with pytest.raises(ConfigChanged, match="as the records themselves say"):
+        judge_stage(rd, tasks[:2], reports[:2], _judge("tiny-qwen3"), ScriptedBackend(), show=False)
+    assert rd.file("judgments.jsonl").read_bytes() == before
+    # the same settings resume; --force-config mixes them, once, and says so
+    assert judge_stage(rd, tasks[:2], reports[:2], _judge("tiny-llama"), ScriptedBackend(), show=False)["decisions"] == 2
+    stats = judge_stage(rd, tasks, reports, _judge("tiny-qwen3"), ScriptedBackend(), show=False, force_config=True)
+    assert stats["decisions"] == 2 and "--force-config" in capsys.readouterr().err
+    assert judge_stage(rd, tasks, reports, _judge("tiny-qwen3"), ScriptedBackend(), show=False)["decisions"] == 0
+
+
+# -- 12. a rubric edited after judging -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field,value", [("criterion", "Names the CEO."), ("priority", "Nice to Have"), ("question", "Other?")])
+def test_verdicts_on_an_edited_rubric_are_refused_not_kept(tmp_path, field, value):
+    from doubles import ScriptedBackend
+
+    from lifesearch_local.judge.stage import judge_stage
+    from lifesearch_local.store import ConfigChanged
+
+    rd = RunDir(tmp_path / "run")
+    tasks, reports = _tasks_reports(2)
+    judge_stage(rd, tasks, reports, _judge("tiny-llama"), ScriptedBackend(), show=False)
+    edited = [t.model_copy(deep=True) for t in tasks]
+    if field == "question":
+        edited[1].question = value
+    else:
+        setattr(edited[1].rubrics[0], field, value)
+    with pytest.raises(ConfigChanged, match=r"changed since they were judged \(t1/R0"):
+        judge_stage(rd, edited, reports, _judge("tiny-llama"), ScriptedBackend(), show=False)
+    # a weight is not in what the judge reads: its verdicts stand, scoring uses the new weight
+    reweighted = [t.model_copy(deep=True) for t in tasks]
+    reweighted[1].rubrics[0].weight = 0.9
+    assert judge_stage(rd, reweighted, reports, _judge("tiny-llama"), ScriptedBackend(), show=False)["decisions"] == 0
