@@ -403,3 +403,23 @@ def test_verdicts_on_an_edited_rubric_are_refused_not_kept(tmp_path, field, valu
     reweighted = [t.model_copy(deep=True) for t in tasks]
     reweighted[1].rubrics[0].weight = 0.9
     assert judge_stage(rd, reweighted, reports, _judge("tiny-llama"), ScriptedBackend(), show=False)["decisions"] == 0
+
+
+# -- 10. a task id of 100 CJK characters (300 bytes) -----------------------------------------------------------
+
+@pytest.mark.parametrize("task_id,agent", [("长" * 100, "a"), ("t", "代理" * 60), ("é" * 200, "x" * 300)])
+def test_a_long_task_id_gets_a_trajectory_file(tmp_path, task_id, agent):
+    from lifesearch_local.agent.trajectory import TrajectoryLog, trajectory_name
+
+    log = TrajectoryLog(tmp_path, task_id, agent, 0)
+    log.reset()
+    log.write({"step": 1})
+    assert log.path.read_text().strip() == '{"step":1}'
+    assert len(Path(trajectory_name(task_id, agent, 0)).name.encode()) <= 255
+    assert trajectory_name(task_id, agent, 0) != trajectory_name(task_id + "长", agent, 0)  # cut names stay apart
+
+
+def test_validate_accepts_a_long_cjk_task_id_that_the_agent_can_then_log(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "tasks.jsonl", [task("长" * 100, [rubric("R0", 0.5)])])
+    code, out, err = run_cli(["validate", str(path)], capsys)
+    assert code == 0, err
