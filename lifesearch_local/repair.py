@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import InputError
 from .jsonl import append_lines, check_text, parse_json, validation_field, write_atomic
-from .store import RunDir
+from .store import CURATION, JUDGMENTS, LABELS, MANIFEST, REPORTEVAL, REPORTS, TRAJECTORIES, RunDir
 
 
 @dataclass
@@ -42,11 +42,11 @@ def stage_models() -> dict[str, tuple[type[BaseModel], Callable[[Any], Hashable]
     from .reporteval.records import ReportEvaluation
 
     return {
-        "reports.jsonl": (Report, lambda r: r.key),
-        "judgments.jsonl": (Judgment, lambda r: r.key),
-        "reporteval.jsonl": (ReportEvaluation, lambda r: r.key),
-        "curation.jsonl": (CurationRecord, lambda r: r.id),
-        "labels.jsonl": (Label, lambda r: (r.key, r.source)),
+        REPORTS: (Report, lambda r: r.key),
+        JUDGMENTS: (Judgment, lambda r: r.key),
+        REPORTEVAL: (ReportEvaluation, lambda r: r.key),
+        CURATION: (CurationRecord, lambda r: r.id),
+        LABELS: (Label, lambda r: (r.key, r.source)),
     }
 
 
@@ -106,16 +106,16 @@ def repair_file(path: Path, model: type[BaseModel] | None, key: Callable[[Any], 
 
 def repair_manifest(rd: RunDir, *, dry_run: bool = False) -> FileRepair | None:
     """A manifest.json that does not load is renamed aside (the next stage writes a new one)."""
-    p = rd.file("manifest.json")
+    p = rd.file(MANIFEST)
     try:
         rd.manifest()
         return None
     except InputError as e:
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        aside = p.with_name(f"manifest.json.corrupt-{stamp}")
+        aside = p.with_name(f"{MANIFEST}.corrupt-{stamp}")
         if not dry_run:
             p.rename(aside)
-        return FileRepair("manifest.json", dropped=[Dropped(e.line or 0, e.message.split(";")[0], b"")],
+        return FileRepair(MANIFEST, dropped=[Dropped(e.line or 0, e.message.split(";")[0], b"")],
                           set_aside=aside.name)
 
 
@@ -128,9 +128,9 @@ def repair_run_dir(path: str | Path, *, dry_run: bool = False) -> list[FileRepai
         for name, (model, key) in models.items():
             if rd.file(name).is_file():
                 out.append(repair_file(rd.file(name), model, key, dry_run=dry_run))
-        for traj in sorted(rd.file("trajectories").glob("*.jsonl")):
+        for traj in sorted(rd.file(TRAJECTORIES).glob("*.jsonl")):
             rep = repair_file(traj, None, None, dry_run=dry_run)
-            rep.name = f"trajectories/{traj.name}"
+            rep.name = f"{TRAJECTORIES}/{traj.name}"
             out.append(rep)
         manifest = repair_manifest(rd, dry_run=dry_run)
         if manifest:

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import hashlib
 import json
 import os
 import platform
 import shutil
-import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
@@ -26,11 +23,11 @@ from . import __version__
 from .errors import InputError, LifesearchError
 from .jsonl import append_lines, check_text, cut_torn_tail, read_records, validation_field
 from .records import Manifest
+from .runlock import _HELD, _HELD_GUARD, LOCK_FILE, RunDirBusy, _acquire, _default_command  # noqa: F401 (RunDirBusy: re-exported)
 
 M = TypeVar("M", bound=BaseModel)
 
 # The run directory's layout: every stage and command names its files through these.
-LOCK_FILE = ".lifesearch.lock"
 MANIFEST = "manifest.json"
 CONFIG = "config.yaml"
 TASKS = "tasks.jsonl"
@@ -45,11 +42,6 @@ AGREEMENT = "agreement.json"
 TRAJECTORIES = "trajectories"
 WEB_CACHE = "web_cache"
 """The web cache a run keeps inside its directory (`run`, `agent`, `reporteval` alike)."""
-# Run directories this process holds, by resolved path: [lock fd, nesting depth]. A CLI command
-# takes the lock for its whole life and the stages it calls take it again, so it is reentrant.
-_HELD: dict[Path, list[int]] = {}
-_HELD_GUARD = threading.Lock()
-
 # Settings that change where or how fast a stage runs, never what it writes: a stage resumes
 # across them (on a GPU after a CPU, with larger batches, with more judge repetitions).
 EXECUTION_ONLY = frozenset({"runs", "groups_per_call", "concurrency", "batch", "batch_size"})
@@ -57,10 +49,6 @@ MODEL_EXECUTION_ONLY = frozenset({
     "device", "kernel", "generate_form", "token_budget", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching",
     "enforce_eager", "base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency", "retry_base_delay_s",
 })
-
-
-class RunDirBusy(LifesearchError):
-    """Another process holds the run directory's lock."""
 
 
 class ConfigChanged(LifesearchError):
@@ -138,63 +126,6 @@ def git_sha(where: Path | None = None) -> str | None:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _acquire(path: Path, command: str) -> int:
-    """Take the lock file's flock without waiting and write who holds it; RunDirBusy if taken.
-
-    The kernel drops a flock with its process, so a lock left by a killed run is simply free:
-    the pid in the file is only what the refusal message names.
-    """
-    try:  # O_NOFOLLOW: a lock file planted as a symlink must not make us truncate what it points at
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
-    except OSError as e:
-        why = "is a symbolic link" if path.is_symlink() else (e.strerror or str(e))
-        raise LifesearchError(f"{path}: the lock file {why}; remove it (a lock file is a plain file that "
-                              "lifesearch creates) and rerun") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise LifesearchError(f"{path}: the lock file is not a plain file; remove it and rerun")
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _holder(fd)
-        os.close(fd)
-        raise RunDirBusy(_busy_message(path.parent, holder)) from None
-    except BaseException:
-        os.close(fd)
-        raise
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps({"pid": os.getpid(), "command": command, "since": _now()}) + "\n").encode(), 0)
-    return fd
-
-
-def _holder(fd: int, tries: int = 20) -> str:
-    """The holder's record; it is written just after the lock is taken, so a refusal that comes
-    in between waits a moment (at most ~1 s) for it rather than name no pid."""
-    text = ""
-    for _ in range(tries):  # bounded
-        text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
-        if text.endswith("\n"):
-            return text
-        time.sleep(0.05)
-    return text
-
-
-def _busy_message(where: Path, holder: str) -> str:
-    try:
-        info = json.loads(holder)
-        who = f"pid {info['pid']}, `lifesearch {info.get('command') or '?'}` since {info.get('since', '?')}"
-        stop = f"stop it (kill {info['pid']})"
-    except (ValueError, TypeError, KeyError):  # the holder has not written its pid yet
-        who, stop = "pid unknown", "stop it"
-    return (f"{where}: in use by another lifesearch process ({who}); one process writes a run directory "
-            f"at a time: wait for it to finish, or {stop} and rerun this command")
-
-
-def _default_command() -> str:
-    args = [a for a in sys.argv[1:] if not a.startswith("-")]
-    return args[0] if args else Path(sys.argv[0]).name
 
 
 def make_dir(path: Path, what: str) -> None:
@@ -290,7 +221,7 @@ class RunDir:
     # -- manifest ---------------------------------------------------------------------
     def manifest(self) -> Manifest | None:
         """manifest.json, or None if absent; a damaged one is an InputError naming file:line."""
-        p = self.file("manifest.json")
+        p = self.file(MANIFEST)
         if not p.exists():
             return None
         fix = f"`lifesearch repair {self.path}` sets it aside (the next run writes a new one)"
@@ -336,9 +267,9 @@ class RunDir:
                 m.stages.setdefault(stage[0], {}).update(stage[1])
             for k, v in extra.items():
                 setattr(m, k, v)
-            tmp = self.file("manifest.json.tmp")
+            tmp = self.file(MANIFEST + ".tmp")
             tmp.write_text(json.dumps(m.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
-            os.replace(tmp, self.file("manifest.json"))
+            os.replace(tmp, self.file(MANIFEST))
             return m
 
     def check_record_settings(self, stage: str, found: dict[str, int], now: str, *, force: bool = False) -> None:
@@ -407,6 +338,38 @@ def _without_foreign_model_fields(old: Any, new: Any) -> Any:
         else:
             out[k] = _without_foreign_model_fields(v, new.get(k))
     return out
+
+
+@contextlib.contextmanager
+def new_dir_or_nothing(path: str | Path, keep: Iterable[str] = ()) -> Iterator[None]:
+    """Remove `path` if this block created it and failed before writing any work (files named in
+    `keep` are work); a rerun must not mistake a half-written directory for progress."""
+    p = Path(path)
+    existed = p.exists()
+    try:
+        yield
+    except BaseException:
+        if not existed and p.is_dir() and not any((p / name).exists() for name in keep):
+            # Under the run directory's lock: another process may have created it meanwhile and be using it.
+            with contextlib.suppress(RunDirBusy), RunDir(p).locked():
+                shutil.rmtree(p, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def open_run(path: str | Path, command: str, *, inputs: dict[str, str | Path | None] | None = None,
+             keep: Iterable[str] = ()) -> Iterator[RunDir]:
+    """The one way a command opens a run directory: created (a file in the way is a one-line
+    error), locked for the whole command as `command`, the sha256 of each input file recorded in
+    the manifest under its name; removed again if this command created it and failed before
+    writing any of `keep`. The stages it runs then check and record themselves (`stage.open_stage`)."""
+    with new_dir_or_nothing(path, keep=keep):
+        rd = RunDir(path)
+        with rd.locked(command):
+            hashes = {name: sha256_file(f) for name, f in (inputs or {}).items() if f is not None}
+            if hashes:
+                rd.update_manifest(hashes=hashes)
+            yield rd
 
 
 def new_manifest() -> Manifest:

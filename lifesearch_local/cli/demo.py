@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from ..pipeline import run_pipeline
     from ..preflight import new_dir_or_nothing, preflight
     from ..records import Judgment
-    from ..store import RunDir
+    from ..store import JUDGMENTS, LABELS, TASKS, RunDir
     from ..tables import random_weight_roles, random_weights_warning
     from ..tasks import load_tasks
     from .common import WORK, phase_models, print_agreement_summary, print_result, tiny_models
@@ -125,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
     if not print_result(result):
         return 0
     rd = result.run_dir
-    judgments = [j for j in RunDir(rd).load("judgments.jsonl", Judgment) if j.judge == cfg.judge.id]
-    print_agreement_summary(load_tasks(rd / "tasks.jsonl"), judgments, rd / "labels.jsonl")
+    judgments = [j for j in RunDir(rd).load(JUDGMENTS, Judgment) if j.judge == cfg.judge.id]
+    print_agreement_summary(load_tasks(rd / TASKS), judgments, rd / LABELS)
     random = random_weight_roles([cfg.judge], cfg.agents)
     if random:  # right under the scores and agreement, where a reader takes them for findings
         print(random_weights_warning(random))

@@ -17,7 +17,7 @@ from ..progress import progress_bar
 from ..prompts import load_template
 from ..records import Report, Task
 from ..stage import OpenModel, open_stage
-from ..store import RunDir, resume_config, sha256_bytes
+from ..store import REPORTEVAL, REPORTEVAL_SUMMARY, RunDir, resume_config, sha256_bytes
 from ..web.config import WebConfig
 from .aggregate import summarize
 from .config import ReportEvalConfig
@@ -28,8 +28,7 @@ from .records import ReportEvaluation
 from .redundancy import judge_redundancy
 from .sources import fetch_sources
 
-RECORDS = "reporteval.jsonl"
-SUMMARY = "reporteval_summary.json"
+RECORDS, SUMMARY = REPORTEVAL, REPORTEVAL_SUMMARY  # the names other modules import
 PROMPTS = ("reporteval_quality", "reporteval_quality_all", "reporteval_quality_one", "reporteval_redundancy",
            "reporteval_factuality")
 NO_QUESTION = "(the research request was not provided; judge the report on its own terms)"
