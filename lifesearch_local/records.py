@@ -56,8 +56,18 @@ def _number(value: Any) -> Any:
     return value
 
 
+def _probability(value: Any) -> Any:
+    value = _number(value)
+    if isinstance(value, (int, float)):
+        if not -1e-9 <= value <= 1 + 1e-9:  # NaN fails this too; a rounding hair outside [0, 1] is clamped
+            raise ValueError(f"a probability must lie in [0, 1], got {value!r}")
+        return min(1.0, max(0.0, float(value)))
+    return value
+
+
 # Strict scalar types for every number and flag read from a record file.
 Number = Annotated[float, BeforeValidator(_number)]
+Probability = Annotated[float, BeforeValidator(_probability)]
 Integer = Annotated[int, BeforeValidator(_number)]
 Flag = Annotated[bool, Strict()]
 
@@ -169,7 +179,7 @@ class Judgment(_Record):
     """Repetition of the judge on the same report (for self-consistency); 0 for a single pass."""
     satisfied: Flag | None
     """The decision; null when the judge gave no usable answer (ungraded)."""
-    p_true: Number | None = None
+    p_true: Probability | None = None
     """Probability the judge gives to `true` (choice mode), renormalised over true/false."""
     reason: str | None = None
     """The judge's stated reason (generate mode)."""
@@ -180,6 +190,13 @@ class Judgment(_Record):
     truncated_tokens: Integer = 0
     """Report tokens elided (head and tail kept, a marker between) to fit the judge's context;
     0 when the whole report was read."""
+    settings: str | None = None
+    """Hash (16 hex) of the judge settings the decision was made with (the manifest's
+    `resume/judge/<id>`): a resume under the same id with other settings is refused from the
+    records themselves, even when the manifest is lost. Null in records written before it."""
+    rubric_hash: str | None = None
+    """Hash (16 hex) of what the judge read of the task and rubric (question, language, criterion,
+    type, necessity, priority): a verdict on a rubric edited since is stale. Null in older records."""
 
     @property
     def key(self) -> tuple[str, int, str, str, int, str]:

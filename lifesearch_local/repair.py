@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .errors import InputError
-from .jsonl import append_lines, validation_field, write_atomic
-from .store import RunDir
+from .jsonl import append_lines, check_text, parse_json, validation_field, write_atomic
+from .store import CURATION, JUDGMENTS, LABELS, MANIFEST, REPORTEVAL, REPORTS, TRAJECTORIES, RunDir
 
 
 @dataclass
@@ -42,20 +42,22 @@ def stage_models() -> dict[str, tuple[type[BaseModel], Callable[[Any], Hashable]
     from .reporteval.records import ReportEvaluation
 
     return {
-        "reports.jsonl": (Report, lambda r: r.key),
-        "judgments.jsonl": (Judgment, lambda r: r.key),
-        "reporteval.jsonl": (ReportEvaluation, lambda r: r.key),
-        "curation.jsonl": (CurationRecord, lambda r: r.id),
-        "labels.jsonl": (Label, lambda r: (r.key, r.source)),
+        REPORTS: (Report, lambda r: r.key),
+        JUDGMENTS: (Judgment, lambda r: r.key),
+        REPORTEVAL: (ReportEvaluation, lambda r: r.key),
+        CURATION: (CurationRecord, lambda r: r.id),
+        LABELS: (Label, lambda r: (r.key, r.source)),
     }
 
 
 def check_line(raw: bytes, model: type[BaseModel] | None) -> tuple[Any, str | None]:
     """(parsed record or object, None) for a valid line, else (None, why it is not)."""
     try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        return None, f"malformed JSON ({e})"
+        obj = parse_json(raw, "", None)
+        if isinstance(obj, dict):
+            check_text(obj, "", 0)
+    except InputError as e:
+        return None, f"{e.field}: {e.message}" if e.field else e.message
     if not isinstance(obj, dict):
         return None, f"expected a JSON object, got {type(obj).__name__}"
     if model is None:
@@ -104,16 +106,16 @@ def repair_file(path: Path, model: type[BaseModel] | None, key: Callable[[Any], 
 
 def repair_manifest(rd: RunDir, *, dry_run: bool = False) -> FileRepair | None:
     """A manifest.json that does not load is renamed aside (the next stage writes a new one)."""
-    p = rd.file("manifest.json")
+    p = rd.file(MANIFEST)
     try:
         rd.manifest()
         return None
     except InputError as e:
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        aside = p.with_name(f"manifest.json.corrupt-{stamp}")
+        aside = p.with_name(f"{MANIFEST}.corrupt-{stamp}")
         if not dry_run:
             p.rename(aside)
-        return FileRepair("manifest.json", dropped=[Dropped(e.line or 0, e.message.split(";")[0], b"")],
+        return FileRepair(MANIFEST, dropped=[Dropped(e.line or 0, e.message.split(";")[0], b"")],
                           set_aside=aside.name)
 
 
@@ -126,9 +128,9 @@ def repair_run_dir(path: str | Path, *, dry_run: bool = False) -> list[FileRepai
         for name, (model, key) in models.items():
             if rd.file(name).is_file():
                 out.append(repair_file(rd.file(name), model, key, dry_run=dry_run))
-        for traj in sorted(rd.file("trajectories").glob("*.jsonl")):
+        for traj in sorted(rd.file(TRAJECTORIES).glob("*.jsonl")):
             rep = repair_file(traj, None, None, dry_run=dry_run)
-            rep.name = f"trajectories/{traj.name}"
+            rep.name = f"{TRAJECTORIES}/{traj.name}"
             out.append(rep)
         manifest = repair_manifest(rd, dry_run=dry_run)
         if manifest:

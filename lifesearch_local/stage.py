@@ -100,16 +100,17 @@ class Stage:
 def open_stage(rd: RunDir, name: str, *, command: str, settings: dict[str, Any], recorded: Callable[[], Any],
                resuming: Callable[[Any], bool], legacy: tuple[str, str] | None, force: bool, model: ModelConfig, ray: RayConfig | None = None,
                engine: Engine | None = None, open_model: OpenModel | None = None,
-               honour_stop: bool = True) -> Iterator[Stage]:
+               honour_stop: bool = True, check: Callable[[Any], None] | None = None) -> Iterator[Stage]:
     """Lock the run directory (as `command`), refuse records made under other `settings` unless
     `force` (`recorded()` is read once, under the lock, and kept as `stage.recorded`;
     `resuming(recorded)`: this stage has records already), turn SIGTERM into the stage's stop
     flag (and, with `honour_stop`, into `Stopped` inside long model calls), and give a lazily opened engine: `engine` if given, else
     `open_model(model, ray)` (default: in-process, or Ray actors with `ray`), closed when the
-    block ends. Record the stage inside the block: `stage.close_engine()`, then `stage.record(...)`."""
+    block ends. `check(recorded())` may refuse first (the records' own settings hashes). Record the stage inside the block: `stage.close_engine()`, then `stage.record(...)`."""
     with rd.locked(command):
         records = recorded()
-        rd.check_config(name, settings, resuming=resuming(records), force=force, legacy=legacy)
+        rd.check_config(name, settings, resuming=resuming(records), force=force, legacy=legacy,
+                        records_check=None if check is None else lambda: check(records))
         with graceful_stop() as stop, (honoured(stop.event) if honour_stop else contextlib.nullcontext()):
             with contextlib.ExitStack() as models:
                 def opener() -> Engine:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import hashlib
 import json
 import os
@@ -13,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
@@ -23,17 +21,27 @@ from pydantic import BaseModel, ValidationError
 
 from . import __version__
 from .errors import InputError, LifesearchError
-from .jsonl import append_lines, cut_torn_tail, read_records, validation_field
+from .jsonl import append_lines, check_text, cut_torn_tail, read_records, validation_field
 from .records import Manifest
+from .runlock import _HELD, _HELD_GUARD, LOCK_FILE, RunDirBusy, _acquire, _default_command  # noqa: F401 (RunDirBusy: re-exported)
 
 M = TypeVar("M", bound=BaseModel)
 
-LOCK_FILE = ".lifesearch.lock"
-# Run directories this process holds, by resolved path: [lock fd, nesting depth]. A CLI command
-# takes the lock for its whole life and the stages it calls take it again, so it is reentrant.
-_HELD: dict[Path, list[int]] = {}
-_HELD_GUARD = threading.Lock()
-
+# The run directory's layout: every stage and command names its files through these.
+MANIFEST = "manifest.json"
+CONFIG = "config.yaml"
+TASKS = "tasks.jsonl"
+REPORTS = "reports.jsonl"
+JUDGMENTS = "judgments.jsonl"
+REPORTEVAL = "reporteval.jsonl"
+REPORTEVAL_SUMMARY = "reporteval_summary.json"
+CURATION = "curation.jsonl"
+LABELS = "labels.jsonl"
+SCORES = "scores.json"
+AGREEMENT = "agreement.json"
+TRAJECTORIES = "trajectories"
+WEB_CACHE = "web_cache"
+"""The web cache a run keeps inside its directory (`run`, `agent`, `reporteval` alike)."""
 # Settings that change where or how fast a stage runs, never what it writes: a stage resumes
 # across them (on a GPU after a CPU, with larger batches, with more judge repetitions).
 EXECUTION_ONLY = frozenset({"runs", "groups_per_call", "concurrency", "batch", "batch_size"})
@@ -41,10 +49,6 @@ MODEL_EXECUTION_ONLY = frozenset({
     "device", "kernel", "generate_form", "token_budget", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching",
     "enforce_eager", "base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency", "retry_base_delay_s",
 })
-
-
-class RunDirBusy(LifesearchError):
-    """Another process holds the run directory's lock."""
 
 
 class ConfigChanged(LifesearchError):
@@ -124,53 +128,18 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _acquire(path: Path, command: str) -> int:
-    """Take the lock file's flock without waiting and write who holds it; RunDirBusy if taken.
-
-    The kernel drops a flock with its process, so a lock left by a killed run is simply free:
-    the pid in the file is only what the refusal message names.
-    """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+def make_dir(path: Path, what: str) -> None:
+    """`path` as a directory (created with its parents); one-line LifesearchError when a file
+    stands at it or above it, or it cannot be made."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _holder(fd)
-        os.close(fd)
-        raise RunDirBusy(_busy_message(path.parent, holder)) from None
-    except BaseException:
-        os.close(fd)
-        raise
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps({"pid": os.getpid(), "command": command, "since": _now()}) + "\n").encode(), 0)
-    return fd
-
-
-def _holder(fd: int, tries: int = 20) -> str:
-    """The holder's record; it is written just after the lock is taken, so a refusal that comes
-    in between waits a moment (at most ~1 s) for it rather than name no pid."""
-    text = ""
-    for _ in range(tries):  # bounded
-        text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
-        if text.endswith("\n"):
-            return text
-        time.sleep(0.05)
-    return text
-
-
-def _busy_message(where: Path, holder: str) -> str:
-    try:
-        info = json.loads(holder)
-        who = f"pid {info['pid']}, `lifesearch {info.get('command') or '?'}` since {info.get('since', '?')}"
-        stop = f"stop it (kill {info['pid']})"
-    except (ValueError, TypeError, KeyError):  # the holder has not written its pid yet
-        who, stop = "pid unknown", "stop it"
-    return (f"{where}: in use by another lifesearch process ({who}); one process writes a run directory "
-            f"at a time: wait for it to finish, or {stop} and rerun this command")
-
-
-def _default_command() -> str:
-    args = [a for a in sys.argv[1:] if not a.startswith("-")]
-    return args[0] if args else Path(sys.argv[0]).name
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise LifesearchError(f"{path}: is a file, not a directory; name a {what} (a new or an existing directory)") from None
+    except NotADirectoryError:
+        above = next((p for p in path.parents if p.exists() and not p.is_dir()), path.parent)
+        raise LifesearchError(f"{path}: {above} is a file, so no {what} can be made under it") from None
+    except OSError as e:
+        raise LifesearchError(f"{path}: cannot make the {what}: {e.strerror or e}") from None
 
 
 class RunDir:
@@ -182,7 +151,7 @@ class RunDir:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        make_dir(self.path, "run directory")
         self._lock = threading.Lock()
 
     def file(self, name: str) -> Path:
@@ -252,7 +221,7 @@ class RunDir:
     # -- manifest ---------------------------------------------------------------------
     def manifest(self) -> Manifest | None:
         """manifest.json, or None if absent; a damaged one is an InputError naming file:line."""
-        p = self.file("manifest.json")
+        p = self.file(MANIFEST)
         if not p.exists():
             return None
         fix = f"`lifesearch repair {self.path}` sets it aside (the next run writes a new one)"
@@ -262,8 +231,16 @@ class RunDir:
             raise InputError(str(p), e.lineno, None, f"malformed JSON ({e.msg}, column {e.colno}); {fix}") from None
         except UnicodeDecodeError as e:
             raise InputError(str(p), None, None, f"not UTF-8 ({e.reason}); {fix}") from None
+        except RecursionError:
+            raise InputError(str(p), None, None, f"JSON nested too deep to read; {fix}") from None
+        except ValueError as e:  # an integer beyond Python's digit limit
+            raise InputError(str(p), None, None, f"not a usable JSON value ({str(e).split(';')[0]}); {fix}") from None
         if not isinstance(data, dict):
             raise InputError(str(p), None, None, f"expected a JSON object, got {type(data).__name__}; {fix}")
+        try:
+            check_text(data, str(p), 0)
+        except InputError as e:
+            raise InputError(str(p), None, e.field, f"{e.message}; {fix}") from None
         try:
             return Manifest.model_validate(data)
         except ValidationError as e:
@@ -290,18 +267,37 @@ class RunDir:
                 m.stages.setdefault(stage[0], {}).update(stage[1])
             for k, v in extra.items():
                 setattr(m, k, v)
-            tmp = self.file("manifest.json.tmp")
+            tmp = self.file(MANIFEST + ".tmp")
             tmp.write_text(json.dumps(m.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
-            os.replace(tmp, self.file("manifest.json"))
+            os.replace(tmp, self.file(MANIFEST))
             return m
 
+    def check_record_settings(self, stage: str, found: dict[str, int], now: str, *, force: bool = False) -> None:
+        """Refuse (ConfigChanged) to add to records that carry another settings hash than `now`
+        (`found`: hash -> records) unless `force`: the records' own word, which holds when the
+        manifest was lost or set aside by `repair`. Hashes accepted by an earlier --force-config
+        (kept in the manifest) pass."""
+        m = self.manifest()
+        accepted = set((m.stages.get(stage) or {}).get("settings_accepted") or []) if m else set()
+        other = {h: n for h, n in found.items() if h != now and h not in accepted}
+        if not other:
+            return
+        what = ", ".join(f"{n} made with settings {h}" for h, n in sorted(other.items()))
+        msg = f"{self.path}: {stage} has records made with other settings ({what}; now {now}), as the records themselves say"
+        if not force:
+            raise ConfigChanged(f"{msg}; give the new config its own id, or pass --force-config to add to those records anyway")
+        print(f"warning: --force-config: {msg}; its records now mix them", file=sys.stderr)
+        self.update_manifest(stage=(stage, {"settings_accepted": sorted(accepted | other.keys() | {now})}))
+
     def check_config(self, stage: str, config: dict[str, Any], *, resuming: bool, force: bool = False,
-                     legacy: tuple[str, str] | None = None) -> None:
+                     legacy: tuple[str, str] | None = None, records_check: Callable[[], None] | None = None) -> None:
         """Refuse to add to a stage's records with other settings than they were made with
         (ConfigChanged naming both hashes and what differs) unless `force`; then record `config`.
 
         `resuming`: the stage already has records. `legacy`: (manifest hash key, full config
         hash) compared instead for a run written before the per-stage configs were recorded.
+        `records_check()` runs after the manifest's comparison and before `config` is recorded:
+        what the records themselves say (their settings hashes) when the manifest has nothing to say.
         """
         m = self.manifest()
         recorded = _without_foreign_model_fields(m.stage_configs.get(stage), config) if m else None
@@ -315,11 +311,19 @@ class RunDir:
         if changed and not force:
             raise ConfigChanged(f"{self.path}: {stage} has records made with another config ({changed}); give the "
                                 "new config its own id, or pass --force-config to add to those records anyway")
+        if records_check is not None:
+            records_check()
         if changed:
             print(f"warning: --force-config: {stage} in {self.path} continues with another config ({changed}); "
                   "its records now mix both", file=sys.stderr)
         self.update_manifest(configs={stage: config}, hashes={f"resume/{stage}": now},
                              stage=(stage, {"config_forced_over": changed}) if changed else None)
+
+
+def settings_hash(config: dict[str, Any]) -> str:
+    """Hash of a stage's resume settings (`resume_config`): what the manifest keeps as
+    `resume/<stage>` and what each record of the stage carries as its `settings`."""
+    return _hash_obj(config)
 
 
 def _without_foreign_model_fields(old: Any, new: Any) -> Any:
@@ -334,6 +338,39 @@ def _without_foreign_model_fields(old: Any, new: Any) -> Any:
         else:
             out[k] = _without_foreign_model_fields(v, new.get(k))
     return out
+
+
+@contextlib.contextmanager
+def new_dir_or_nothing(path: str | Path, keep: Iterable[str] = ()) -> Iterator[None]:
+    """Remove `path` if this block created it and failed before writing any work (files named in
+    `keep` are work); a rerun must not mistake a half-written directory for progress."""
+    p = Path(path)
+    existed = p.exists()
+    try:
+        yield
+    except BaseException:
+        if not existed and p.is_dir() and not any((p / name).exists() for name in keep):
+            # Under the run directory's lock: another process may have created it meanwhile and be using it.
+            with contextlib.suppress(RunDirBusy), RunDir(p).locked():
+                shutil.rmtree(p, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def open_run(path: str | Path, command: str, *, inputs: dict[str, str | Path | None] | None = None,
+             keep: Iterable[str] = ()) -> Iterator[RunDir]:
+    """The one way a command opens a run directory: created (a file in the way is a one-line
+    error), locked for the whole command as `command`, the sha256 of each input file recorded in
+    the manifest under its name; removed again if this command created it and failed before
+    writing any of `keep`. The stages it runs then check and record themselves (`stage.open_stage`)."""
+    with new_dir_or_nothing(path, keep=keep):
+        rd = RunDir(path)
+        with rd.locked(command):
+            given = {name: Path(f) for name, f in (inputs or {}).items() if f is not None}
+            if given:  # the absolute paths let `lifesearch report` find inputs outside the directory
+                rd.update_manifest(hashes={name: sha256_file(f) for name, f in given.items()},
+                                   inputs={name: str(f.resolve()) for name, f in given.items()})
+            yield rd
 
 
 def new_manifest() -> Manifest:

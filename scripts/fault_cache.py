@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Scripted cache tampering (issue 16): record pages from a loopback server, tamper with the cache
-three ways (blob overwritten, blob deleted, text edited in index.sqlite), replay and verify.
+"""Scripted cache tampering (issues 16, 24): record pages from a loopback server, tamper with the cache
+seven ways (blob overwritten, blob deleted, text edited in index.sqlite, a forged row with its checksum
+set to NULL, a forged row with its unkeyed checksum recomputed, a blob replaced by a FIFO, a blob
+replaced by a symlink to /dev/zero), replay and verify.
 
     python scripts/fault_cache.py [--pages 60] [--tamper 45] [--seed 7] [--dir DIR]
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import sqlite3
 import sys
@@ -24,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lifesearch_local.web.cache import WebCache  # noqa: E402
+from lifesearch_local.web.cache import WebCache, row_sha256  # noqa: E402
 from lifesearch_local.web.config import WebConfig  # noqa: E402
 from lifesearch_local.web.fetcher import Fetcher  # noqa: E402
 
@@ -55,20 +58,43 @@ def fetch_all(urls: list[str], mode: str, cache_dir: Path) -> list:
     return asyncio.run(go())
 
 
+KINDS = ("overwrite", "delete", "edit", "forge_null", "forge_recomputed", "fifo", "devzero")
+FORGERIES = ("edit", "forge_null", "forge_recomputed")
+
+
+def _forge_row(cache_dir: Path, key: str, how: str) -> None:
+    """Put forged text in a page's index row: checksums untouched (edit), the row's checksums set
+    to NULL (forge_null), or its unkeyed checksum recomputed over the forged row (forge_recomputed)."""
+    con = sqlite3.connect(cache_dir / "index.sqlite")
+    with con:
+        con.execute("UPDATE pages SET result = replace(result, 'Recorded page', 'Forged page') WHERE key = ?", (key,))
+        if how == "forge_null":
+            keyed = "row_mac" in {r[1] for r in con.execute("PRAGMA table_info(pages)")}
+            con.execute(f"UPDATE pages SET row_sha256 = NULL{', row_mac = NULL' if keyed else ''} WHERE key = ?", (key,))
+        elif how == "forge_recomputed":
+            key_, url, as_of, result, body = con.execute(
+                "SELECT key, url, as_of, result, body_sha256 FROM pages WHERE key = ?", (key,)).fetchone()
+            con.execute("UPDATE pages SET row_sha256 = ? WHERE key = ?", (row_sha256(key_, url, as_of, result, body), key))
+    con.close()
+
+
 def tamper(cache_dir: Path, docs: list, which: list[int]) -> dict[int, str]:
     cache, kinds = WebCache(cache_dir), {}
     for n, i in enumerate(which):
-        kinds[i] = ("overwrite", "delete", "edit")[n % 3]
+        kinds[i] = KINDS[n % len(KINDS)]
+        blob = cache.blob_path(docs[i].body_sha256)
         if kinds[i] == "overwrite":
-            cache.blob_path(docs[i].body_sha256).write_bytes(page(i) + b" ")
+            blob.write_bytes(page(i) + b" ")
         elif kinds[i] == "delete":
-            cache.blob_path(docs[i].body_sha256).unlink()
+            blob.unlink()
+        elif kinds[i] == "fifo":
+            blob.unlink()
+            os.mkfifo(blob)
+        elif kinds[i] == "devzero":
+            blob.unlink()
+            os.symlink("/dev/zero", blob)
         else:
-            con = sqlite3.connect(cache_dir / "index.sqlite")
-            with con:
-                con.execute("UPDATE pages SET result = replace(result, 'Recorded page', 'Forged page') WHERE key = ?",
-                            (docs[i].cache_key,))
-            con.close()
+            _forge_row(cache_dir, docs[i].cache_key, kinds[i])
     return kinds
 
 
@@ -95,12 +121,19 @@ def main() -> int:
     detected = sum(1 for i in kinds if replay[i].type == "failure" and replay[i].kind == "cache_corrupt")
     intact = sum(1 for i in range(args.pages) if i not in kinds and replay[i].ok and replay[i].text == recorded[i].text)
     forged = sum(1 for r in replay if r.ok and "Forged" in r.text)
-    problems = len(WebCache(cache_dir).verify().problems)
-    counts = {k: sum(v == k for v in kinds.values()) for k in ("overwrite", "delete", "edit")}
-    ok = detected == len(kinds) and intact == args.pages - len(kinds) and forged == 0 and problems >= len(kinds)
-    print(f"tampered {len(kinds)} of {args.pages} pages ({counts['overwrite']} overwritten, {counts['delete']} deleted, "
-          f"{counts['edit']} edited in the index): replay detected {detected}, served forged text {forged}; "
-          f"untouched pages intact {intact}/{args.pages - len(kinds)}; verify reported {problems} problem(s)")
+    report = WebCache(cache_dir).verify()
+    problems = len(report.problems)
+    named = sum(1 for i in kinds if any(recorded[i].cache_key in p or (recorded[i].body_sha256 or "-") in p
+                                        for p in report.problems))
+    counts = {k: sum(v == k for v in kinds.values()) for k in KINDS}
+    forgeries = sum(counts[k] for k in FORGERIES)
+    forgeries_detected = sum(1 for i, k in kinds.items() if k in FORGERIES and replay[i].type == "failure")
+    ok = (detected == len(kinds) and intact == args.pages - len(kinds) and forged == 0 and named == len(kinds)
+          and forgeries_detected == forgeries)
+    print(f"tampered {len(kinds)} of {args.pages} pages ({', '.join(f'{counts[k]} {k}' for k in KINDS)}): "
+          f"replay detected {detected}, served forged text {forged}; forgeries detected {forgeries_detected}/{forgeries}; "
+          f"untouched pages intact {intact}/{args.pages - len(kinds)}; verify reported {problems} problem(s), "
+          f"naming {named}/{len(kinds)} tampered entries")
     print(f"RESULT: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Scripted fault run (issue 16): `kill -9` of `lifesearch judge` at random points, then two
-concurrent runs on one directory, then a tampered web cache (scripts/fault_cache.py); checks
-that no judgment is lost or duplicated and that every tamper is detected.
+"""Scripted fault run (issues 16, 24): `kill -9` of `lifesearch judge` at random points, then two
+concurrent runs on one directory, then a resume with another model after `repair` set a damaged
+manifest aside (and after the manifest was deleted), then a tampered web cache
+(scripts/fault_cache.py: altered, deleted, FIFO and /dev/zero-symlink blobs, forged rows); checks
+that no judgment is lost or duplicated and that every tamper and forgery is detected.
 
     python scripts/fault_run.py                    # 10 kills, tiny-llama, the 10 sample tasks
     python scripts/fault_run.py --kills 10 --limit 10 --seed 1 --also "lifesearch cache verify DIR"
@@ -41,6 +43,10 @@ TASKS, REPORTS = ROOT / "data/sample/tasks.jsonl", ROOT / "data/sample/reports.j
 def judge_cmd(out: Path, model: str, limit: int) -> list[str]:
     return [sys.executable, "-m", "lifesearch_local", "judge", "--tasks", str(TASKS), "--reports", str(REPORTS),
             "--model", model, "--id", "fault", "--out", str(out), "--quiet", "--limit", str(limit)]
+
+
+def other_model(model: str) -> str:
+    return "tiny-qwen3" if model != "tiny-qwen3" else "tiny-llama"
 
 
 def expected_keys(limit: int) -> set[tuple]:
@@ -171,6 +177,35 @@ def concurrent(args: argparse.Namespace, want: set[tuple], base: Path) -> bool:
         got == {"records": len(want), "lost": 0, "extra": 0, "duplicated": 0, "torn": 0}
 
 
+def repair_then_resume(args: argparse.Namespace, want: set[tuple], base: Path) -> bool:
+    """Judge, lose the manifest (damaged then set aside by `repair`, or deleted), resume with another
+    model under the same id: refused (exit 2, no line added); the same model then finishes."""
+    ok = True
+    for how in ("repair", "delete"):
+        out = base / f"resume-after-{how}"
+        half = max(1, args.limit // 2)
+        first = subprocess.run(judge_cmd(out, args.model, half), cwd=ROOT, capture_output=True, text=True)
+        if how == "repair":
+            (out / "manifest.json").write_text('{"stages": ' + "[" * 100_000 + "]" * 100_000 + "}")
+            fixed = subprocess.run([sys.executable, "-m", "lifesearch_local", "repair", str(out)], cwd=ROOT,
+                                   capture_output=True, text=True)
+            ok &= fixed.returncode == 0 and not (out / "manifest.json").exists()
+        else:
+            (out / "manifest.json").unlink()
+        before = (out / "judgments.jsonl").read_bytes()
+        mixed = subprocess.run(judge_cmd(out, other_model(args.model), args.limit), cwd=ROOT, capture_output=True, text=True)
+        untouched = (out / "judgments.jsonl").read_bytes() == before
+        same = subprocess.run(judge_cmd(out, args.model, args.limit), cwd=ROOT, capture_output=True, text=True)
+        got = check(out, want)
+        print(f"resume after the manifest was {'set aside by repair' if how == 'repair' else 'deleted'}: first run rc "
+              f"{first.returncode}; another model under the same id: rc {mixed.returncode}, judgments "
+              f"{'untouched' if untouched else 'CHANGED'} ({mixed.stderr.strip()[:160]}); the same model: rc "
+              f"{same.returncode}, {got['records']} records, lost {got['lost']}, duplicated {got['duplicated']}")
+        ok &= (first.returncode == 0 and mixed.returncode == 2 and untouched and same.returncode == 0
+               and got == {"records": len(want), "lost": 0, "extra": 0, "duplicated": 0, "torn": 0})
+    return ok
+
+
 def extra_checks(commands: list[str], base: Path) -> bool:
     ok = True
     for cmd in commands:
@@ -196,6 +231,7 @@ def main() -> int:
     t0 = time.monotonic()
     ok = fault_kills(args, want, base)
     ok &= concurrent(args, want, base)
+    ok &= repair_then_resume(args, want, base)
     ok &= extra_checks([f"{shlex.quote(sys.executable)} scripts/fault_cache.py --dir DIR", *args.also], base)
     print(f"RESULT: {'PASS' if ok else 'FAIL'} in {time.monotonic() - t0:.0f} s "
           f"({shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])})")

@@ -3,7 +3,8 @@
 One function for logs, records, errors and tool observations (`lifesearch_local` imports it from
 here; `serving` imports nothing from `lifesearch_local`). A secret is registered when it is read
 from the environment (`secret_from_env`). Forms caught, case-insensitively: the raw value (so
-upper- and lower-cased too), URL-encoded, JSON-escaped, hex, and base64 (standard and URL-safe,
+upper- and lower-cased too), URL-encoded (with any `safe` set, every byte, or twice), JSON-escaped
+(`\\uXXXX` too), any mix of these character by character, hex, and base64 (standard and URL-safe,
 padded or not) of any text that contains the value at any offset — `Bearer <key>`, `user:<key>`,
 `<key>:` — in which case the whole base64 token is masked.
 """
@@ -50,13 +51,28 @@ def _plain_forms(secret: str) -> set[str]:
     return forms
 
 
+def _char_forms(secret: str) -> str:
+    """A pattern for `secret` with each character in any of the forms it may be escaped to, mixed
+    freely: itself, percent-encoded once or more (`%2F`, `%252F`, …: `quote` with any `safe`, every
+    byte encoded, double encoding), or JSON `\\uXXXX` escaped (once or inside another JSON string)."""
+    parts = []
+    for ch in secret:
+        pct = "".join(f"%(?:25)*{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
+        alts = [re.escape(ch), pct] + ([rf"\\+u{ord(ch):04x}"] if ord(ch) < 0x10000 else [])
+        if ch == "/":
+            alts.append(r"\\+/")
+        parts.append(f"(?:{'|'.join(alts)})")
+    return "".join(parts)
+
+
 def _compile(secrets: set[str]) -> re.Pattern[str] | None:
     if not secrets:
         return None
     plain = sorted({f for s in secrets for f in _plain_forms(s)}, key=len, reverse=True)
     cores = sorted({c for s in secrets for c in _b64_cores(s.encode())}, key=len, reverse=True)
     b64 = f"(?P<b64>{'|'.join(map(re.escape, cores))})|" if cores else ""
-    return re.compile(b64 + f"(?:{'|'.join(map(re.escape, plain))})", re.IGNORECASE)
+    mixed = "|".join(_char_forms(s) for s in sorted(secrets, key=len, reverse=True))
+    return re.compile(b64 + f"(?:{'|'.join(map(re.escape, plain))})|{mixed}", re.IGNORECASE)
 
 
 def register_secret(value: str | None) -> None:

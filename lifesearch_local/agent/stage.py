@@ -18,7 +18,7 @@ from ..prompts import load_template
 from ..records import Report, Task
 from ..signals import StopFlag
 from ..stage import OpenModel, open_stage
-from ..store import RunDir, config_hash, resume_config
+from ..store import REPORTS, RunDir, config_hash, resume_config
 from ..web.config import WebConfig
 from .config import AgentConfig
 from .loop import run_task
@@ -45,7 +45,7 @@ def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: En
     with `stopped_early`. Returns the stage stats, also merged into the manifest under `agent/<id>`.
     """
     with open_stage(rd, f"agent/{cfg.id}", command="agent", settings=resume_config(cfg),
-                    recorded=lambda: rd.done_keys("reports.jsonl", Report, lambda r: r.key),
+                    recorded=lambda: rd.done_keys(REPORTS, Report, lambda r: r.key),
                     resuming=lambda done: any(agent == cfg.id for _, agent, _ in done),
                     legacy=(f"config/agent/{cfg.id}", config_hash(cfg)), force=force_config, model=cfg.model,
                     ray=ray, engine=backend, open_model=open_model, honour_stop=False) as st:
@@ -106,7 +106,7 @@ async def _run_tasks(rd: RunDir, work: list[tuple[Task, int]], cfg: AgentConfig,
             report = await run_task(task, run, cfg, batcher.generate, tools, log, stop=stop, today=today,
                                     on_step=lambda n: bar.advance(0, iterations=1, tokens=n))
             if report is not None:
-                rd.append("reports.jsonl", [report])
+                rd.append(REPORTS, [report])
                 bar.advance(1)
             return report
 

@@ -19,7 +19,20 @@ def trajectory_name(task_id: str, agent: str, run: int) -> str:
     characters (`a/b`, `a b` and `a_b` all read `a_b`); the hash of the exact ids keeps names
     apart. Reports record the path, so runs written with older names still read."""
     digest = hashlib.sha256(f"{task_id}\0{agent}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return f"trajectories/{_UNSAFE.sub('_', task_id)}__{_UNSAFE.sub('_', agent)}__r{run}-{digest}.jsonl"
+    return f"trajectories/{_readable(task_id)}__{_readable(agent)}__r{run}-{digest}.jsonl"
+
+
+# A file name holds 255 bytes (not characters: a 100-character CJK id is 300 bytes in UTF-8). Each
+# readable part is cut to this many bytes; the hash of the exact ids keeps cut names apart.
+READABLE_BYTES = 80
+
+
+def _readable(text: str) -> str:
+    folded = _UNSAFE.sub("_", text)
+    data = folded.encode("utf-8", "surrogatepass")
+    if len(data) <= READABLE_BYTES:
+        return folded
+    return data[:READABLE_BYTES].decode("utf-8", "ignore") + "~"  # never half a character
 
 
 class TrajectoryLog:

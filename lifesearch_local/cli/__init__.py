@@ -83,7 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     install_log_redaction()
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a reader that closed the pipe is handled below
+        return code
+    except BrokenPipeError:  # `lifesearch score --json | head`: the reader has what it wanted
+        _quiet_stdout()
+        return 141  # what a shell reports for a writer stopped by SIGPIPE
     except LifesearchError as e:
         if args.debug:
             traceback.print_exc()
@@ -100,6 +105,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print("interrupted: what was finished is saved; rerun the same command to resume", file=sys.stderr)
         return 130
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's flush at exit cannot raise again."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def unknown_command(argv: Sequence[str]) -> str | None:

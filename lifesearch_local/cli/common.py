@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..store import JUDGMENTS, REPORTEVAL, TRAJECTORIES, WEB_CACHE
+
 
 def int_at_least(lo: int):
     """argparse type: an integer ≥ lo (argparse reports a non-integer itself)."""
@@ -86,7 +88,7 @@ def ray_config(args: argparse.Namespace):
     return RayConfig() if args.ray else None
 
 
-WORK = ("judgments.jsonl", "reporteval.jsonl", "trajectories", "web_cache")
+WORK = (JUDGMENTS, REPORTEVAL, TRAJECTORIES, WEB_CACHE)  # a run directory holding any of these is kept on failure
 
 
 def phase_models(cfg, phases: tuple[str, ...]) -> list[tuple[str, object]]:

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from ..judge.stage import keep_legacy_id
     from ..pipeline import run_pipeline
     from ..preflight import new_dir_or_nothing, preflight
-    from ..store import RunDir
+    from ..store import LABELS, TASKS, RunDir
     from ..tasks import load_tasks
     from .common import (
         WORK,
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     rd = result.run_dir
     judgments = run_judgments(rd, [cfg.judge])
-    print_agreement_summary(load_tasks(rd / "tasks.jsonl"), judgments, rd / "labels.jsonl")
+    print_agreement_summary(load_tasks(rd / TASKS), judgments, rd / LABELS)
     # right under the scores and agreement, where a reader takes them for findings
     print_caveats(judges=[cfg.judge], agents=cfg.agents, judgments=judgments)
     print(f"demo finished in {time.perf_counter() - t0:.1f} s; run directory: {rd}  (report: {result.report_html})")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..store import JUDGMENTS
 from .common import (
     add_device,
     add_force_config,
@@ -52,52 +53,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def limit_work(tasks: list, reports: list, limit: int | None) -> tuple[list, list]:
-    """The first `limit` tasks (file order) and only their reports; printed when it cuts anything."""
-    from ..tasks import first_tasks
-
-    if limit is None:
-        return tasks, reports
-    if limit >= len(tasks):
-        print(f"--limit {limit}: the tasks file has {len(tasks)} tasks, judging all of them")
-        return tasks, reports
-    kept, mine = first_tasks(tasks, limit, reports)
-    print(f"--limit {limit}: judging {len(kept)} of {len(tasks)} tasks ({', '.join(t.id for t in kept[:5])}"
-          f"{', …' if limit > 5 else ''}) and their {len(mine)} of {len(reports)} reports")
-    return kept, mine
-
-
 def legacy_id(args: argparse.Namespace, cfg) -> str | None:
     """The id `judge --model M` gave before ids were derived (`<dir name>-<mode>`), or None."""
     return None if args.config or args.id else f"{Path(args.model).name}-{cfg.mode}"
 
 
 def run(args: argparse.Namespace) -> int:
-    from serving.ray.session import ray_session
+    from ..standalone import judge_run
 
-    from ..jsonl import read_records
-    from ..judge.stage import judge_stage, keep_legacy_id
-    from ..preflight import new_dir_or_nothing, preflight
-    from ..records import Report
-    from ..report.data import input_paths
-    from ..store import RunDir, sha256_file
-    from ..tasks import load_tasks
-
-    tasks, reports = limit_work(load_tasks(args.tasks), read_records(args.reports, Report), args.limit)
-    ray, judges = ray_config(args), judge_configs(args)
-    preflight([(f"judge {c.id}", c.model) for c in judges], ray)  # before the run directory exists
-    with new_dir_or_nothing(args.out, keep=("judgments.jsonl",)):
-        rd = RunDir(args.out)
-        with rd.locked("judge"), ray_session(ray):
-            rd.update_manifest(hashes={"tasks": sha256_file(args.tasks), "reports": sha256_file(args.reports)},
-                               inputs=input_paths(tasks=args.tasks, reports=args.reports))  # for `lifesearch report`
-            for cfg in judges:
-                cfg = keep_legacy_id(rd, cfg, legacy_id(args, cfg))
-                stats = judge_stage(rd, tasks, reports, cfg, show=not args.quiet, ray=ray,
-                                    force_config=args.force_config)
-                if not report(cfg, stats, rd):
-                    return 0
-                print_caveats(judges=[cfg], judgments=run_judgments(rd.path, [cfg]))
+    judge_run(args.out, args.tasks, args.reports, judge_configs(args), after=report, ray=ray_config(args),
+              limit=args.limit, show=not args.quiet, force_config=args.force_config, legacy_id=lambda c: legacy_id(args, c))
     return 0
 
 
@@ -109,8 +74,9 @@ def report(cfg, stats: dict, rd) -> bool:
         rate = " (stopped before the first report)" if stats.get("stopped_early") else " (nothing left to judge)"
     form = f", kernel {stats['kernel_form']}" if "kernel_form" in stats else ""
     where = f", {stats['ray_replicas']} Ray replicas" if "ray_replicas" in stats else ""
-    print(f"judge {cfg.id}: {stats['decisions']} decisions in {stats['wall_s']} s{rate}{form}{where} -> {rd.file('judgments.jsonl')}")
+    print(f"judge {cfg.id}: {stats['decisions']} decisions in {stats['wall_s']} s{rate}{form}{where} -> {rd.file(JUDGMENTS)}")
     if stats.get("stopped_early"):
         print("stopped by signal; rerun the same command to finish")
         return False
+    print_caveats(judges=[cfg], judgments=run_judgments(rd.path, [cfg]))
     return True

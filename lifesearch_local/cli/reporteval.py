@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from .common import add_device, add_force_config, add_generate_options, add_kernel, add_quiet, print_caveats
@@ -51,6 +50,7 @@ def _settings(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from ..config import load_yaml, validate_config
     from ..reporteval.config import ReportEvalConfig
     from ..resources import resource_path
+    from ..standalone import default_web_cache
     from ..web.config import WebConfig
 
     data = load_yaml(args.config) if args.config else {}
@@ -61,7 +61,7 @@ def _settings(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     rcfg = validate_config(ReportEvalConfig, {**rdata, **{k: v for k, v in flags.items() if v is not None}}, where)
     wdata = dict(data.get("web") or {})
     wdata["mode"] = args.web_mode or wdata.get("mode") or "replay"
-    wdata["cache_dir"] = args.cache or wdata.get("cache_dir") or str(Path(args.out) / "webcache")
+    wdata["cache_dir"] = args.cache or wdata.get("cache_dir") or str(default_web_cache(args.out))
     wdata["corpus_dirs"] = args.corpus or wdata.get("corpus_dirs") or [str(resource_path("data", "web"))]
     return rcfg, validate_config(WebConfig, wdata, where), data.get("ray")
 
@@ -86,44 +86,26 @@ def print_summary(summary: dict[str, dict[str, Any]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..jsonl import read_records
-    from ..preflight import preflight
-    from ..records import Report
-    from ..reporteval.stage import report_items
-    from ..store import RunDir
-    from ..tasks import load_tasks
+    from ..standalone import reporteval_run
+    from ..store import REPORTEVAL
     from .common import judge_configs
 
     rcfg, web, ray = _settings(args)
-    tasks = load_tasks(args.tasks) if args.tasks else None
-    items = report_items(read_records(args.reports, Report), tasks)
-    preflight([(f"judge {c.id}", c.model) for c in judge_configs(args)])  # before the output directory exists
-    rd = RunDir(args.out)
-    with rd.locked("reporteval"):
-        return _evaluate(args, rd, items, rcfg, web, ray)
+    out: dict[str, Any] = {}
 
-
-def _evaluate(args: argparse.Namespace, rd: Any, items: list, rcfg: Any, web: Any, ray: Any) -> int:
-    from ..report.data import input_paths
-    from ..reporteval.stage import RECORDS, reporteval_stage
-    from ..store import sha256_file
-    from .common import judge_configs
-
-    rd.update_manifest(hashes={"reports": sha256_file(args.reports), **({"tasks": sha256_file(args.tasks)} if args.tasks else {})},
-                       inputs=input_paths(tasks=args.tasks, reports=args.reports))  # for `lifesearch report`
-    out = {}
-    for cfg in judge_configs(args):
-        res = reporteval_stage(rd, items, cfg, rcfg, web, ray=ray, show=not (args.quiet or args.json),
-                               force_config=args.force_config)
+    def after(cfg: Any, res: dict, rd: Any) -> bool:
         out[cfg.id] = res
         if not args.json:
-            st = res["stats"]
-            print(f"reporteval {cfg.id} ({cfg.mode}, web {web.mode}): {st['wall_s']} s -> {rd.file(RECORDS)}")
+            print(f"reporteval {cfg.id} ({cfg.mode}, web {web.mode}): {res['stats']['wall_s']} s -> {rd.file(REPORTEVAL)}")
             print_summary(res["summary"])
         print_caveats(args.json, judges=[cfg])
         if res["stats"]["stopped_early"]:
             print("stopped by signal; rerun the same command to finish")
-            break
+            return False
+        return True
+
+    reporteval_run(args.out, args.reports, args.tasks, judge_configs(args), rcfg, web, ray=ray,
+                   show=not (args.quiet or args.json), force_config=args.force_config, after=after)
     if args.json:
         print(json.dumps(out, indent=2, ensure_ascii=False))
     return 0

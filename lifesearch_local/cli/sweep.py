@@ -30,67 +30,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def sweep_inputs(args: argparse.Namespace):
-    """(config, tasks, reports, labels) of a sweep: `--reports` replaces the config's, and
-    `task_ids:` narrows the tasks, their reports and their labels."""
-    from ..config import load_run_config
-    from ..errors import LifesearchError
-    from ..jsonl import read_records
-    from ..pipeline import select_tasks
-    from ..records import Label, Report
-    from ..tasks import load_tasks
-
-    cfg = load_run_config(args.config)
-    if args.reports:
-        cfg = cfg.model_copy(update={"reports": args.reports})
-    if not (cfg.reports and cfg.labels and cfg.all_judges()):
-        raise LifesearchError(f"{args.config}: a sweep needs `reports:` (or --reports), `labels:` and `judges:`")
-    tasks = select_tasks(load_tasks(cfg.tasks), cfg.task_ids)
-    ids = {t.id for t in tasks}
-    reports = [r for r in read_records(cfg.reports, Report) if r.task_id in ids]
-    labels = [lab for lab in read_records(cfg.labels, Label) if lab.task_id in ids]
-    return cfg, tasks, reports, labels
-
-
 def run(args: argparse.Namespace) -> int:
-    from serving.ray.session import ray_session
-
-    from ..agreement import agreement
-    from ..judge.stage import judge_stage
-    from ..labels import label_index
-    from ..preflight import preflight
     from ..records import Judgment
-    from ..report.data import input_paths
-    from ..store import RunDir, sha256_file
+    from ..standalone import sweep_run
+    from ..store import AGREEMENT, JUDGMENTS
     from ..tables import print_agreement
 
-    cfg, tasks, reports, labels = sweep_inputs(args)
-    judges, ids = cfg.all_judges(), {t.id for t in tasks}
-    preflight([(f"judge {j.id}", j.model) for j in judges], cfg.ray)
-    rd = RunDir(args.out or f"runs/{cfg.name}-sweep")
-    print(f"sweep {len(judges)} judge config(s) over {len(reports)} reports -> {rd.path}")
-    rd.update_manifest(hashes={"tasks": sha256_file(cfg.tasks), "reports": sha256_file(cfg.reports),
-                               "labels": sha256_file(cfg.labels), "config": sha256_file(args.config)},
-                       inputs=input_paths(tasks=cfg.tasks, reports=cfg.reports, labels=cfg.labels))  # for `lifesearch report`
-    with rd.locked("sweep"), ray_session(cfg.ray):  # one Ray cluster for all judge phases
-        for judge in judges:
-            judge = judge.model_copy(update={"runs": sweep_runs(judge, args.runs)})
-            # the model is loaded (in-process or as Ray actors) only if something is left to judge
-            stats = judge_stage(rd, tasks, reports, judge, ray=cfg.ray, show=not args.quiet,
-                                force_config=args.force_config)
-            print(f"judge {judge.id} × {judge.runs} run(s): {stats['decisions']} new decisions in {stats['wall_s']} s")
-    judge_ids = {j.id for j in judges}
-    judgments = [j for j in rd.load("judgments.jsonl", Judgment) if j.judge in judge_ids and j.task_id in ids]
-    result = agreement(tasks, judgments, label_index(labels))
-    (rd.file("agreement.json")).write_text(json.dumps(result, indent=2) + "\n")
+    def after(judge, stats: dict, rd) -> bool:
+        print(f"judge {judge.id} × {judge.runs} run(s): {stats['decisions']} new decisions in {stats['wall_s']} s")
+        return True
+
+    rd, judges, labels, result = sweep_run(args.config, out=args.out, reports=args.reports, after=after,
+                                           runs=lambda j: sweep_runs(j, args.runs), show=not args.quiet,
+                                           force_config=args.force_config)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print_agreement(result, ", ".join(sorted({lab.source for lab in labels})), len(labels))
     # under the table, where its numbers would otherwise read as a finding
-    print_caveats(args.json, judges=judges, judgments=judgments)
-    print(f"sweep results: {rd.file('judgments.jsonl')}, {rd.file('agreement.json')}",
-          file=sys.stderr if args.json else sys.stdout)
+    judge_ids = {j.id for j in judges}
+    print_caveats(args.json, judges=judges, judgments=[j for j in rd.load(JUDGMENTS, Judgment) if j.judge in judge_ids])
+    print(f"sweep results: {rd.file(JUDGMENTS)}, {rd.file(AGREEMENT)}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

@@ -14,12 +14,12 @@ from ..progress import progress_bar
 from ..prompts import load_template, render
 from ..records import Task
 from ..stage import OpenModel, Stage, open_stage
-from ..store import RunDir, config_hash, resume_config
+from ..store import CURATION, RunDir, config_hash, resume_config
 from .config import CurateConfig
 from .parse import filter_decision, is_empty_answer, parse_domain_answer, parse_filter, parse_rewrite
 from .records import CurationRecord, Query, ReasonCode, StageName
 
-RECORDS = "curation.jsonl"
+RECORDS = CURATION  # the name other modules import
 DRAFTS = "tasks.draft.jsonl"
 TEMPLATES = ("curate_filter", "curate_domain_en", "curate_domain_zh", "curate_rewrite")
 # Seed offsets per stage, so a retry at one stage never replays another stage's sampling.

@@ -68,10 +68,19 @@ def pending_work(
     return out
 
 
+def rubric_hash(task: Task, rubric: Rubric) -> str:
+    """sha256 (16 hex) of what the judge reads of a task and one rubric; the weight is not in it
+    (scoring reads the current weight, the verdict does not depend on it)."""
+    import hashlib
+
+    parts = (task.language, task.question, rubric.criterion, rubric.type, rubric.necessity, rubric.priority)
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def _judgment(p: Pending, rubric: Rubric, cfg: JudgeConfig, judge_run: int, prompt_hash: str, **kw) -> Judgment:
     return Judgment(
         task_id=p.task.id, agent=p.report.agent, run=p.report.run, rubric_id=rubric.id,
-        judge=cfg.id, judge_run=judge_run, prompt_hash=prompt_hash, **kw,
+        judge=cfg.id, judge_run=judge_run, prompt_hash=prompt_hash, rubric_hash=rubric_hash(p.task, rubric), **kw,
     )
 
 
@@ -110,11 +119,20 @@ def iter_judge_choice(
 
 
 EMPTY_REPORT = "empty report"
+# Format and separator characters that show nothing: a report of zero-width spaces is empty too.
+_INVISIBLE = frozenset({"Cf", "Zs", "Zl", "Zp", "Cc"})
+
+
+def is_blank(text: str) -> bool:
+    """Nothing visible: whitespace, zero-width spaces and joiners, BOMs, other format characters."""
+    import unicodedata
+
+    return all(unicodedata.category(c) in _INVISIBLE for c in text)
 
 
 def is_empty_report(report: Report) -> bool:
     """Nothing but whitespace: not sent to the judge (the paper's eq. 1 counts it 0)."""
-    return not report.text.strip()
+    return is_blank(report.text)
 
 
 def empty_report_judgments(p: Pending, cfg: JudgeConfig, judge_run: int) -> list[Judgment]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections import Counter
 from collections.abc import Sequence
 
 from serving.config import RayConfig
@@ -15,9 +17,9 @@ from ..progress import progress_bar
 from ..prompts import load_template
 from ..records import Judgment, Report, Task
 from ..stage import OpenModel, Stage, open_stage
-from ..store import RunDir, config_hash, resume_config
+from ..store import JUDGMENTS, ConfigChanged, RunDir, config_hash, resume_config, settings_hash
 from .config import JudgeConfig
-from .rubric import judge_batches, pending_work
+from .rubric import judge_batches, pending_work, rubric_hash
 
 
 def judge_stage(
@@ -45,11 +47,19 @@ def judge_stage(
     unknown = sorted({r.task_id for r in reports} - by_id.keys())
     if unknown:
         raise LifesearchError(f"reports for tasks not in the tasks file: {', '.join(unknown[:5])}")
-    with open_stage(rd, f"judge/{cfg.id}", command="judge", settings=resume_config(cfg),
-                    recorded=lambda: rd.done_keys("judgments.jsonl", Judgment, lambda j: j.key),
-                    resuming=lambda done: any(k[0] == cfg.id for k in done), legacy=(f"config/judge/{cfg.id}", config_hash(cfg)),
-                    force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model) as st:
-        decisions = _judge_all(st, by_id, reports, cfg, st.recorded, show)
+    settings, name = resume_config(cfg), f"judge/{cfg.id}"
+    stamp = settings_hash(settings)
+
+    def check(recorded: list[Judgment]) -> None:
+        mine = [j for j in recorded if j.judge == cfg.id]
+        rd.check_record_settings(name, Counter(j.settings for j in mine if j.settings), stamp, force=force_config)
+        _refuse_stale(rd, name, by_id, mine, force_config)
+
+    with open_stage(rd, name, command="judge", settings=settings, recorded=lambda: rd.load(JUDGMENTS, Judgment),
+                    resuming=lambda recs: any(j.judge == cfg.id for j in recs), legacy=(f"config/judge/{cfg.id}", config_hash(cfg)),
+                    force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model, check=check) as st:
+        done = {j.key for j in st.recorded}
+        decisions = _judge_all(st, by_id, reports, cfg, done, show, stamp)
         st.close_engine()
         stats = _stats(st, cfg, decisions)
         if decisions or st.stop:  # a rerun with nothing left keeps the last run's figures
@@ -64,17 +74,35 @@ def keep_legacy_id(rd: RunDir, cfg: JudgeConfig, legacy: str | None) -> JudgeCon
     """The config under its pre-derivation default id when the run directory holds judgments
     under that id and none under the derived one, so that a rerun resumes them instead of
     judging everything again under a new id (the stage's config check still applies)."""
-    if legacy is None or not cfg.derived or legacy == cfg.id or not rd.file("judgments.jsonl").is_file():
+    if legacy is None or not cfg.derived or legacy == cfg.id or not rd.file(JUDGMENTS).is_file():
         return cfg
-    judges = {j.judge for j in rd.load("judgments.jsonl", Judgment)}
+    judges = {j.judge for j in rd.load(JUDGMENTS, Judgment)}
     if legacy not in judges or cfg.id in judges:
         return cfg
     print(f"judge {cfg.id}: {rd.path} holds judgments under the earlier default id {legacy}; continuing under it")
     return cfg.updated(id=legacy)
 
 
+def _refuse_stale(rd: RunDir, stage: str, by_id: dict[str, Task], mine: list[Judgment], force: bool) -> None:
+    """Verdicts made on a question or rubric that has changed since are refused (ConfigChanged),
+    not silently kept as if made on the new text, nor judged again under the same key; with
+    `force` they are kept, and said."""
+    now = {(t.id, r.id): rubric_hash(t, r) for t in by_id.values() for r in t.rubrics}
+    stale = sorted({(j.task_id, j.rubric_id) for j in mine
+                    if j.rubric_hash and now.get((j.task_id, j.rubric_id), j.rubric_hash) != j.rubric_hash})
+    if not stale:
+        return
+    names = ", ".join(f"{t}/{r}" for t, r in stale[:5]) + (", …" if len(stale) > 5 else "")
+    msg = (f"{rd.path}: {stage} has verdicts on {len(stale)} rubric(s) whose question or text changed since they "
+           f"were judged ({names})")
+    if not force:
+        raise ConfigChanged(f"{msg}; judge the edited tasks under a new --id (those verdicts are not re-judged under "
+                            "the same id), or pass --force-config to keep them")
+    print(f"warning: --force-config: {msg}; they are kept", file=sys.stderr)
+
+
 def _judge_all(st: Stage, by_id: dict[str, Task], reports: Sequence[Report], cfg: JudgeConfig, done: set,
-               show: bool) -> int:
+               show: bool, stamp: str) -> int:
     """Every judge run's pending rubrics, report by report; the decisions written."""
     decisions = 0
     for judge_run in range(cfg.runs):
@@ -89,8 +117,8 @@ def _judge_all(st: Stage, by_id: dict[str, Task], reports: Sequence[Report], cfg
         with progress_bar(total, desc=desc, unit="decision", show=show, already=already) as bar, reporting(bar.advance):
             written = 0
             for _reports, rows in until_stopped(judge_batches(st.engine, cfg, work, judge_run)):
-                flat = [j for row in rows for j in row]
-                st.rd.append("judgments.jsonl", flat)
+                flat = [j.model_copy(update={"settings": stamp}) for row in rows for j in row]
+                st.rd.append(JUDGMENTS, flat)
                 decisions += len(flat)
                 written += len(flat)
                 bar.advance_to(written)

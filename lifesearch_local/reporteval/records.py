@@ -194,6 +194,10 @@ class ReportEvaluation(_Rec):
     """The redundancy result (metric redundancy)."""
     factuality: FactualityResult | None = None
     """The factuality result (metric factuality)."""
+    settings: str | None = None
+    """Hash of the judge and ReportEval settings the record was made with (the manifest's
+    `resume/reporteval/<id>`): a resume with other settings is refused from the records even when
+    the manifest is lost. Null in records written before it."""
 
     @property
     def key(self) -> tuple[str, str, str, str, int]:

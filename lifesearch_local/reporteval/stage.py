@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from ..progress import progress_bar
 from ..prompts import load_template
 from ..records import Report, Task
 from ..stage import OpenModel, open_stage
-from ..store import RunDir, resume_config, sha256_bytes
+from ..store import REPORTEVAL, REPORTEVAL_SUMMARY, RunDir, resume_config, settings_hash, sha256_bytes
 from ..web.config import WebConfig
 from .aggregate import summarize
 from .config import ReportEvalConfig
@@ -28,8 +29,7 @@ from .records import ReportEvaluation
 from .redundancy import judge_redundancy
 from .sources import fetch_sources
 
-RECORDS = "reporteval.jsonl"
-SUMMARY = "reporteval_summary.json"
+RECORDS, SUMMARY = REPORTEVAL, REPORTEVAL_SUMMARY  # the names other modules import
 PROMPTS = ("reporteval_quality", "reporteval_quality_all", "reporteval_quality_one", "reporteval_redundancy",
            "reporteval_factuality")
 NO_QUESTION = "(the research request was not provided; judge the report on its own terms)"
@@ -69,7 +69,7 @@ def _hash(obj: Any) -> str:
 
 
 def _run_metric(rd: RunDir, metric: str, todo: Sequence[ReportItem], backend: Engine, cfg: JudgeConfig,
-                rcfg: ReportEvalConfig, web: WebConfig, stop: Any, show: bool) -> dict[str, Any]:
+                rcfg: ReportEvalConfig, web: WebConfig, stop: Any, show: bool, stamp: str) -> dict[str, Any]:
     """Evaluate one metric over the pending reports, a batch at a time; returns its stats."""
     t0, st = time.perf_counter(), {"reports": 0, "decisions": 0, "stopped_early": False}
     sources: dict = {}
@@ -83,6 +83,7 @@ def _run_metric(rd: RunDir, metric: str, todo: Sequence[ReportItem], backend: En
             except Stopped:  # a long prefill gave up on SIGTERM: this batch is redone on rerun
                 st["stopped_early"] = True
                 break
+            recs = [r.model_copy(update={"settings": stamp}) for r in recs]
             rd.append(RECORDS, recs)
             st["reports"] += len(recs)
             st["decisions"] += sum(decisions(r) for r in recs)
@@ -109,16 +110,22 @@ def reporteval_stage(
     # `metrics` only picks which records to add; the others decide what every record says.
     settings = {"judge": resume_config(cfg), "reporteval": resume_config(rcfg.model_copy(update={"metrics": []}))}
     config_digest = _hash([cfg.model_dump(), rcfg.model_dump()])
-    with open_stage(rd, f"reporteval/{cfg.id}", command="reporteval", settings=settings,
-                    recorded=lambda: rd.done_keys(RECORDS, ReportEvaluation, lambda r: r.key),
+    name, stamp = f"reporteval/{cfg.id}", settings_hash(settings)
+
+    def check(done: dict) -> None:  # what the records themselves say, when the manifest is lost
+        rd.check_record_settings(name, Counter(h for (jid, *_), h in done.items() if jid == cfg.id and h), stamp,
+                                 force=force_config)
+
+    with open_stage(rd, name, command="reporteval", settings=settings,
+                    recorded=lambda: {r.key: r.settings for r in rd.load(RECORDS, ReportEvaluation)},
                     resuming=lambda done: any(k[0] == cfg.id for k in done), legacy=(f"config/reporteval/{cfg.id}", config_digest),
-                    force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model) as st:
+                    force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model, check=check) as st:
         stats: dict[str, Any] = {"mode": cfg.mode, "model": cfg.model.model, "backend": cfg.model.backend,
                                  "web_mode": web.mode, "stopped_early": False}
         for metric in rcfg.metrics:
             todo = [it for it in items if (cfg.id, metric, *it.report.key) not in st.recorded]
             if todo:
-                stats[metric] = _run_metric(rd, metric, todo, st.engine, cfg, rcfg, web, st.stop, show)
+                stats[metric] = _run_metric(rd, metric, todo, st.engine, cfg, rcfg, web, st.stop, show, stamp)
                 if stats[metric].pop("stopped_early"):
                     stats["stopped_early"] = True
                     break

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import hmac
 import json
 import os
 import sqlite3
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -15,6 +17,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import LifesearchError
+from .cache_key import CacheCorrupt, open_keyed, row_mac
 from .records import FETCH_RESULT, Document, Failure, SearchResult
 
 _SCHEMA = """
@@ -25,11 +28,14 @@ CREATE TABLE IF NOT EXISTS searches (
     key TEXT PRIMARY KEY, backend TEXT NOT NULL, query TEXT NOT NULL, params TEXT NOT NULL,
     as_of TEXT NOT NULL, results TEXT NOT NULL, created TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS searches_by_query ON searches (query, params, as_of);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL, mac TEXT NOT NULL);
 """
-# Row checksums, added after the first release: older rows have NULL here (verified by blob only).
-_CHECKSUM_COLUMNS = {"pages": "row_sha256", "searches": "row_sha256"}
-_PAGE_COLUMNS = "key, url, as_of, result, body_sha256, created, row_sha256"
-_SEARCH_COLUMNS = "key, backend, query, params, as_of, results, created, row_sha256"
+# Columns added after the first release: row_sha256 (unkeyed, what the second release checked) and
+# row_mac (keyed, see cache_key.py; required on every row since the third).
+_ADDED_COLUMNS = [(t, c) for t in ("pages", "searches") for c in ("row_sha256", "row_mac")]
+_PAGE_COLUMNS = "key, url, as_of, result, body_sha256, created, row_sha256, row_mac"
+_SEARCH_COLUMNS = "key, backend, query, params, as_of, results, created, row_sha256, row_mac"
+_TABLES = {"pages": _PAGE_COLUMNS, "searches": _SEARCH_COLUMNS}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -37,15 +43,49 @@ class ReplayMiss(LifesearchError):
     """Replay mode asked for something the cache does not hold."""
 
 
-class CacheCorrupt(LifesearchError):
-    """A cached entry fails its checksum: never served as content."""
-
-    kind = "cache_corrupt"
-
-
 def row_sha256(*fields: str | None) -> str:
     """Checksum of an index row's fields (the key included, so rows cannot be swapped between keys)."""
     return hashlib.sha256("\x1f".join("\x00" if f is None else f for f in fields).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+MAX_BLOB_BYTES = 1 << 30  # far above any page the fetcher keeps (its max_bytes); a bigger "blob" is not ours
+
+
+def read_blob_file(path: Path, name: str) -> bytes:
+    """A blob's bytes, read only if it is a plain file of sane size: a FIFO would block the reader,
+    a symlink to /dev/zero would never end (O_NOFOLLOW, O_NONBLOCK, then S_ISREG and st_size)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise CacheCorrupt(f"cache blob {name} is missing") from None
+    except OSError as e:  # a symlink (ELOOP), unreadable, …
+        why = "is a symbolic link" if path.is_symlink() else f"cannot be read: {e.strerror or e}"
+        raise CacheCorrupt(f"cache blob {name} {why}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CacheCorrupt(f"cache blob {name} is not a plain file (mode {stat.filemode(st.st_mode)})")
+        if st.st_size > MAX_BLOB_BYTES:
+            raise CacheCorrupt(f"cache blob {name} is {st.st_size} bytes, over {MAX_BLOB_BYTES}")
+        chunks, left = [], st.st_size + 1  # one byte more: a file that grows is caught by the hash
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError as e:
+        raise CacheCorrupt(f"cache blob {name} cannot be read: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
+def _legacy_ok(table: str, row: tuple) -> bool:
+    """A row of an older version's cache passes that version's check: no row checksum (the first
+    release wrote none), or a matching one. Only such rows are adopted (given a MAC)."""
+    checksum = row[-2]
+    return checksum is None or checksum == row_sha256(*row[:-3])
 
 
 def normalize_url(url: str) -> str:
@@ -89,10 +129,11 @@ class WebCache:
         try:
             con = self._db()
             con.executescript(_SCHEMA)
-            for table, column in _CHECKSUM_COLUMNS.items():
+            for table, column in _ADDED_COLUMNS:
                 if column not in {r[1] for r in con.execute(f"PRAGMA table_info({table})")}:
                     with contextlib.suppress(sqlite3.OperationalError):  # another handle added it first
                         con.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
+            self._key = open_keyed(con, self.root, _TABLES, _legacy_ok)
         except sqlite3.DatabaseError as e:
             raise CacheCorrupt(f"cache index {self.db_path} cannot be read ({e}); check it with "
                                f"`lifesearch cache verify {self.root}` or move the cache away") from None
@@ -132,12 +173,7 @@ class WebCache:
 
     def get_blob(self, sha256: str) -> bytes:
         """The blob's bytes; CacheCorrupt when it is missing or does not hash to its name."""
-        try:
-            data = self.blob_path(sha256).read_bytes()
-        except FileNotFoundError:
-            raise CacheCorrupt(f"cache blob {sha256} is missing") from None
-        except OSError as e:  # replaced by a directory, unreadable, …
-            raise CacheCorrupt(f"cache blob {sha256} cannot be read: {e.strerror or e}") from None
+        data = read_blob_file(self.blob_path(sha256), sha256)
         if hashlib.sha256(data).hexdigest() != sha256:
             raise CacheCorrupt(f"cache blob {sha256} does not match its sha256 (altered)")
         return data
@@ -153,10 +189,19 @@ class WebCache:
         except CacheCorrupt as e:
             return Failure(kind="cache_corrupt", url=row[1], message=str(e), cache_key=key, fetched_at=_now())
 
+    def _check_mac(self, table: str, row: tuple, what: str) -> None:
+        """CacheCorrupt unless the row carries its MAC under this cache's key: a row without one
+        is not one this program wrote (rows of older caches got theirs when first opened)."""
+        mac = row[-1]
+        if mac is None:
+            raise CacheCorrupt(f"cache index row {row[0]} ({what}) has no row MAC: forged or damaged "
+                               "(every row written or adopted by this version has one)")
+        if not hmac.compare_digest(mac, row_mac(self._key, table, *row[:-3])):
+            raise CacheCorrupt(f"cache index row {row[0]} ({what}) was edited: it fails its row MAC")
+
     def _checked_page(self, row: tuple) -> Document | Failure:
-        key, url, as_of, result, body_sha, created, checksum = row
-        if checksum is not None and checksum != row_sha256(key, url, as_of, result, body_sha):
-            raise CacheCorrupt(f"cache index row {key} ({url}) was edited: it fails its row checksum")
+        key, url, as_of, result, body_sha = row[:5]
+        self._check_mac("pages", row, url)
         try:
             parsed = FETCH_RESULT.validate_json(result)
         except ValueError as e:
@@ -174,8 +219,8 @@ class WebCache:
             result.body_sha256 = sha  # type: ignore[union-attr]
         fields = (key, normalize_url(url), _as_of(as_of), result.model_dump_json(), sha)
         self._db().execute(
-            f"INSERT OR REPLACE INTO pages ({_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (*fields[:5], _now(), row_sha256(*fields)),
+            f"INSERT OR REPLACE INTO pages ({_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (*fields, _now(), row_sha256(*fields), row_mac(self._key, "pages", *fields)),
         )
 
     def documents(self) -> list[Document]:
@@ -200,9 +245,8 @@ class WebCache:
         return self._checked_search(row) if row else None
 
     def _checked_search(self, row: tuple) -> list[SearchResult]:
-        key, backend, query, params, as_of, results, created, checksum = row
-        if checksum is not None and checksum != row_sha256(key, backend, query, params, as_of, results):
-            raise CacheCorrupt(f"cache index row {key} (search {query!r}) was edited: it fails its row checksum")
+        key, query, results = row[0], row[2], row[5]
+        self._check_mac("searches", row, f"search {query!r}")
         try:
             return [SearchResult.model_validate(r) for r in json.loads(results)]
         except (ValueError, TypeError) as e:
@@ -212,8 +256,8 @@ class WebCache:
         key = search_key(backend, query, params, as_of)
         payload = json.dumps([r.model_dump() for r in results], ensure_ascii=False)
         fields = (key, backend, query, json.dumps(params, sort_keys=True), _as_of(as_of), payload)
-        self._db().execute(f"INSERT OR REPLACE INTO searches ({_SEARCH_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           (*fields, _now(), row_sha256(*fields)))
+        self._db().execute(f"INSERT OR REPLACE INTO searches ({_SEARCH_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (*fields, _now(), row_sha256(*fields), row_mac(self._key, "searches", *fields)))
 
     # -- verification -------------------------------------------------------------------
     def verify(self) -> CacheReport:
@@ -221,10 +265,11 @@ class WebCache:
         report = CacheReport()
         db = self._db()
         report.integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
+        adopted = db.execute("SELECT value FROM meta WHERE name = 'adopted_rows'").fetchone()
+        report.legacy = int(adopted[0]) if adopted and adopted[0].isdigit() else 0
         referenced: set[str] = set()
         for row in db.execute(f"SELECT {_PAGE_COLUMNS} FROM pages ORDER BY key"):
             report.pages += 1
-            report.legacy += row[6] is None
             referenced.add(row[4] or "")
             try:
                 self._checked_page(row)
@@ -232,7 +277,6 @@ class WebCache:
                 report.problems.append(f"page {row[0]} {row[1]}: {e}")
         for row in db.execute(f"SELECT {_SEARCH_COLUMNS} FROM searches ORDER BY key"):
             report.searches += 1
-            report.legacy += row[7] is None
             try:
                 self._checked_search(row)
             except CacheCorrupt as e:
@@ -243,8 +287,11 @@ class WebCache:
             report.blobs += 1
             if path.name not in referenced:
                 report.unreferenced += 1
-                if hashlib.sha256(path.read_bytes()).hexdigest() != path.name:
-                    report.problems.append(f"blob {path.name}: does not match its sha256 (altered)")
+                try:
+                    if hashlib.sha256(read_blob_file(path, path.name)).hexdigest() != path.name:
+                        report.problems.append(f"blob {path.name}: does not match its sha256 (altered)")
+                except CacheCorrupt as e:
+                    report.problems.append(f"blob {path.name}: {e}")
         return report
 
 
@@ -265,7 +312,7 @@ class CacheReport:
         return not self.problems and self.integrity == "ok"
 
     def summary(self) -> str:
-        legacy = f", {self.legacy} rows without a row checksum (written before checksums; blob checked only)" if self.legacy else ""
+        legacy = (f", {self.legacy} rows adopted from an older version (keyed when first opened)" if self.legacy else "")
         state = "ok" if self.ok else f"CORRUPT: {len(self.problems)} problem(s)" + ("" if self.integrity == "ok" else f"; sqlite: {self.integrity}")
         return (f"{self.pages} pages, {self.searches} searches, {self.blobs} blobs ({self.unreferenced} unreferenced)"
                 f"{legacy}: {state}")

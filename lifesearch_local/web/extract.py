@@ -97,13 +97,21 @@ def _title_tag(html: str) -> str | None:
     return re.sub(r"\s+", " ", m.group(1)).strip() or None
 
 
-def extract_pdf(body: bytes, charset: str | None = None, url: str | None = None) -> Extracted:
-    """Text of every page, each after a `[page N]` marker; title and date from the PDF info."""
+MAX_PDF_PAGES = 200  # pages extracted from one PDF; the rest are named, not read
+
+
+def extract_pdf(body: bytes, charset: str | None = None, url: str | None = None, max_pages: int = MAX_PDF_PAGES) -> Extracted:
+    """Text of the first `max_pages` pages, each after a `[page N]` marker (a note names the pages
+    left out); title and date from the PDF info. In this process, unbounded in time: what the
+    fetcher runs on a body from the network is `extract_pdf_bounded`."""
     from pypdf import PdfReader
 
     reader = PdfReader(io.BytesIO(body))
-    pages = [f"[page {i}]\n{(p.extract_text() or '').strip()}" for i, p in enumerate(reader.pages, 1)]
+    n = len(reader.pages)
+    pages = [f"[page {i}]\n{(reader.pages[i - 1].extract_text() or '').strip()}" for i in range(1, min(n, max_pages) + 1)]
     text = "\n\n".join(pages) if any(p.split("\n", 1)[1] for p in pages) else ""
+    if text and n > max_pages:
+        text += f"\n\n[pages {max_pages + 1}-{n} not extracted: over the {max_pages}-page cap]"
     info = reader.metadata
     title = str(info.title) if info and info.title else None
     created = info.creation_date if info else None
@@ -122,8 +130,37 @@ EXTRACTORS: dict[str, Callable[[bytes, str | None, str | None], Extracted]] = {
 }
 
 
-def extract(body: bytes, mt: str, charset: str | None, url: str | None = None) -> Extracted:
-    """Dispatch on the media type (which must be `supported`)."""
+class ExtractTimeout(Exception):
+    """Extraction ran past its time cap and was killed."""
+
+
+def extract_pdf_bounded(body: bytes, timeout_s: float, max_pages: int = MAX_PDF_PAGES) -> Extracted:
+    """`extract_pdf` in a child process killed after `timeout_s` (ExtractTimeout): a thread cannot
+    be stopped, and a small PDF whose pages share one heavy content stream takes minutes."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    # the child imports this very package, wherever it came from (a checkout on sys.path, an install)
+    path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))
+    try:
+        res = subprocess.run([sys.executable, "-m", "lifesearch_local.web.pdf_worker", str(max_pages)], input=body,
+                             capture_output=True, timeout=timeout_s, check=False, env={**os.environ, "PYTHONPATH": path})
+    except subprocess.TimeoutExpired:  # run() kills the child before raising
+        raise ExtractTimeout(f"PDF text extraction passed the {timeout_s:.1f} s left of the fetch's time cap") from None
+    if res.returncode != 0:
+        last = (res.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]
+        raise ValueError(f"the PDF reader failed: {last[:300]}")
+    return Extracted(**json.loads(res.stdout))
+
+
+def extract(body: bytes, mt: str, charset: str | None, url: str | None = None, timeout_s: float | None = None) -> Extracted:
+    """Dispatch on the media type (which must be `supported`); with `timeout_s`, a PDF is read in
+    a child process killed at that time (ExtractTimeout)."""
+    if mt in PDF_TYPES and timeout_s is not None:
+        return extract_pdf_bounded(body, timeout_s)
     return EXTRACTORS[mt](body, charset, url)
 
 

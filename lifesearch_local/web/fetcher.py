@@ -16,7 +16,7 @@ from .config import WebConfig
 from .corpus import Corpus, CorpusEntry
 from .dates import after_cutoff
 from .decode import charset_param
-from .extract import extract, is_challenge, is_paywall, media_type, supported
+from .extract import ExtractTimeout, extract, is_challenge, is_paywall, media_type, supported
 from .http import HttpClient, RawResponse
 from .records import Document, Failure, FailureKind, FetchError, FetchStats
 from .ssrf import Resolver
@@ -115,10 +115,10 @@ class Fetcher:
             if cutoff is not None:
                 base = self.config.wayback_url
                 raw, stamp = await fetch_capture(self.http, base, url, cutoff, verify=self.config.verify_archive_digest)
-                result = await asyncio.to_thread(build_document, url, key, raw, "archive", stamp, url)
+                result = await asyncio.to_thread(build_document, url, key, raw, "archive", stamp, url, self._budget(raw))
             else:
                 raw = await self.http.get(url, accept=supported)
-                result = await asyncio.to_thread(build_document, url, key, raw, "live")
+                result = await asyncio.to_thread(build_document, url, key, raw, "live", None, None, self._budget(raw))
         except FetchError as e:
             result = self._failure(e.kind, url, key, e.message, status=e.status, final_url=e.final_url)
         if self.write_cache:
@@ -126,17 +126,24 @@ class Fetcher:
             self.cache.put_page(key, url, cutoff, result, body)  # type: ignore[union-attr]
         return result
 
+    def _budget(self, raw: RawResponse) -> float:
+        """What is left of the fetch's time cap for extracting its body (at least a moment)."""
+        return max(0.5, self.config.limits.timeout_s - raw.elapsed_ms / 1000)
+
     @staticmethod
     def _failure(kind: FailureKind, url: str, key: str, message: str, **kw: object) -> Failure:
         return Failure(kind=kind, url=url, message=message, cache_key=key, fetched_at=_now(), **kw)  # type: ignore[arg-type]
 
 
 def build_document(
-    url: str, key: str, raw: RawResponse, source: str, archived_at: str | None = None, final_url: str | None = None
+    url: str, key: str, raw: RawResponse, source: str, archived_at: str | None = None, final_url: str | None = None,
+    timeout_s: float | None = None,
 ) -> Document | Failure:
-    """Extract a response into a Document, or the Failure it really is (challenge, paywall, empty)."""
+    """Extract a response into a Document, or the Failure it really is (challenge, paywall, empty,
+    timeout when extracting a PDF passes `timeout_s`)."""
     t0 = time.perf_counter()
-    doc = page_document(url, key, raw.body, raw.media_type, raw.charset, raw.status, final_url or raw.url, source)
+    doc = page_document(url, key, raw.body, raw.media_type, raw.charset, raw.status, final_url or raw.url, source,
+                        timeout_s)
     if doc.ok:
         doc.archived_at, doc.elapsed_ms = archived_at, raw.elapsed_ms + (time.perf_counter() - t0) * 1000  # type: ignore[union-attr]
     return doc
@@ -151,14 +158,17 @@ def corpus_document(entry: CorpusEntry, key: str) -> Document | Failure:
     return doc
 
 
-def page_document(url: str, key: str, body: bytes, mt: str, charset: str | None, status: int, final_url: str, source: str) -> Document | Failure:
+def page_document(url: str, key: str, body: bytes, mt: str, charset: str | None, status: int, final_url: str, source: str,
+                  timeout_s: float | None = None) -> Document | Failure:
     def fail(kind: FailureKind, message: str) -> Failure:
         return Failure(kind=kind, url=url, message=message, status=status, final_url=final_url, cache_key=key, fetched_at=_now())
 
     if not supported(mt):
         return fail("unsupported_type", f"content type {mt}")
     try:
-        ex = extract(body, mt, charset, final_url)
+        ex = extract(body, mt, charset, final_url, timeout_s)
+    except ExtractTimeout as e:
+        return fail("timeout", str(e))
     except Exception as e:  # a parser's own errors (a broken PDF) are many and unrelated
         return fail("unsupported_type", f"could not read the {mt} body: {type(e).__name__}: {e}")
     if is_challenge(ex.raw_html, status, ex.text):

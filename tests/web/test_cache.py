@@ -281,13 +281,15 @@ def test_cache_written_before_row_checksums_still_replays_with_its_blob_checked(
     doc = _doc(1).model_copy(update={"body_sha256": cache.put_blob(b"body 1")})
     cache.close()
     con = sqlite3.connect(root / "index.sqlite")
-    with con:  # the schema of the first release: no row_sha256 column
+    with con:  # the schema of the first release: no row_sha256 column, no key, no meta table
+        con.execute("DROP TABLE meta")
         con.execute("DROP TABLE pages")
         con.execute("CREATE TABLE pages (key TEXT PRIMARY KEY, url TEXT NOT NULL, as_of TEXT NOT NULL, result TEXT NOT NULL, "
                     "body_sha256 TEXT, created TEXT NOT NULL)")
         con.execute("INSERT INTO pages VALUES (?, ?, '', ?, ?, '')", (doc.cache_key, doc.url, doc.model_dump_json(), doc.body_sha256))
     con.close()
-    legacy = WebCache(root)
+    (root / "cache.key").unlink()
+    legacy = WebCache(root)  # adopted: the row gets its MAC when first opened
     assert legacy.get_page(doc.cache_key).text == "text 1"
     report = legacy.verify()
     assert report.ok and report.legacy == 1
