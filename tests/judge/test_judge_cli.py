@@ -133,12 +133,12 @@ def test_limit_must_be_positive(inputs, tmp_path, capsys):
 
 
 def test_the_summary_of_a_judge_stopped_before_its_first_report_does_not_say_it_is_done(tmp_path, capsys):
-    from types import SimpleNamespace
-
     from lifesearch_local.cli.judge import report
+    from lifesearch_local.judge.config import JudgeConfig
     from lifesearch_local.store import RunDir
+    from serving.config import model_config
 
-    cfg, rd = SimpleNamespace(id="tiny"), RunDir(tmp_path)
+    cfg, rd = JudgeConfig(id="tiny", model=model_config(model="tiny-llama")), RunDir(tmp_path)
     assert report(cfg, {"decisions": 0, "wall_s": 0.2, "stopped_early": True}, rd) is False
     out = capsys.readouterr().out
     assert "0 decisions in 0.2 s (stopped before the first report)" in out and "nothing left" not in out
