@@ -154,8 +154,8 @@ class HFBackend(Engine):
 
         r0 = reqs[0]
         fitted = [chat_ids(self.tokenizer, r, self.max_positions, self.cfg.chat_template_kwargs) for r in reqs]
-        rows = [Row(ids=ids, max_new=max(1, n), stops=r.stop, json_stop=r.stop_after_json)
-                for r, (ids, _, n) in zip(reqs, fitted)]
+        rows = [Row(ids=ids, max_new=max(1, n), stops=r.stop, json_stop=r.stop_after_json, schema=r.json_schema,
+                    think=bool(r.json_schema) and self._thinks(r, ids)) for r, (ids, _, n) in zip(reqs, fitted)]
         stop.check()
         done = self.decoder.decode(rows, temperature=r0.temperature, top_p=r0.top_p, seed=r0.seed)
         out = []
@@ -163,6 +163,13 @@ class HFBackend(Engine):
             text, stopped = _cut_at_stop(d.text, req.stop)
             out.append(self._generation(text, len(ids_in), len(d.ids), "stop" if stopped else d.finish, cut))
         return out
+
+    def _thinks(self, req: ChatRequest, ids: list[int]) -> bool:
+        """Whether the model thinks before this request's answer (the schema then waits for `</think>`)."""
+        from ..grammar import in_thinking, thinks
+
+        return thinks({**self.cfg.chat_template_kwargs, **req.chat_template_kwargs}) or \
+            in_thinking(self.tokenizer.decode(ids[-8:]))
 
     def _generation(self, text: str, n_in: int, n_out: int, finish: str, cut: int) -> Generation:
         self.counters["generate_prompt_tokens"] += n_in

@@ -37,6 +37,18 @@ class Row:
     max_new: int
     stops: Sequence[str] = ()
     json_stop: bool = False
+    schema: dict | None = None
+    """Decode the answer under this JSON schema (serving.grammar); the row ends where the value closes."""
+    think: bool = False
+    """The model thinks first: the schema applies from the row's `</think>` on."""
+
+
+@dataclass
+class Constraint:
+    """Per row of a chunk: its schema matcher (None: unconstrained or not started) and whether it waits for `</think>`."""
+
+    matchers: list[Any]
+    waiting: list[bool]
 
 
 @dataclass
@@ -234,6 +246,23 @@ class PrefixDecoder:
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
         self.eos = {int(i) for i in [tokenizer.eos_token_id, *eos] if i is not None}
         self.stats = {"prefix_tokens": 0, "suffix_tokens": 0, "decode_steps": 0, "batches": 0}
+        self.masks = None  # serving.grammar.SchemaMasks, built on the first row with a schema
+
+    def _constraint(self, rows: Sequence[Row]) -> Constraint:
+        if any(r.schema for r in rows) and self.masks is None:
+            from ..grammar import SchemaMasks
+
+            self.masks = SchemaMasks(self.tokenizer, self.model.config.vocab_size, self.eos)
+        return Constraint([self.masks.matcher(r.schema) if r.schema and not r.think else None for r in rows],
+                          [bool(r.schema and r.think) for r in rows])
+
+    def _constrain(self, logits: Any, batch: Sequence[int], con: Constraint, finished: set[int]) -> Any:
+        """`logits` with each constrained row's tokens outside its schema at -inf."""
+        from ..grammar import mask_logits
+
+        allowed = {k: self.masks.allowed(con.matchers[i], logits.device) for k, i in enumerate(batch)
+                   if i not in finished and con.matchers[i] is not None}
+        return mask_logits(logits, allowed)
 
     def decode(self, rows: Sequence[Row], *, temperature: float = 0.0, top_p: float = 1.0,
                seed: int | None = None) -> list[Decoded]:
@@ -315,13 +344,14 @@ class PrefixDecoder:
         nxt = self._tensor([p + len(s) for s in suffixes])
         res = [Decoded() for _ in rows]
         trackers = [JsonObjectEnd() if r.json_stop else None for r in rows]
+        con = self._constraint(rows)
         batch = list(range(len(rows)))  # row index of each batch position
         finished: set[int] = set()
         while True:
             stop.check()
-            toks = next_tokens(logits, temperature, top_p, gen)
+            toks = next_tokens(self._constrain(logits, batch, con, finished), temperature, top_p, gen)
             for i, t in zip(batch, toks.tolist()):
-                if i not in finished and self._advance(rows[i], res[i], trackers[i], t):
+                if i not in finished and self._advance(rows[i], res[i], trackers[i], t, con, i):
                     finished.add(i)
             if len(finished) == len(rows):
                 break
@@ -340,17 +370,26 @@ class PrefixDecoder:
             d.text = d.text[:end] if end is not None else d.text
         return res
 
-    def _advance(self, row: Row, res: Decoded, tracker: JsonObjectEnd | None, token: int) -> bool:
-        """Append `token` to the row; True once the row is finished."""
+    def _advance(self, row: Row, res: Decoded, tracker: JsonObjectEnd | None, token: int, con: Constraint,
+                 i: int) -> bool:
+        """Append `token` to row `i`; True once the row is finished."""
         res.ids.append(token)
         if token in self.eos:
             res.finish = "stop"
             return True
-        if row.stops or tracker is not None:
+        m = con.matchers[i]
+        if m is not None:
+            m.consume_token(token)
+            if m.is_accepting() or m.is_stopped() or m.is_error():  # the schema's value is complete
+                res.finish = "stop"
+                return True
+        if row.stops or tracker is not None or con.waiting[i]:
             text = self.tokenizer.decode(res.ids, skip_special_tokens=True)
             if any(s and s in text for s in row.stops) or (tracker is not None and tracker.feed(text) is not None):
                 res.finish = "stop"
                 return True
+            if con.waiting[i] and "</think>" in self.tokenizer.decode(res.ids):  # the answer starts: constrain it
+                con.matchers[i], con.waiting[i] = self.masks.matcher(row.schema), False
         if len(res.ids) >= row.max_new:
             res.finish = "length"
             return True
