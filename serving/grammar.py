@@ -74,3 +74,23 @@ def mask_logits(logits: Any, allowed: dict[int, Any]) -> Any:
         out[i, : ok.shape[0]] = out[i, : ok.shape[0]].masked_fill(~ok, float("-inf"))
         out[i, ok.shape[0] :] = float("-inf")
     return out
+
+
+class SchemaLogitsProcessor:
+    """The same mask for `model.generate` (the padded path): a transformers logits processor over a
+    left-padded batch; rows without a matcher are left alone. Each call first feeds every row's
+    previous token to its matcher."""
+
+    def __init__(self, masks: SchemaMasks, matchers: list[Any]):
+        self.masks, self.matchers, self.width = masks, matchers, None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.width is None:
+            self.width = input_ids.shape[1]  # the prompt: nothing generated yet
+        elif input_ids.shape[1] > self.width:
+            for m, t in zip(self.matchers, input_ids[:, -1].tolist()):
+                if m is not None and not (m.is_stopped() or m.is_error()):
+                    m.consume_token(t)
+        allowed = {i: self.masks.allowed(m, scores.device) for i, m in enumerate(self.matchers)
+                   if m is not None and not m.is_error()}
+        return mask_logits(scores, allowed)

@@ -20,11 +20,13 @@ pytest.importorskip("llguidance")
 MSGS = [{"role": "user", "content": "Does the report name the capital of France? Answer with JSON."}]
 
 
-@pytest.fixture(scope="module")
-def engine():
+@pytest.fixture(scope="module", params=["shared_prefix", "padded"])
+def engine(request):
+    """The tiny random model on both hf generation paths (shared-prefix decoding; model.generate, padded)."""
     from serving.engines.hf import HFBackend
 
-    return HFBackend(model_config(backend="hf", model=str(tiny_model_dir("tiny-llama")), device="cpu"))
+    return HFBackend(model_config(backend="hf", model=str(tiny_model_dir("tiny-llama")), device="cpu",
+                                  generate_form=request.param))
 
 
 @pytest.fixture
@@ -68,7 +70,10 @@ def test_the_schema_bounds_the_answer_so_it_closes_before_the_token_cap(engine):
     assert all(g.finish_reason == "stop" and parse_verdict(g.text) is not None for g in got), [g.text for g in got]
 
 
-def test_a_thinking_row_is_free_until_its_think_block_closes(engine):
+def test_a_thinking_row_is_free_until_its_think_block_closes():
+    from serving.engines.hf import HFBackend
+
+    engine = HFBackend(model_config(backend="hf", model=str(tiny_model_dir("tiny-llama")), device="cpu"))
     assert thinks({"enable_thinking": True}) and not thinks({"enable_thinking": False}) and not thinks({})
     assert in_thinking("<|im_start|>assistant\n<think>\n") and not in_thinking("<think>\n\n</think>\n\n")
     con = engine.decoder._constraint([Row(ids=[1, 2], max_new=4, schema=VERDICT_SCHEMA, think=True),
