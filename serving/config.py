@@ -43,8 +43,9 @@ class HFConfig(_LocalWeights):
     """Engine: transformers in-process."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where the model runs."""
-    kernel: Literal["auto", "dense", "flex", "two_stage", "naive", "single"] = "auto"
-    """Choice-scoring form (auto: two_stage, the fastest measured on CPU and GPU)."""
+    kernel: Literal["auto", "dense", "flex", "two_stage", "shared", "naive", "single"] = "auto"
+    """Choice-scoring form (auto: `shared` on CPU for attention-only models without sliding windows,
+    else two_stage; see serving.engines.kernel)."""
     token_budget: int = Field(8192, ge=64)
     """Max tokens per packed forward pass (a group larger than this runs alone); a two_stage batch
     counts each row's copy of the shared prefix, rows × (prefix + suffix), so memory stays bounded

@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="only the first N sample tasks (file order: 5 English, then 5 Chinese; "
                    f"default all, {REAL_LIMIT} with --real)")
     p.add_argument("--out", default="runs/demo", help="run directory (reused to resume)")
-    p.add_argument("--kernel", default="auto", choices=["auto", "dense", "flex", "two_stage", "naive", "single"])
+    p.add_argument("--kernel", default="auto", choices=["auto", "dense", "flex", "two_stage", "shared", "naive", "single"])
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=["choice", "generate"], help="override the judge mode")
     p.add_argument("--runs", type=int, help="judge repetitions (self-consistency)")
     add_generate_options(p, "generate mode: token cap of each answer (default 512; the JSON verdict needs well under 200)")
-    p.add_argument("--kernel", choices=["auto", "dense", "flex", "two_stage", "naive", "single"],
+    p.add_argument("--kernel", choices=["auto", "dense", "flex", "two_stage", "shared", "naive", "single"],
                    help="hf backend: choice-scoring form (default auto)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")
     p.add_argument("--id", help="judge id recorded in judgments (default: the config's, else derived: "

@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--corpus", action="append", help="local corpus directory (repeatable; default the bundled data/web)")
     p.add_argument("--seed", type=int, help="base seed of the redundancy pair sampler (default 0)")
     p.add_argument("--max-pairs", type=int, help="redundancy pairs per report (default 30)")
-    p.add_argument("--kernel", choices=["auto", "dense", "flex", "two_stage", "naive", "single"], help="hf backend: choice-scoring form")
+    p.add_argument("--kernel", choices=["auto", "dense", "flex", "two_stage", "shared", "naive", "single"], help="hf backend: choice-scoring form")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="hf backend device")
     p.add_argument("--id", help="judge id recorded in the records (default: from config or model)")
     p.add_argument("--json", action="store_true", help="print the stats and summary as JSON")
