@@ -357,17 +357,21 @@ class PackedScorer:
             self.stats.add("shared", p)
         before = self.model.config._attn_implementation
         self.model.set_attn_implementation(register())
-        out: list[list[float]] = []
+        # rows by suffix length, so that a batch pads its rows to a similar width (results go back in input order)
+        order = sorted(range(len(items)), key=lambda k: len(items[k].ids))
+        out: list[list[float]] = [[] for _ in items]
         try:
-            for part in _row_chunks([len(it.ids) - p for it in items], p, self.token_budget):
+            for part in _row_chunks([len(items[k].ids) - p for k in order], p, self.token_budget):
                 stop.check()
+                part = [order[k] for k in part]
                 rows = [items[k] for k in part]
                 ids, pos, mask, width = self._left_padded([it.ids[p:] for it in rows], p)
                 st = SharedPrefixKV(prefix, len(rows), width, self.token_budget)
                 logits = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=False,
                                     logits_to_keep=1, shared_prefix=st).logits[:, -1]
                 self.stats.add("shared", len(rows) * width)
-                out += _candidate_logprobs(logits, rows)
+                for k, lp in zip(part, _candidate_logprobs(logits, rows)):
+                    out[k] = lp
                 decided(len(rows))
         finally:
             self.model.set_attn_implementation(before)  # the model is shared with other forms and generate mode
