@@ -49,8 +49,9 @@ class HFConfig(_LocalWeights):
     token_budget: int = Field(8192, ge=64)
     """Max tokens per packed forward pass (a group larger than this runs alone); a two_stage batch
     counts each row's copy of the shared prefix, rows × (prefix + suffix), so memory stays bounded
-    (on a GPU with room to spare, raise it for larger batches); in generate mode, max KV tokens
-    held per decoding batch: shared prefix + rows × (suffix + max_tokens)."""
+    (on a GPU with room to spare, raise it for larger batches); a `shared` batch holds the prefix
+    once: prefix + rows × suffix; in generate mode, max KV tokens held per decoding batch: shared
+    prefix + rows × (suffix + max_tokens)."""
     generate_form: Literal["shared_prefix", "padded"] = "shared_prefix"
     """Generation: `shared_prefix` prefills a prefix common to several requests (the rubrics of a
     report) once and decodes their rows as a batch over its KV (serving.engines.prefix_decode);

@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", help="with --reports-from: the tasks JSONL (default: tasks.jsonl next to FILE)")
     p.add_argument("--limit", type=positive_int, metavar="N", help="with --reports-from: only the first N reports of FILE")
     p.add_argument("--form", default="auto", choices=["auto", "dense", "flex", "two_stage", "shared"],
-                   help="packed form (auto: two_stage, the fastest measured on CPU and on an H200)")
+                   help="packed form (auto: shared on CPU for attention-only models without windows, else two_stage)")
     p.add_argument("--baseline", default="naive", choices=["naive", "single", "none"],
                    help="baseline form (none: skip the one-prompt-per-rubric column, minutes on a real report)")
     p.add_argument("--repeats", type=positive_int, default=3,

@@ -39,16 +39,16 @@ def test_json_has_both_sides_and_they_agree(bench):
         assert k in out
     # the packed pass counts each report's prefix once (a suffix may share a few more first tokens)
     assert out["packed_tokens"] <= 2 * (192 + 5 * 24) and out["naive_tokens"] == 2 * 5 * (192 + 24)
-    assert out["max_abs_diff"] <= 1e-4 and out["packed_form"] == "two_stage" and out["decisions"] == 10
+    assert out["max_abs_diff"] <= 1e-4 and out["packed_form"] == "shared" and out["decisions"] == 10
 
 
 def test_text_output(bench):
     r = bench(*ARGS)
     assert r.returncode == 0 and "speedup" in r.stdout and "baseline (naive)" in r.stdout
     # before the minutes of work: the inputs, then per form an estimate and when it is done (stderr)
-    said = [line for line in r.stderr.splitlines() if line.startswith(("inputs:", "two_stage:", "naive:"))]
+    said = [line for line in r.stderr.splitlines() if line.startswith(("inputs:", "shared:", "naive:"))]
     assert said[0].startswith("inputs: 1 report(s) × 5 rubrics, prefix 192 + suffix 24 tokens; model tiny-llama")
-    assert [line.split(" ")[:2] for line in said[1:]] == [["two_stage:", "about"], ["two_stage:", "done"],
+    assert [line.split(" ")[:2] for line in said[1:]] == [["shared:", "about"], ["shared:", "done"],
                                                           ["naive:", "about"], ["naive:", "done"]]
     assert "tokens/s, so roughly" in said[1]
 
