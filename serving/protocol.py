@@ -42,6 +42,11 @@ class ChatRequest(BaseModel):
     """End the generation once the first top-level JSON object of the output closes (braces
     counted outside strings); the text ends at its closing brace. The hf engine stops decoding
     there; vllm and openai engines cut the text there."""
+    json_schema: dict[str, Any] | None = None
+    """Decode the answer under this JSON schema, so that it parses whatever the model would rather
+    write (hf: a token mask in shared-prefix decoding; vllm: its structured outputs; openai:
+    `response_format`). A model that thinks first (`enable_thinking`) is constrained after its
+    `</think>` (hf), or not at all (vllm, openai: their reasoning parsers are server settings)."""
     tools: list[dict[str, Any]] | None = None
     """OpenAI-style tool schemas, rendered by the chat template or sent natively."""
     prefill: str = ""

@@ -157,8 +157,22 @@ def parse_verdict(text: str) -> tuple[bool, str] | None:
     return parse_object(text.rpartition("</think>")[2], _verdict)
 
 
+# The verdict the judge prompt asks for, as the schema generate mode decodes under: a weak judge
+# that would write prose still answers with it, in one attempt. The prompt asks for a reason of at
+# most 30 words; 240 characters bound it (and so the tokens decoded per answer).
+REASON_MAX_CHARS = 240
+VERDICT_SCHEMA = {
+    "type": "object",
+    "properties": {"satisfied": {"type": "boolean"},
+                   "reason": {"type": "string", "maxLength": REASON_MAX_CHARS}},
+    "required": ["satisfied", "reason"],
+    "additionalProperties": False,
+}
+
+
 def judge_generate(backend: Engine, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:
-    """Full JSON answers; unparseable ones are retried (bounded), then recorded as ungraded.
+    """Full JSON answers decoded under VERDICT_SCHEMA; unparseable ones (cut at the token cap) are
+    retried (bounded), then recorded as ungraded.
 
     With thinking off (the default), decoding ends where the answer's JSON object closes (what
     follows is never read; a thinking judge's braces could be in its thinking), and the
@@ -168,7 +182,7 @@ def judge_generate(backend: Engine, cfg: JudgeConfig, batch: Sequence[Pending], 
     flat = [text for row in prompts for text, _, _ in row]
     spans = [span for row in prompts for _, _, span in row]
     results = iter(generate_parsed_fitted(backend, cfg, flat, parse_verdict, max_tokens=cfg.max_tokens,
-                                          seed=1000 * judge_run, spans=spans,
+                                          seed=1000 * judge_run, spans=spans, json_schema=VERDICT_SCHEMA,
                                           stop_after_json=judge_template_kwargs(cfg).get("enable_thinking") is False))
     out = []
     for p, row in zip(batch, prompts):

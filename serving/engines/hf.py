@@ -68,6 +68,7 @@ class HFEngine(Engine):
         self.max_positions = context_limit(self.model.config, cfg.max_model_len)
         self.counters = {"generate_prompt_tokens": 0, "generate_output_tokens": 0}
         self.decoder = None
+        self.masks = None  # serving.grammar.SchemaMasks for the padded path, built on first use
         if cfg.generate_form == "shared_prefix":
             from .prefix_decode import PrefixDecoder, supported
 
@@ -134,8 +135,8 @@ class HFEngine(Engine):
 
         r0 = reqs[0]
         fitted = [chat_ids(self.tokenizer, r, self.max_positions, self.cfg.chat_template_kwargs) for r in reqs]
-        rows = [Row(ids=ids, max_new=max(1, n), stops=r.stop, json_stop=r.stop_after_json)
-                for r, (ids, _, n) in zip(reqs, fitted)]
+        rows = [Row(ids=ids, max_new=max(1, n), stops=r.stop, json_stop=r.stop_after_json, schema=r.json_schema,
+                    think=bool(r.json_schema) and self._thinks(r, ids)) for r, (ids, _, n) in zip(reqs, fitted)]
         stop.check()
         done = self.decoder.decode(rows, temperature=r0.temperature, top_p=r0.top_p, seed=r0.seed)
         out = []
@@ -143,6 +144,28 @@ class HFEngine(Engine):
             text, stopped = _cut_at_stop(d.text, req.stop)
             out.append(self._generation(text, len(ids_in), len(d.ids), "stop" if stopped else d.finish, cut))
         return out
+
+    def _schema_processor(self, reqs: Sequence[ChatRequest], fitted: Sequence[tuple]) -> Any:
+        """The padded path's schema mask (None when no request has a schema; a row that thinks first stays free)."""
+        if not any(r.json_schema for r in reqs):
+            return None
+        from transformers import LogitsProcessorList
+
+        from ..grammar import SchemaLogitsProcessor, SchemaMasks
+
+        if self.masks is None:
+            eos = {self.tokenizer.eos_token_id} - {None}
+            self.masks = SchemaMasks(self.tokenizer, self.model.config.vocab_size, eos)
+        matchers = [self.masks.matcher(r.json_schema) if r.json_schema and not self._thinks(r, ids) else None
+                    for r, (ids, _, _) in zip(reqs, fitted)]
+        return LogitsProcessorList([SchemaLogitsProcessor(self.masks, matchers)])
+
+    def _thinks(self, req: ChatRequest, ids: list[int]) -> bool:
+        """Whether the model thinks before this request's answer (the schema then waits for `</think>`)."""
+        from ..grammar import in_thinking, thinks
+
+        return thinks({**self.cfg.chat_template_kwargs, **req.chat_template_kwargs}) or \
+            in_thinking(self.tokenizer.decode(ids[-8:]))
 
     def _generation(self, text: str, n_in: int, n_out: int, finish: str, cut: int) -> Generation:
         self.counters["generate_prompt_tokens"] += n_in
@@ -169,7 +192,7 @@ class HFEngine(Engine):
             gen = self.model.generate(
                 **enc, max_new_tokens=max(1, min(n for _, _, n in fitted)), do_sample=sample,
                 temperature=r0.temperature if sample else None, top_p=r0.top_p if sample else None,
-                pad_token_id=pad, stopping_criteria=_stop_criteria(),
+                pad_token_id=pad, stopping_criteria=_stop_criteria(), logits_processor=self._schema_processor(reqs, fitted),
             )
         stop.check()
         results = []

@@ -11,7 +11,11 @@ Forms (all must equal scoring each prompt alone; tests check it):
 - `flex`: the same packing with a FlexAttention block mask (CUDA; sparse, so masked blocks
   cost nothing);
 - `two_stage`: the prefix once with its KV cache, then all suffixes as one batch over
-  that cache (fastest on CPU, where SDPA computes masked-out scores too);
+  that cache (each row of a batch holds a copy of the prefix's KV);
+- `shared`: the prefix once, then all suffixes as one batch whose attention reads the one
+  prefix KV for every row (serving.engines.shared_attention: no per-row copy, an exact
+  log-sum-exp merge with each row's own keys), so a report's rubrics stay in one batch
+  whatever the prefix length; attention-only models without sliding windows;
 - `naive`: the baseline, every full prompt, batched with right padding;
 - `single`: every prompt alone, batch size 1 (the reference).
 """
@@ -179,6 +183,35 @@ def flex_block_mask(pk: Packed, window: int | None, device: Any):
     return create_block_mask(mask_mod, B=None, H=None, Q_LEN=n, KV_LEN=n, device=device)
 
 
+def _shared_ok(model: Any) -> bool:
+    """Whether the `shared` form applies: attention on every layer, no sliding window, no softcapping."""
+    try:
+        check_attention_only(model.config)
+        return sliding_window(model.config) is None and not getattr(model.config, "attn_logit_softcapping", None)
+    except UnsupportedModelError:
+        return False
+
+
+def _auto_form(model: Any) -> str:
+    """`shared` on CPU where the model allows it (measured on drb-56, docs/benchmarks.md), else two_stage."""
+    device = next(model.parameters()).device
+    return "shared" if device.type == "cpu" and _shared_ok(model) else "two_stage"
+
+
+def _row_chunks(widths: Sequence[int], prefix: int, budget: int) -> list[list[int]]:
+    """Consecutive row indices per batch: prefix + rows × (widest suffix) ≤ budget; at least one row each."""
+    chunks: list[list[int]] = []
+    widest = 0
+    for i, w in enumerate(widths):
+        if chunks and prefix + (len(chunks[-1]) + 1) * max(widest, w) <= budget:
+            chunks[-1].append(i)
+            widest = max(widest, w)
+        else:
+            chunks.append([i])
+            widest = w
+    return chunks
+
+
 def _candidate_logprobs(logits, rows: Sequence[Item]) -> list[list[float]]:
     import torch
 
@@ -197,9 +230,13 @@ class PackedScorer:
         if form != "single":
             check_attention_only(model.config)
         self.window = sliding_window(model.config)
-        # two_stage on every device: on an H200 (8B-shaped Llama, bf16, 8 reports × 20 rubrics, prefix
-        # 5000) it ran 1.8× faster than flex packing (docs/benchmarks.md), and on CPU 2–5× faster than dense.
-        self.form = "two_stage" if form == "auto" else form
+        # auto: shared where the model allows it (see _auto_form), else two_stage: on an H200 (8B-shaped
+        # Llama, bf16, 8 reports × 20 rubrics, prefix 5000) two_stage ran 1.8× faster than flex packing
+        # (docs/benchmarks.md), and on CPU 2–5× faster than dense.
+        self.form = _auto_form(model) if form == "auto" else form
+        if self.form == "shared" and not _shared_ok(model):
+            raise UnsupportedModelError("kernel form 'shared' needs an attention-only model without sliding "
+                                        "windows or softcapping; use two_stage")
         self.token_budget = token_budget
         # A long prefix runs in chunks of this many tokens over the KV cache, so a stop request
         # (SIGTERM) is honoured within one chunk's time instead of one whole-report forward.
@@ -220,6 +257,8 @@ class PackedScorer:
                     decided(sum(len(groups[g]) for g in gids))
             elif self.form == "two_stage":
                 out = [self._two_stage(items) for items in groups]
+            elif self.form == "shared":
+                out = [self._shared(items) for items in groups]
             else:
                 flat = [it for items in groups for it in items]
                 rows = self._naive(flat) if self.form == "naive" else [self._single(it) for it in flat]
@@ -297,6 +336,53 @@ class PackedScorer:
             out += self._batch(part, items[start : start + chunk], offset=p, cache=c)
             decided(len(part))
         return out
+
+    def _shared(self, items: Sequence[Item]) -> list[list[float]]:
+        """The prefix's KV once (batch 1, in chunks), then the suffixes in batches of rows whose attention
+        reads that one KV (left-padded, so every row's last token is the batch's last column). The budget
+        counts the prefix once and each row's suffix: prefix + rows × width ≤ token_budget."""
+        from .shared_attention import SharedPrefixKV, prefill_kv, register
+
+        p = common_prefix_len([it.ids for it in items])
+        prefix = prefill_kv(self.model, items[0].ids[:p], self.prefill_chunk)
+        if p:
+            self.stats.add("shared", p)
+        before = self.model.config._attn_implementation
+        self.model.set_attn_implementation(register())
+        # rows by suffix length, so that a batch pads its rows to a similar width (results go back in input order)
+        order = sorted(range(len(items)), key=lambda k: len(items[k].ids))
+        out: list[list[float]] = [[] for _ in items]
+        try:
+            for part in _row_chunks([len(items[k].ids) - p for k in order], p, self.token_budget):
+                stop.check()
+                part = [order[k] for k in part]
+                rows = [items[k] for k in part]
+                ids, pos, mask, width = self._left_padded([it.ids[p:] for it in rows], p)
+                st = SharedPrefixKV(prefix, len(rows), width, self.token_budget)
+                logits = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=False,
+                                    logits_to_keep=1, shared_prefix=st).logits[:, -1]
+                self.stats.add("shared", len(rows) * width)
+                for k, lp in zip(part, _candidate_logprobs(logits, rows)):
+                    out[k] = lp
+                decided(len(rows))
+        finally:
+            self.model.set_attn_implementation(before)  # the model is shared with other forms and generate mode
+        return out
+
+    def _left_padded(self, suffixes: Sequence[Sequence[int]], offset: int):
+        """(ids, positions, (rows, 1, w, w) bool mask, w) of suffixes left-padded to one width after `offset`
+        prefix tokens; a padding query sees itself only, so no softmax row is empty (its output is never read)."""
+        import torch
+
+        w = max(len(s) for s in suffixes)
+        pad = self._tensor([w - len(s) for s in suffixes])
+        ids = self._tensor([[0] * (w - len(s)) + list(s) for s in suffixes])
+        j = torch.arange(w, device=self.device)
+        real = j[None, :] >= pad[:, None]
+        pos = offset + (j[None, :] - pad[:, None]).clamp(min=0)
+        eye = torch.eye(w, dtype=torch.bool, device=self.device)
+        mask = ((j[None, :] <= j[:, None])[None] & real[:, None, :]) | eye
+        return ids, pos, mask[:, None], w
 
     def _batch(self, rows: Sequence[Sequence[int]], items: Sequence[Item], *, offset: int, cache: Any) -> list[list[float]]:
         """Right-padded batch continuing after `offset` cached tokens; logits at each row's end."""

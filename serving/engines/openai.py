@@ -31,6 +31,7 @@ from ..chat import softmax
 from ..config import OpenAIConfig
 from ..decoding import json_stopped
 from ..errors import CONFIG_STATUSES, EndpointError
+from ..grammar import thinks
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Engine, Generation
 from ..redact import redact, redact_obj, secret_from_env
 
@@ -76,6 +77,9 @@ def chat_body(model: str, req: ChatRequest, template_kwargs: dict[str, Any]) -> 
     kwargs = {**template_kwargs, **req.chat_template_kwargs}
     if kwargs:
         body["chat_template_kwargs"] = kwargs
+    if req.json_schema and not thinks(kwargs):  # a thinking model's reasoning is the server's reasoning parser's
+        body["response_format"] = {"type": "json_schema",
+                                   "json_schema": {"name": "answer", "schema": req.json_schema, "strict": True}}
     return body
 
 

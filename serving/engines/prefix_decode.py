@@ -22,11 +22,7 @@ from typing import Any
 from .. import stop
 from ..decoding import JsonObjectEnd, decode_generated, json_object_end
 from .kernel import check_attention_only, common_prefix_len, sliding_window
-
-NAME = "lifesearch_shared_prefix"
-# Attention scores held at once per layer (rows × heads × queries × keys); the suffix prefill
-# runs its queries in slices under this, so long prompts do not make a large transient.
-SCORE_ELEMS = 1 << 22
+from .shared_attention import SharedPrefixKV, prefill_kv, register
 
 
 @dataclass
@@ -37,6 +33,18 @@ class Row:
     max_new: int
     stops: Sequence[str] = ()
     json_stop: bool = False
+    schema: dict | None = None
+    """Decode the answer under this JSON schema (serving.grammar); the row ends where the value closes."""
+    think: bool = False
+    """The model thinks first: the schema applies from the row's `</think>` on."""
+
+
+@dataclass
+class Constraint:
+    """Per row of a chunk: its schema matcher (None: unconstrained or not started) and whether it waits for `</think>`."""
+
+    matchers: list[Any]
+    waiting: list[bool]
 
 
 @dataclass
@@ -49,118 +57,6 @@ class Decoded:
     """Decoded text, cut after the JSON object when the row stopped there (stop strings are cut by the caller)."""
     finish: str = "length"
     """stop | length."""
-
-
-class SharedPrefixKV:
-    """The KV of one group's prefix (batch 1) and of its rows' suffixes (preallocated, per row)."""
-
-    def __init__(self, prefix: list[tuple[Any, Any]], rows: int, length: int, budget: int = 8192):
-        import torch
-
-        self.prefix = prefix  # per layer: (kv_heads, P, head_dim) keys and values
-        self.cursor = 0
-        self.budget = budget
-        self.suffix = [tuple(torch.empty((rows, k.shape[0], length, k.shape[-1]), dtype=k.dtype, device=k.device)
-                             for _ in range(2)) for k, _ in prefix]
-
-    def select(self, keep: Any) -> None:
-        """Keep only the rows at indices `keep` (finished rows leave the batch)."""
-        self.suffix = [(k.index_select(0, keep), v.index_select(0, keep)) for k, v in self.suffix]
-
-
-def shared_prefix_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
-                            dropout: float = 0.0, scaling: float | None = None, shared_prefix: Any = None,
-                            **kwargs: Any) -> tuple[Any, None]:
-    """Attention of each row's new queries over the shared prefix KV and the row's own suffix KV.
-
-    `attention_mask`: (rows, 1, queries, suffix keys so far) bool, True = visible; every prefix key is visible.
-    """
-    import torch
-
-    if shared_prefix is None:
-        raise RuntimeError(f"attention {NAME!r} is only for serving.engines.prefix_decode (no shared_prefix given)")
-    if any(kwargs.get(k) is not None for k in ("softcap", "s_aux", "sinks", "sliding_window")):
-        raise RuntimeError("shared-prefix decoding does not support softcapping, sinks or sliding windows")
-    st: SharedPrefixKV = shared_prefix
-    pk, pv = st.prefix[module.layer_idx]
-    sk, sv = st.suffix[module.layer_idx]
-    b, h, q, d = query.shape
-    kvh, c, p = key.shape[1], st.cursor, pk.shape[1]
-    g = h // kvh
-    sk[:, :, c : c + q] = key
-    sv[:, :, c : c + q] = value
-    ks, vs = sk[:, :, : c + q], sv[:, :, : c + q]
-    scale = scaling if scaling is not None else d**-0.5
-    if q > 1:
-        return _suffix_prefill(query, ks, vs, pk, pv, attention_mask, scale, max(1, st.budget // (p + c + q)))
-    fused = _decode_step_fused(query, ks, vs, pk, pv, attention_mask, scale)
-    if fused is not None:
-        return fused, None
-    # heads are kv-major, so (rows, kv_heads, group × queries, dim) is a view: no key is repeated
-    qs = query * scale
-    out = torch.empty_like(query)
-    step = max(1, SCORE_ELEMS // max(1, b * h * (p + c + q)))
-    for a in range(0, q, step):
-        n = min(step, q - a)
-        qc = qs[:, :, a : a + n].reshape(b, kvh, g * n, d)
-        # the prefix is one batch-1 tensor: every row's queries are stacked against it in one matmul
-        sp = (qc.transpose(0, 1).reshape(kvh, b * g * n, d) @ pk.transpose(-1, -2)).view(kvh, b, g * n, p)
-        ss = (qc @ ks.transpose(-1, -2)).view(b, kvh, g, n, c + q)
-        ss = ss.masked_fill(~attention_mask[:, :, None, a : a + n], float("-inf")).view(b, kvh, g * n, c + q)
-        probs = torch.cat([sp.transpose(0, 1), ss], dim=-1).float().softmax(dim=-1).to(query.dtype)
-        op = probs[..., :p].transpose(0, 1).reshape(kvh, b * g * n, p) @ pv
-        o = op.view(kvh, b, g * n, d).transpose(0, 1) + probs[..., p:] @ vs
-        out[:, :, a : a + n] = o.reshape(b, h, n, d)
-    return out.transpose(1, 2).contiguous(), None
-
-
-def _decode_step_fused(query: Any, ks: Any, vs: Any, pk: Any, pv: Any, mask: Any, scale: float) -> Any:
-    """One query per row on CPU: torch's fused attention over the prefix (every row's queries
-    stacked, batch 1) and over each row's suffix, each returning its log-sum-exp, merged
-    exactly; None where that kernel is not available (the score-matrix form runs instead)."""
-    import torch
-
-    op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-    if op is None or query.device.type != "cpu" or pk.shape[1] == 0:
-        return None
-    b, h, _, d = query.shape
-    kvh = ks.shape[1]
-    g = h // kvh
-    qs = query.reshape(b, kvh, g, d)
-    o1, l1 = op(qs.transpose(0, 1).reshape(1, kvh, b * g, d), pk[None], pv[None], 0.0, False, scale=scale)
-    bias = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill(~mask, float("-inf"))
-    o2, l2 = op(qs, ks.contiguous(), vs.contiguous(), 0.0, False, attn_mask=bias, scale=scale)
-    o1, l1 = o1.reshape(kvh, b, g, d).transpose(0, 1), l1.reshape(kvh, b, g).transpose(0, 1)
-    top = torch.maximum(l1, l2)
-    w1, w2 = (l1 - top).exp()[..., None], (l2 - top).exp()[..., None]
-    out = (w1 * o1.float() + w2 * o2.float()) / (w1 + w2)
-    return out.to(query.dtype).reshape(b, 1, h, d)
-
-
-def _suffix_prefill(query: Any, ks: Any, vs: Any, pk: Any, pv: Any, mask: Any, scale: float, rows_per: int) -> tuple[Any, None]:
-    """Many queries per row (the rubric suffixes): fused SDPA over the prefix KV repeated for a
-    slice of rows at a time (a transient within the token budget, one layer at a time); faster
-    than the score-matrix form, which is kept for the one-query decoding steps."""
-    import torch
-    import torch.nn.functional as F
-
-    b, h, q, _ = query.shape
-    out = []
-    for a in range(0, b, rows_per):
-        n = min(rows_per, b - a)
-        k = torch.cat([pk.unsqueeze(0).expand(n, -1, -1, -1), ks[a : a + n]], dim=2)
-        v = torch.cat([pv.unsqueeze(0).expand(n, -1, -1, -1), vs[a : a + n]], dim=2)
-        m = torch.cat([mask.new_ones((n, 1, q, pk.shape[1])), mask[a : a + n]], dim=-1)
-        out.append(F.scaled_dot_product_attention(query[a : a + n], k, v, attn_mask=m, scale=scale,
-                                                  enable_gqa=k.shape[1] != h))
-    return torch.cat(out).transpose(1, 2).contiguous(), None
-
-
-def register() -> str:
-    """Make NAME usable as `attn_implementation` (idempotent); returns NAME."""
-    from .attention import register_attention
-
-    return register_attention(NAME, shared_prefix_attention)
 
 
 def supported(model: Any) -> bool:
@@ -234,6 +130,23 @@ class PrefixDecoder:
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
         self.eos = {int(i) for i in [tokenizer.eos_token_id, *eos] if i is not None}
         self.stats = {"prefix_tokens": 0, "suffix_tokens": 0, "decode_steps": 0, "batches": 0}
+        self.masks = None  # serving.grammar.SchemaMasks, built on the first row with a schema
+
+    def _constraint(self, rows: Sequence[Row]) -> Constraint:
+        if any(r.schema for r in rows) and self.masks is None:
+            from ..grammar import SchemaMasks
+
+            self.masks = SchemaMasks(self.tokenizer, self.model.config.vocab_size, self.eos)
+        return Constraint([self.masks.matcher(r.schema) if r.schema and not r.think else None for r in rows],
+                          [bool(r.schema and r.think) for r in rows])
+
+    def _constrain(self, logits: Any, batch: Sequence[int], con: Constraint, finished: set[int]) -> Any:
+        """`logits` with each constrained row's tokens outside its schema at -inf."""
+        from ..grammar import mask_logits
+
+        allowed = {k: self.masks.allowed(con.matchers[i], logits.device) for k, i in enumerate(batch)
+                   if i not in finished and con.matchers[i] is not None}
+        return mask_logits(logits, allowed)
 
     def decode(self, rows: Sequence[Row], *, temperature: float = 0.0, top_p: float = 1.0,
                seed: int | None = None) -> list[Decoded]:
@@ -268,23 +181,8 @@ class PrefixDecoder:
 
     def _prefill(self, ids: list[int]) -> list[tuple[Any, Any]]:
         """Per layer, the prefix's keys and values (kv_heads, len, head_dim), computed once in chunks."""
-        import torch
-        from transformers import DynamicCache
-
-        cfg = self.model.config
-        if not ids:
-            kvh = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-            hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-            dtype = next(self.model.parameters()).dtype
-            empty = torch.empty((kvh, 0, hd), dtype=dtype, device=self.device)
-            return [(empty, empty)] * cfg.num_hidden_layers
-        cache = DynamicCache(config=cfg)
-        for a in range(0, len(ids), self.prefill_chunk):
-            stop.check()
-            self.model(input_ids=self._tensor([ids[a : a + self.prefill_chunk]]), past_key_values=cache,
-                       use_cache=True, logits_to_keep=1)
         self.stats["prefix_tokens"] += len(ids)
-        return [(layer.keys[0], layer.values[0]) for layer in cache.layers]
+        return prefill_kv(self.model, ids, self.prefill_chunk)
 
     def _forward(self, ids: Any, pos: Any, mask: Any, st: SharedPrefixKV) -> Any:
         """Last-position logits of rows continuing over `st` (the model's attention is NAME meanwhile)."""
@@ -315,13 +213,14 @@ class PrefixDecoder:
         nxt = self._tensor([p + len(s) for s in suffixes])
         res = [Decoded() for _ in rows]
         trackers = [JsonObjectEnd() if r.json_stop else None for r in rows]
+        con = self._constraint(rows)
         batch = list(range(len(rows)))  # row index of each batch position
         finished: set[int] = set()
         while True:
             stop.check()
-            toks = next_tokens(logits, temperature, top_p, gen)
+            toks = next_tokens(self._constrain(logits, batch, con, finished), temperature, top_p, gen)
             for i, t in zip(batch, toks.tolist()):
-                if i not in finished and self._advance(rows[i], res[i], trackers[i], t):
+                if i not in finished and self._advance(rows[i], res[i], trackers[i], t, con, i):
                     finished.add(i)
             if len(finished) == len(rows):
                 break
@@ -340,17 +239,27 @@ class PrefixDecoder:
             d.text = d.text[:end] if end is not None else d.text
         return res
 
-    def _advance(self, row: Row, res: Decoded, tracker: JsonObjectEnd | None, token: int) -> bool:
-        """Append `token` to the row; True once the row is finished."""
+    def _advance(self, row: Row, res: Decoded, tracker: JsonObjectEnd | None, token: int,
+                 con: Constraint | None = None, i: int = 0) -> bool:
+        """Append `token` to row `i`; True once the row is finished."""
         res.ids.append(token)
         if token in self.eos:
             res.finish = "stop"
             return True
-        if row.stops or tracker is not None:
+        con = con or Constraint([None] * (i + 1), [False] * (i + 1))
+        m = con.matchers[i]
+        if m is not None:
+            m.consume_token(token)
+            if m.is_accepting() or m.is_stopped() or m.is_error():  # the schema's value is complete
+                res.finish = "stop"
+                return True
+        if row.stops or tracker is not None or con.waiting[i]:
             text = self.tokenizer.decode(res.ids, skip_special_tokens=True)
             if any(s and s in text for s in row.stops) or (tracker is not None and tracker.feed(text) is not None):
                 res.finish = "stop"
                 return True
+            if con.waiting[i] and "</think>" in self.tokenizer.decode(res.ids):  # the answer starts: constrain it
+                con.matchers[i], con.waiting[i] = self.masks.matcher(row.schema), False
         if len(res.ids) >= row.max_new:
             res.finish = "length"
             return True

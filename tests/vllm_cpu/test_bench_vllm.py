@@ -24,12 +24,15 @@ def test_bench_judge_backend_vllm_on_cpu(tmp_path):
     t = write_jsonl(tmp_path / "tasks.jsonl", [task.model_copy(update={"rubrics": task.rubrics[:3]}).model_dump(mode="json")])
     r = write_jsonl(tmp_path / "reports.jsonl", [rep.model_copy(update={"text": rep.text[:2000]}).model_dump(mode="json")])
     run = subprocess.run([sys.executable, "-m", "lifesearch_local", "bench", "judge", "--model", "smollm2-135m",
-                          "--backend", "vllm", "--reports-from", str(r), "--tasks", str(t), "--json"],
+                          "--backend", "vllm", "--reports-from", str(r), "--tasks", str(t), "--json", "--repeats", "2"],
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
-    out = json.loads(run.stdout.strip().splitlines()[-1])
+    out = json.loads(run.stdout)  # stdout is the JSON object alone: vLLM's log lines went to stderr
+    assert "OpenMP thread binding" in run.stderr and out["judge_path"] is True
     assert out["decisions"] == 3 and out["device"] == "cpu" and out["dtype"] == out["vllm_dtype"] == "float32"
     assert out["max_abs_diff"] <= MAX_DP and out["max_abs_diff_vllm"] <= MAX_DP, out
     # vLLM computed the report once: the second and third prompts read it from the prefix cache
     assert out["vllm_cached_tokens"] > 0 and out["vllm_tokens"] < out["naive_tokens"], out
     assert out["vllm_s"] > 0 and out["speedup_vs_vllm"] > 0
+    # each repeat starts from an empty prefix cache: both computed the report once
+    assert len(out["vllm_runs"]) == 2 and out["vllm_tokens"] > out["prefix_tokens_min"], out
