@@ -49,7 +49,7 @@ def shared_prefix_attention(module: Any, query: Any, key: Any, value: Any, atten
     import torch
 
     if shared_prefix is None:
-        raise RuntimeError(f"attention {NAME!r} is only for serving.engines.prefix_decode (no shared_prefix given)")
+        raise RuntimeError(f"attention {NAME!r} needs the per-call `shared_prefix` state (prefix_decode, the kernel's shared form)")
     if any(kwargs.get(k) is not None for k in ("softcap", "s_aux", "sinks", "sliding_window")):
         raise RuntimeError("shared-prefix decoding does not support softcapping, sinks or sliding windows")
     st: SharedPrefixKV = shared_prefix
