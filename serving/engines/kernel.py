@@ -198,20 +198,6 @@ def _auto_form(model: Any) -> str:
     return "shared" if device.type == "cpu" and _shared_ok(model) else "two_stage"
 
 
-def _row_chunks(widths: Sequence[int], prefix: int, budget: int) -> list[list[int]]:
-    """Consecutive row indices per batch: prefix + rows × (widest suffix) ≤ budget; at least one row each."""
-    chunks: list[list[int]] = []
-    widest = 0
-    for i, w in enumerate(widths):
-        if chunks and prefix + (len(chunks[-1]) + 1) * max(widest, w) <= budget:
-            chunks[-1].append(i)
-            widest = max(widest, w)
-        else:
-            chunks.append([i])
-            widest = w
-    return chunks
-
-
 def _candidate_logprobs(logits, rows: Sequence[Item]) -> list[list[float]]:
     import torch
 
@@ -341,7 +327,7 @@ class PackedScorer:
         """The prefix's KV once (batch 1, in chunks), then the suffixes in batches of rows whose attention
         reads that one KV (left-padded, so every row's last token is the batch's last column). The budget
         counts the prefix once and each row's suffix: prefix + rows × width ≤ token_budget."""
-        from .shared_attention import SharedPrefixKV, prefill_kv, register
+        from .shared_attention import SharedPrefixKV, left_padded, prefill_kv, register, row_chunks
 
         p = common_prefix_len([it.ids for it in items])
         prefix = prefill_kv(self.model, items[0].ids[:p], self.prefill_chunk)
@@ -353,11 +339,11 @@ class PackedScorer:
         order = sorted(range(len(items)), key=lambda k: len(items[k].ids))
         out: list[list[float]] = [[] for _ in items]
         try:
-            for part in _row_chunks([len(items[k].ids) - p for k in order], p, self.token_budget):
+            for part in row_chunks([len(items[k].ids) - p for k in order], p, self.token_budget):
                 stop.check()
                 part = [order[k] for k in part]
                 rows = [items[k] for k in part]
-                ids, pos, mask, width = self._left_padded([it.ids[p:] for it in rows], p)
+                ids, pos, mask, width = left_padded([it.ids[p:] for it in rows], p, self.device)
                 st = SharedPrefixKV(prefix, len(rows), width, self.token_budget)
                 logits = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=False,
                                     logits_to_keep=1, shared_prefix=st).logits[:, -1]
@@ -368,21 +354,6 @@ class PackedScorer:
         finally:
             self.model.set_attn_implementation(before)  # the model is shared with other forms and generate mode
         return out
-
-    def _left_padded(self, suffixes: Sequence[Sequence[int]], offset: int):
-        """(ids, positions, (rows, 1, w, w) bool mask, w) of suffixes left-padded to one width after `offset`
-        prefix tokens; a padding query sees itself only, so no softmax row is empty (its output is never read)."""
-        import torch
-
-        w = max(len(s) for s in suffixes)
-        pad = self._tensor([w - len(s) for s in suffixes])
-        ids = self._tensor([[0] * (w - len(s)) + list(s) for s in suffixes])
-        j = torch.arange(w, device=self.device)
-        real = j[None, :] >= pad[:, None]
-        pos = offset + (j[None, :] - pad[:, None]).clamp(min=0)
-        eye = torch.eye(w, dtype=torch.bool, device=self.device)
-        mask = ((j[None, :] <= j[:, None])[None] & real[:, None, :]) | eye
-        return ids, pos, mask[:, None], w
 
     def _batch(self, rows: Sequence[Sequence[int]], items: Sequence[Item], *, offset: int, cache: Any) -> list[list[float]]:
         """Right-padded batch continuing after `offset` cached tokens; logits at each row's end."""

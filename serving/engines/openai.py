@@ -78,8 +78,9 @@ def chat_body(model: str, req: ChatRequest, template_kwargs: dict[str, Any]) -> 
     if kwargs:
         body["chat_template_kwargs"] = kwargs
     if req.json_schema and not thinks(kwargs):  # a thinking model's reasoning is the server's reasoning parser's
-        body["response_format"] = {"type": "json_schema",
-                                   "json_schema": {"name": "answer", "schema": req.json_schema, "strict": True}}
+        # no `strict`: vLLM's server enforces the schema regardless, and hosted APIs whose strict mode lacks a
+        # keyword (maxLength) would refuse the request rather than decode less strictly
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": req.json_schema}}
     return body
 
 

@@ -49,7 +49,7 @@ def shared_prefix_attention(module: Any, query: Any, key: Any, value: Any, atten
     import torch
 
     if shared_prefix is None:
-        raise RuntimeError(f"attention {NAME!r} is only for serving.engines.prefix_decode (no shared_prefix given)")
+        raise RuntimeError(f"attention {NAME!r} needs the per-call `shared_prefix` state (prefix_decode, the kernel's shared form)")
     if any(kwargs.get(k) is not None for k in ("softcap", "s_aux", "sinks", "sliding_window")):
         raise RuntimeError("shared-prefix decoding does not support softcapping, sinks or sliding windows")
     st: SharedPrefixKV = shared_prefix
@@ -194,3 +194,34 @@ def prefill_kv(model: Any, ids: list[int], chunk: int) -> list[tuple[Any, Any]]:
         model(input_ids=torch.tensor([ids[a : a + chunk]], dtype=torch.long, device=device), past_key_values=cache,
               use_cache=True, logits_to_keep=1)
     return [(layer.keys[0], layer.values[0]) for layer in cache.layers]
+
+
+def row_chunks(widths: list[int], prefix: int, budget: int) -> list[list[int]]:
+    """Consecutive row indices per batch: prefix + rows × (widest suffix) ≤ budget; at least one row each."""
+    chunks: list[list[int]] = []
+    widest = 0
+    for i, w in enumerate(widths):
+        if chunks and prefix + (len(chunks[-1]) + 1) * max(widest, w) <= budget:
+            chunks[-1].append(i)
+            widest = max(widest, w)
+        else:
+            chunks.append([i])
+            widest = w
+    return chunks
+
+
+def left_padded(suffixes: list[list[int]], offset: int, device: Any) -> tuple[Any, Any, Any, int]:
+    """(ids, positions, (rows, 1, w, w) bool mask, w) of suffixes left-padded to one width after `offset`
+    prefix tokens: every row's last token is the last column; a padding query sees itself only, so no
+    softmax row is empty (its output is never read)."""
+    import torch
+
+    w = max(len(s) for s in suffixes)
+    pad = torch.tensor([w - len(s) for s in suffixes], device=device)
+    ids = torch.tensor([[0] * (w - len(s)) + list(s) for s in suffixes], dtype=torch.long, device=device)
+    j = torch.arange(w, device=device)
+    real = j[None, :] >= pad[:, None]
+    pos = offset + (j[None, :] - pad[:, None]).clamp(min=0)
+    eye = torch.eye(w, dtype=torch.bool, device=device)
+    mask = ((j[None, :] <= j[:, None])[None] & real[:, None, :]) | eye
+    return ids, pos, mask[:, None], w
