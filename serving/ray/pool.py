@@ -13,7 +13,7 @@ from typing import Any
 
 from ..config import ModelConfig, RayConfig
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
-from .session import connect, in_session, replica_resources
+from .session import cluster_address, connect, in_session, replica_resources
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class RayPool(Engine):
         if not short:
             return
         msg = f"{n} replicas of {self.model.model} do not fit: {'; '.join(short)}"
-        if self.ray_cfg.address is None:  # a local cluster does not grow
+        if cluster_address(self.ray_cfg) is None:  # a local cluster does not grow
             raise PoolError(msg + " (lower ray.replicas or the per-replica resources, or raise ray.num_cpus)")
         log.warning("%s; waiting for the cluster to grow (up to %g s)", msg, self.ray_cfg.startup_timeout_s)
 
