@@ -184,6 +184,24 @@ def wait_for_nodes(address: str, nodes: int, timeout_s: float, poll_s: float = 1
         helper.join(timeout=10)
 
 
+def _listening(address: str) -> bool:
+    """Whether the head's port at `address` (host:port, or `auto` = $RAY_ADDRESS) accepts a
+    connection; True when the address has another form (e.g. ray://), which Ray handles itself."""
+    import os
+    import socket
+
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS", "")
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return True
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 class _Drop(logging.Filter):
     """Drops log records whose message starts with `prefix`."""
 
@@ -203,6 +221,11 @@ def _poll_nodes(address: str, poll_s: float, state: dict[str, Any], done: thread
     quiet = _Drop("SIGTERM handler is not set")
     logging.getLogger("ray._private.worker").addFilter(quiet)
     try:
+        # Ray's connection attempts log a warning every 5 s while the head is not listening: knock first.
+        while not done.is_set() and not _listening(address):
+            done.wait(0.2)
+        if done.is_set():
+            return
         started = connect(RayConfig(address=address))
     except Exception as e:  # handed to the waiting thread, which raises it
         state["error"] = e
