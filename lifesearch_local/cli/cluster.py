@@ -69,7 +69,7 @@ def last_line(path: Path, limit: int = 200) -> str:
         lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines()[-50:] if ln.strip()]
     except OSError:
         return ""
-    lines = [ln for ln in lines if not ln.startswith(("srun:", "slurmstepd:"))] or lines
+    lines = [ln for ln in lines if not ln.startswith(("srun:", "slurmstepd:", "ray-node:"))] or lines
     return lines[-1][:limit] if lines else ""
 
 
