@@ -112,6 +112,7 @@ stop_ray() {
 # the driver first, which finishes its current step, flushes its records and exits 0; only then
 # does Ray go down, and the job is requeued: the rerun resumes where this one stopped.
 on_term() {
+  trap '' TERM  # once: Slurm signals again when the requeue below ends this instance
   echo "SIGTERM: stopping the run for requeue"
   if [ -n "${WAIT_PID:-}" ]; then kill -TERM "$WAIT_PID" 2>/dev/null || true; fi
   if [ -n "${DRIVER_PID:-}" ]; then
