@@ -134,10 +134,12 @@ stop() {
       sleep 0.5
     done
   fi
+  local pid
   for f in "$DIR"/slurmd-*.pid "$DIR/slurmctld.pid" "$MUNGE_PID"; do
     if alive "$f"; then
-      kill "$(cat "$f")" 2>/dev/null
-      for ((t = 0; t < 40 && $(kill -0 "$(cat "$f")" 2>/dev/null && echo 1 || echo 0); t++)); do sleep 0.25; done
+      pid=$(cat "$f")
+      kill "$pid" 2>/dev/null
+      for ((t = 0; t < 40; t++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done  # bounded: 10 s
     fi
   done
   say "stopped"

@@ -53,10 +53,15 @@ ray_node() {  # ray_node NODE RAY-START-ARGS... : one node's Ray in its own job 
 
 # Wait (bounded) until N nodes have joined. In the background, so that SIGTERM reaches on_term at
 # once (bash runs a trap only after a foreground command ends); the wait fails within a second,
-# naming the head's log, when the head's step has ended.
+# naming the node's log, when the step of the head or of a worker has ended.
 cluster_wait() {  # cluster_wait N
+  local i workers=()
+  for ((i = 1; i < ${#RAY_PIDS[@]}; i++)); do
+    workers+=(--node "${RAY_PIDS[$i]}:the Ray worker on ${RAY_NODES[$i]}:$(ray_log "${RAY_NODES[$i]}")")
+  done
   lifesearch cluster wait --nodes "$1" --timeout "${LIFESEARCH_RAY_JOIN_TIMEOUT:-600}" \
-    --head-pid "${RAY_PIDS[0]}" --head-log "$(ray_log "${RAY_NODES[0]}")" --head-name "the Ray head on ${RAY_NODES[0]}" &
+    --head-pid "${RAY_PIDS[0]}" --head-log "$(ray_log "${RAY_NODES[0]}")" --head-name "the Ray head on ${RAY_NODES[0]}" \
+    "${workers[@]}" &
   WAIT_PID=$!
   local rc=0
   wait "$WAIT_PID" || rc=$?

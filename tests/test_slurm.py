@@ -81,7 +81,8 @@ def test_two_node_dry_run_shows_the_commands(tmp_path):
     # the head first (workers need it), then every node; each wait watches the head's step
     assert [w.split(" --head-pid")[0] for w in waits] == [
         "lifesearch cluster wait --nodes 1 --timeout 600", "lifesearch cluster wait --nodes 2 --timeout 600"]
-    assert all("--head-log " in w and w.endswith("--head-name the Ray head on node01") for w in waits)
+    assert all("--head-log " in w and "--head-name the Ray head on node01" in w for w in waits)
+    assert "--node " not in waits[0] and ":the Ray worker on node02:" in waits[1]  # a worker that dies fails the wait too
     assert log.index(waits[0]) < log.index(worker) < log.index(waits[1])
     # every node gets token auth, from a 64-hex-char file only the user can read, removed at the end
     assert [x for x in log if x.startswith("auth")] == ["auth token 600 64"] * 2

@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--head-pid", type=int, help="process hosting the Ray head (e.g. its srun): fail at once if it exits")
     w.add_argument("--head-log", help="where that process logs (named in the error)")
     w.add_argument("--head-name", default="Ray head", help="what to call it in the error (e.g. 'Ray head on node01')")
+    w.add_argument("--node", action="append", default=[], metavar="PID:NAME:LOG",
+                   help="another node's process (e.g. a worker's srun), its name and log: fail at once if it exits")
     w.set_defaults(func=wait)
     i = csub.add_parser("info", help="print the cluster's nodes and resources")
     i.add_argument("--address", default="auto")
@@ -36,7 +38,16 @@ def wait(args: argparse.Namespace) -> int:
     # A batch script stopping (preemption) must not wait for Ray's connection attempts: the main
     # thread only sleeps in short steps, so this runs at once and skips Ray's exit handlers.
     signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
-    gone = (lambda: head_gone(args.head_pid, args.head_log, args.head_name)) if args.head_pid else (lambda: None)
+    watched = [(args.head_pid, args.head_log, args.head_name)] if args.head_pid else []
+    for spec in args.node:
+        pid, name, log = (spec.split(":", 2) + ["", ""])[:3]
+        if not pid.isdigit():
+            raise LifesearchError(f"--node {spec!r}: expected PID:NAME:LOG")
+        watched.append((int(pid), log or None, name or f"Ray node (pid {pid})"))
+
+    def gone() -> str | None:
+        return next((why for why in (head_gone(*w) for w in watched) if why), None)
+
     try:
         n = wait_for_nodes(args.address, args.nodes, args.timeout, gone=gone)
     except ClusterGone as e:
@@ -51,7 +62,8 @@ def wait(args: argparse.Namespace) -> int:
 
 
 def head_gone(pid: int, log: str | None, name: str) -> str | None:
-    """Why waiting is pointless: the head's process `pid` exited (or is a zombie); None while it runs."""
+    """Why waiting is pointless: the process `pid` hosting a node (the head) exited (or is a
+    zombie); None while it runs."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
