@@ -65,7 +65,12 @@ def test_cluster_wait_fails_at_once_when_the_heads_process_is_gone(tmp_path):
     t0 = time.monotonic()
     p = cluster_wait("--nodes", "1", "--timeout", "120", "--address", f"127.0.0.1:{free_port()}",
                      "--head-pid", str(head.pid), "--head-log", str(tmp_path / "head.log"), "--head-name", "the Ray head on n1")
-    out, err = p.communicate(timeout=60)
+    try:
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=30)
     assert p.returncode == 2 and time.monotonic() - t0 < 30
     assert err.strip().splitlines() == [
         f"error: the Ray head on n1 (pid {head.pid}) exited before the cluster came up: "
@@ -79,5 +84,10 @@ def test_cluster_wait_stops_at_once_on_sigterm():
     assert p.poll() is None
     t0 = time.monotonic()
     p.send_signal(signal.SIGTERM)
-    p.wait(timeout=30)
+    try:
+        p.wait(timeout=10)
+    finally:
+        if p.poll() is None:  # it ignored SIGTERM: don't leave it behind
+            p.kill()
+            p.wait(timeout=30)
     assert time.monotonic() - t0 < 3 and p.returncode == 143
