@@ -28,6 +28,20 @@ MAX_DP = 0.02
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+def small_inputs(tmp: Path, reports: int = 2, rubrics: int = 3, chars: int = 2500) -> tuple[Path, Path]:
+    """The first sample task with `rubrics` rubrics and `reports` of its reports cut to `chars`:
+    a judge run of a few decisions (each costs about a second and a half on this CPU)."""
+    import json
+
+    tasks = [json.loads(x) for x in (ROOT / "data/sample/tasks.jsonl").read_text().splitlines() if x.strip()]
+    task = {**tasks[0], "rubrics": tasks[0]["rubrics"][:rubrics]}
+    reps = [json.loads(x) for x in (ROOT / "data/sample/reports.jsonl").read_text().splitlines() if x.strip()]
+    reps = [{**r, "text": r["text"][:chars]} for r in reps if r["task_id"] == task["id"]][:reports]
+    (tmp / "tasks.jsonl").write_text(json.dumps(task, ensure_ascii=False) + "\n")
+    (tmp / "reports.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in reps))
+    return tmp / "tasks.jsonl", tmp / "reports.jsonl"
+
+
 def test_choice_mode_agrees_with_hf(server, hf):
     from serving.engines.openai import OpenAIBackend
 
@@ -67,8 +81,9 @@ def test_a_wrong_api_key_is_one_line_and_exit_2(server, tmp_path):
     cfg.write_text(yaml.safe_dump({"judge": {"id": "served", "mode": "choice",
                                              "model": server.config().model_dump(exclude_unset=True)}}))
     env = {**os.environ, API_KEY_ENV: "not-the-key"}
+    tasks_file, reports_file = small_inputs(tmp_path)
     r = subprocess.run([sys.executable, "-m", "lifesearch_local", "judge", "--config", str(cfg), "--tasks",
-                        "data/sample/tasks.jsonl", "--reports", "data/sample/reports.jsonl", "--limit", "1",
+                        str(tasks_file), "--reports", str(reports_file),
                         "--out", str(tmp_path / "run"), "--quiet"], capture_output=True, text=True, timeout=300, env=env,
                        cwd=ROOT)
     assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
@@ -118,3 +133,57 @@ def test_the_agent_loop_sends_tools_and_parses_the_servers_answers(server, tmp_p
     assert 1 <= report.iterations <= 2 and report.output_tokens > 0
     steps = [ln for ln in log.path.read_text().splitlines() if '"type": "step"' in ln or '"type":"step"' in ln]
     assert len(steps) == report.iterations
+
+
+def test_the_server_killed_mid_run_then_the_rerun_completes(server, tmp_path):
+    # Restarts the shared server on the same port when done, so the order of tests does not matter.
+    import signal
+    import time
+
+    import yaml
+
+    from lifesearch_local.jsonl import read_records
+    from lifesearch_local.records import Judgment, Report
+    from lifesearch_local.tasks import load_tasks
+
+    from .conftest import start_server
+
+    cfg = tmp_path / "judge.yaml"
+    cfg.write_text(yaml.safe_dump({"judge": {"id": "served", "mode": "choice",
+                                             "model": server.config().model_dump(exclude_unset=True)}}))
+    tasks_file, reports_file = small_inputs(tmp_path)
+    cmd = [sys.executable, "-m", "lifesearch_local", "judge", "--config", str(cfg), "--tasks", str(tasks_file),
+           "--reports", str(reports_file), "--out", str(tmp_path / "run"), "--quiet"]
+    out = tmp_path / "run" / "judgments.jsonl"
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        posts = server.log.read_text().count("POST /v1/chat/completions")
+        deadline = time.monotonic() + 300
+        while server.log.read_text().count("POST /v1/chat/completions") == posts and proc.poll() is None \
+                and time.monotonic() < deadline:  # until the judge's first request has been answered
+            time.sleep(0.1)
+        assert proc.poll() is None, "the judge ended before the server could be killed: " + proc.stderr.read()[-2000:]
+        os.killpg(server.proc.pid, signal.SIGKILL)  # the server dies mid-run
+        server.proc.wait(timeout=30)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    took = time.monotonic() - t0
+    flushed = len(read_records(out, Judgment)) if out.exists() else 0  # none, if killed during the first report
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    # bounded retries (max_retries 2, 0.2 s backoff), then one line that says how to resume
+    assert proc.returncode == 1 and took < 60, (proc.returncode, took, err[-3000:])
+    assert lines[-1].startswith("error:") and "rerun the same command to resume" in lines[-1], err[-3000:]
+    port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+    server.proc = start_server(port, server.key, server.log)
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    js = read_records(out, Judgment)
+    assert len(js) == len({j.key for j in js}) > flushed
+    (task,) = load_tasks(tasks_file)
+    want = {(*r.key, b.id) for r in read_records(reports_file, Report) for b in task.rubrics if b.weight > 0}
+    assert {(j.task_id, j.agent, j.run, j.rubric_id) for j in js} == want  # every decision, once
+    assert all(j.p_true is not None for j in js)
