@@ -94,7 +94,10 @@ class Job:
         return self.state()
 
     def cancel(self) -> None:
-        subprocess.run(["scancel", "--signal=KILL", self.id], capture_output=True, timeout=30)
+        """End the job for good: SIGKILL to every process first, the batch shell included (a plain
+        scancel sends SIGTERM, which the script's trap answers with a requeue)."""
+        subprocess.run(["scancel", "--full", "--signal=KILL", self.id], capture_output=True, timeout=30)
+        subprocess.run(["scontrol", "update", f"JobId={self.id}", "Requeue=0"], capture_output=True, timeout=30)
         subprocess.run(["scancel", self.id], capture_output=True, timeout=30)
 
     def term_batch(self) -> None:
