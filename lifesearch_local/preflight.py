@@ -45,7 +45,9 @@ def model_problems(model: ModelConfig, ray: RayConfig | None = None) -> list[str
     """Why `model` cannot be loaded here (a missing engine, no CUDA, weights out of reach), each; [] when it can."""
     if model.backend == "openai":
         return []  # a remote endpoint: its own machine hosts the model
-    remote = bool(ray and ray.address)  # a joined cluster's workers have their own packages and GPUs
+    from serving.ray.session import cluster_address
+
+    remote = bool(ray and cluster_address(ray))  # a joined cluster's workers have their own packages and GPUs
     problems = []
     if model.backend == "vllm" and not remote and importlib.util.find_spec("vllm") is None:
         problems.append(vllm_missing(model.model))
@@ -116,10 +118,10 @@ def torch_build() -> str:
 
 def ray_problem(model: ModelConfig, ray: RayConfig | None) -> str | None:
     """Why the replicas of `model` can never be placed on the local Ray cluster this command would start."""
-    if ray is None or ray.address or model.backend == "openai":
-        return None  # a joined cluster may hold GPUs this machine lacks
-    from serving.ray.session import replica_resources
+    from serving.ray.session import cluster_address, replica_resources
 
+    if ray is None or cluster_address(ray) or model.backend == "openai":
+        return None  # a joined cluster may hold GPUs this machine lacks
     gpus = ray.num_gpus if ray.num_gpus is not None else gpu_count()
     cpus = ray.num_cpus if ray.num_cpus is not None else (os.cpu_count() or 1)
     need = replica_resources(model, ray, float(gpus))

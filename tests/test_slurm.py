@@ -24,10 +24,14 @@ def stubs(tmp_path: Path, run_seconds: float = 0) -> Path:
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     bodies = {
-        # srun runs the hostname probe (answering a fake IP per node) and logs everything else
-        "srun": 'case "$*" in *"hostname --ip-address"*) n="${*: -3:1}"; echo "10.0.0.${n: -1}";; '
-                '*"ray start"*) echo "auth $RAY_AUTH_MODE $(stat -c %a "$RAY_AUTH_TOKEN_PATH") '
-                '$(wc -c < "$RAY_AUTH_TOKEN_PATH")" >> "$STUB_LOG";; esac',
+        # srun answers the hostname probe with a fake IP per node; a node's Ray (ray-node.sh) runs
+        # until stop_ray's `kill -TERM` for that node arrives; everything is logged
+        "srun": 'node=; prev=; for a in "$@"; do [ "$prev" = -w ] && node=$a; prev=$a; done\n'
+                'case "$*" in *"hostname --ip-address"*) echo "10.0.0.${node: -1}";; '
+                '*"ray-node.sh"*) echo "auth $RAY_AUTH_MODE $(stat -c %a "$RAY_AUTH_TOKEN_PATH") '
+                '$(wc -c < "$RAY_AUTH_TOKEN_PATH")" >> "$STUB_LOG"; echo $$ > "$STUB_LOG.$node"; '
+                'sleep 30 & s=$!; trap \'kill $s; exit 0\' TERM; wait;; '
+                '*"kill -TERM"*) kill -TERM "$(cat "$STUB_LOG.$node")";; esac',
         "scontrol": '[ "$1" = show ] && printf "node01\\nnode02\\n"; true',
         # `cluster wait` takes a moment, as the real one does: the backgrounded `srun ray start`
         # stubs log before the script moves on
@@ -45,7 +49,7 @@ def env(tmp_path: Path, job_id: int, nodes: int) -> dict:
         **os.environ, "PATH": f"{stubs(tmp_path)}:{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "log"),
         "SLURM_JOB_ID": str(job_id), "SLURM_JOB_NODELIST": "node[01-02]", "SLURM_NNODES": str(nodes),
         "SLURM_GPUS_ON_NODE": "8", "SLURM_CPUS_ON_NODE": "64", "SLURM_SUBMIT_DIR": str(ROOT),
-        "LIFESEARCH_RAY_HEAD_WAIT": "0.3", "LIFESEARCH_RAY_TOKEN_DIR": str(tmp_path / "tokens"),
+        "LIFESEARCH_RAY_LOG_DIR": str(tmp_path / "logs"), "LIFESEARCH_RAY_TOKEN_DIR": str(tmp_path / "tokens"),
     }
 
 
@@ -65,18 +69,30 @@ def test_two_node_dry_run_shows_the_commands(tmp_path):
     assert r.returncode == 0, r.stderr
     log = (tmp_path / "log").read_text().splitlines()
     port = 20000 + (12345 % 400) * 100
-    head = next(x for x in log if "ray start --head" in x)
-    assert head.startswith("srun --nodes=1 --ntasks=1 -w node01 --overlap ray start --head --node-ip-address=10.0.0.1")
+    head = next(x for x in log if "--head" in x and "ray-node.sh" in x)
+    assert head.startswith("srun --nodes=1 --ntasks=1 -w node01 --overlap bash ")
+    assert "/tmp/ray-12345/node01.pid --head --node-ip-address=10.0.0.1" in head
     assert f"--port={port}" in head and "--num-gpus=8" in head and "--num-cpus=64" in head
     assert "--temp-dir=/tmp/ray-12345" in head and f"--max-worker-port={port + 99}" in head
-    worker = next(x for x in log if "ray start --address" in x)
+    assert "client-server" not in head  # the Ray Client server needs ray[client] (grpcio): not started
+    worker = next(x for x in log if "--address=" in x and "ray-node.sh" in x)
     assert "-w node02" in worker and f"--address=10.0.0.1:{port}" in worker and "--node-ip-address=10.0.0.2" in worker
-    assert "lifesearch cluster wait --nodes 2 --timeout 600" in log
+    waits = [x for x in log if x.startswith("lifesearch cluster wait")]
+    # the head first (workers need it), then every node; each wait watches the head's step
+    assert [w.split(" --head-pid")[0] for w in waits] == [
+        "lifesearch cluster wait --nodes 1 --timeout 600", "lifesearch cluster wait --nodes 2 --timeout 600"]
+    assert all("--head-log " in w and "--head-name the Ray head on node01" in w for w in waits)
+    assert "--node " not in waits[0] and ":the Ray worker on node02:" in waits[1]  # a worker that dies fails the wait too
+    # the worker starts once the head is up (the second wait watches it: its srun's pid is known)
+    assert log.index(waits[0]) < log.index(worker)
     # every node gets token auth, from a 64-hex-char file only the user can read, removed at the end
     assert [x for x in log if x.startswith("auth")] == ["auth token 600 64"] * 2
     assert not list((tmp_path / "tokens").iterdir())
-    assert log[-1] == "lifesearch run --config configs/cluster.yaml"
-    assert log.index("lifesearch cluster wait --nodes 2 --timeout 600") < log.index(log[-1])
+    run = log.index("lifesearch run --config configs/cluster.yaml")
+    assert log.index(waits[1]) < run
+    # after the run, each node's Ray is stopped by TERM to its ray-node.sh, through srun on that node
+    stops = [x for x in log[run:] if "kill -TERM" in x]
+    assert [x.split(" -w ")[1].split()[0] for x in stops] == ["node01", "node02"], log[run:]
 
 
 def test_ports_differ_between_jobs(tmp_path):
@@ -85,7 +101,7 @@ def test_ports_differ_between_jobs(tmp_path):
         d = tmp_path / str(job)
         d.mkdir()
         subprocess.run(["bash", str(SCRIPTS[0]), "c.yaml"], env=env(d, job, 1), capture_output=True, timeout=60, cwd=ROOT)
-        head = next(x for x in (d / "log").read_text().splitlines() if "--head" in x)
+        head = next(x for x in (d / "log").read_text().splitlines() if "ray-node.sh" in x)
         ports.append(next(a for a in head.split() if a.startswith("--port=")))
     assert ports[0] != ports[1]
 

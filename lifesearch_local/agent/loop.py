@@ -74,6 +74,9 @@ async def run_task(task: Task, run: int, cfg: AgentConfig, generate: Generate, t
         except Exception as e:  # the engine failed past its retries: this run ends in error
             if isinstance(e, EndpointError) and e.config_error:  # a wrong key/URL/model fails every task:
                 raise  # stop, so the rerun after the fix resumes instead of keeping error reports
+            if stop:  # stopping (e.g. `scontrol requeue` took the engine's Ray nodes down with us):
+                log.write(record | {"type": "stopped", "error": f"{type(e).__name__}: {e}"})
+                return None  # not the task's failure: no report, the rerun restarts it
             log.write(record | {"error": f"{type(e).__name__}: {e}"})
             return _finish(task, run, cfg, log, state, it, "", "error", f"model call failed: {type(e).__name__}: {e}")
         if on_step:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..config import ModelConfig, RayConfig
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
-from .session import connect, in_session, replica_resources
+from .session import cluster_address, connect, in_session, replica_resources
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class RayPool(Engine):
         if not short:
             return
         msg = f"{n} replicas of {self.model.model} do not fit: {'; '.join(short)}"
-        if self.ray_cfg.address is None:  # a local cluster does not grow
+        if cluster_address(self.ray_cfg) is None:  # a local cluster does not grow
             raise PoolError(msg + " (lower ray.replicas or the per-replica resources, or raise ray.num_cpus)")
         log.warning("%s; waiting for the cluster to grow (up to %g s)", msg, self.ray_cfg.startup_timeout_s)
 
@@ -225,10 +225,13 @@ class RayPool(Engine):
     def _run(self, method: str, items: list, costs: list[float], args: Callable[[list], tuple]) -> list:
         from serving.retry import RetryableError, RetryPolicy, retry
 
+        from ..stop import check
+
         results: dict[int, Any] = {}
         attempts = 1 + self.ray_cfg.max_task_retries
 
         def attempt() -> None:
+            check()  # a stop requested since the last attempt: no retry
             todo = [i for i in range(len(items)) if i not in results]
             failed = self._dispatch(method, items, costs, todo, args, results)
             if failed:
@@ -262,7 +265,7 @@ class RayPool(Engine):
                     ref = getattr(rep.handle, method).remote(*args([items[i] for i in idxs]))
                     calls[ref] = (rep, idxs, load)
         try:
-            done, hung = ray.wait(list(calls), num_returns=len(calls), timeout=self.ray_cfg.call_timeout_s)
+            done, hung = self._wait(ray, list(calls))
             lost = 0
             for ref in done:
                 rep, idxs, _ = calls[ref]
@@ -276,6 +279,23 @@ class RayPool(Engine):
             with self._lock:
                 for rep, _, load in calls.values():
                     self._inflight[rep.index] -= load
+
+    def _wait(self, ray: Any, refs: list) -> tuple[list, list]:
+        """(done, hung) after at most call_timeout_s. Waits in short slices: when a stop is requested
+        (SIGTERM, in a stage that honours it) the call is abandoned at once, as in-process calls are,
+        so a driver whose Ray cluster is going down with it (`scontrol requeue` signals every step
+        at once) still flushes what it has and exits before Slurm's KillWait."""
+        import time
+
+        from ..stop import check
+
+        deadline = time.monotonic() + self.ray_cfg.call_timeout_s
+        done: list = []
+        while refs and time.monotonic() < deadline:  # bounded by the deadline
+            check()
+            ready, refs = ray.wait(refs, num_returns=len(refs), timeout=min(0.5, max(0.0, deadline - time.monotonic())))
+            done += ready
+        return done, refs
 
     def _take(self, ray: Any, ref: Any, rep: Replica, idxs: list[int], results: dict[int, Any]) -> int:
         from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError

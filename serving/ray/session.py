@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,19 +48,33 @@ def gpus_held(model: ModelConfig, ray_cfg: RayConfig | None) -> float:
 # -- the Ray session --------------------------------------------------------------
 
 
+def cluster_address(ray_cfg: RayConfig) -> str | None:
+    """The existing cluster a run joins: `ray.address`, else $RAY_ADDRESS (set by slurm/ray-cluster.sh
+    and by `ray start`'s instructions); None starts a local cluster. Ray itself reads RAY_ADDRESS,
+    so a config written for a local cluster must join when it is set, or ray.init refuses it."""
+    import os
+
+    return ray_cfg.address or os.environ.get("RAY_ADDRESS") or None
+
+
 def connect(ray_cfg: RayConfig) -> bool:
     """Join the configured cluster or start a local one; False when Ray was already up here."""
     import ray
 
     if ray.is_initialized():
         return False
-    if not ray_cfg.address:
+    address = cluster_address(ray_cfg)
+    if not address:
         token_auth_for_local_cluster()
     kw: dict[str, Any] = {"namespace": ray_cfg.namespace, "log_to_driver": ray_cfg.log_to_driver,
                           "logging_level": logging.WARNING}
     with _keep_sigterm():
-        if ray_cfg.address:
-            ray.init(address=ray_cfg.address, **kw)
+        if address:
+            sizing = [k for k in ("num_cpus", "num_gpus", "object_store_memory_mb") if getattr(ray_cfg, k) is not None]
+            if sizing:  # the cluster is already sized (e.g. by the Slurm job): these apply to a local one only
+                logging.getLogger(__name__).info("joining the Ray cluster at %s; ray.%s apply to a local cluster "
+                                                 "only and are not used", address, ", ray.".join(sizing))
+            ray.init(address=address, **kw)
         else:
             mem = ray_cfg.object_store_memory_mb
             ray.init(num_cpus=ray_cfg.num_cpus, num_gpus=ray_cfg.num_gpus, include_dashboard=False,
@@ -137,21 +151,93 @@ def alive_nodes() -> list[dict[str, Any]]:
     return [n for n in ray.nodes() if n.get("Alive")]
 
 
-def wait_for_nodes(address: str, nodes: int, timeout_s: float, poll_s: float = 2.0) -> int:
+class ClusterGone(RuntimeError):
+    """The process hosting the cluster's head exited while a caller waited for the cluster."""
+
+
+def wait_for_nodes(address: str, nodes: int, timeout_s: float, poll_s: float = 1.0,
+                   gone: Callable[[], str | None] = lambda: None) -> int:
     """Join the cluster at `address` and wait until `nodes` are alive or `timeout_s` passes;
-    returns the number alive then (Ray is left as it was found)."""
+    returns the number alive then (Ray is left as it was found). `gone()` returns why the wait
+    is hopeless (the head's process exited) and raises ClusterGone at once.
+
+    Ray is joined and polled in a helper thread: ray.init blocks in C++ while the head is not
+    up, and the caller's main thread must stay free to act on SIGTERM and on `gone` at once."""
     import time
 
+    state: dict[str, Any] = {"alive": 0}
+    done = threading.Event()
+    helper = threading.Thread(target=_poll_nodes, args=(address, poll_s, state, done), daemon=True)
+    helper.start()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and state["alive"] < nodes:  # bounded by the deadline
+            why = gone()
+            if why:
+                raise ClusterGone(why)
+            if "error" in state:
+                raise state["error"]
+            time.sleep(0.2)
+        return state["alive"]
+    finally:
+        done.set()
+        helper.join(timeout=10)
+
+
+def _listening(address: str) -> bool:
+    """Whether the head's port at `address` (host:port, or `auto` = $RAY_ADDRESS) accepts a
+    connection; True when the address has another form (e.g. ray://), which Ray handles itself."""
+    import os
+    import socket
+
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS", "")
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return True
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+class _Drop(logging.Filter):
+    """Drops log records whose message starts with `prefix`."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+def _poll_nodes(address: str, poll_s: float, state: dict[str, Any], done: threading.Event) -> None:
+    """The helper of `wait_for_nodes`: connect, then count live nodes until `done`."""
     import ray
 
-    started = connect(RayConfig(address=address))
+    # Ray warns that it cannot install its SIGTERM handler off the main thread: that is the point.
+    quiet = _Drop("SIGTERM handler is not set")
+    logging.getLogger("ray._private.worker").addFilter(quiet)
     try:
-        deadline = time.monotonic() + timeout_s
-        n = len(alive_nodes())
-        while n < nodes and time.monotonic() < deadline:  # bounded by the deadline
-            time.sleep(poll_s)
-            n = len(alive_nodes())
-        return n
+        # Ray's connection attempts log a warning every 5 s while the head is not listening: knock first.
+        while not done.is_set() and not _listening(address):
+            done.wait(0.2)
+        if done.is_set():
+            return
+        started = connect(RayConfig(address=address))
+    except Exception as e:  # handed to the waiting thread, which raises it
+        state["error"] = e
+        return
+    finally:
+        logging.getLogger("ray._private.worker").removeFilter(quiet)
+    try:
+        while not done.is_set():
+            state["alive"] = len(alive_nodes())
+            done.wait(poll_s)
+    except Exception as e:
+        state["error"] = e
     finally:
         if started:
             ray.shutdown()

@@ -23,7 +23,7 @@ PERMITS = "https://wexmoor.example/services/parking/residential-permits"
 LATER_NEWS = "https://wexmoor.example/news/2026-08-12-council-approves-parking-fees"
 
 
-def run_one(tmp_path, task, cfg, script, index, *, extra_tools=None, web=None, tasks=None):
+def run_one(tmp_path, task, cfg, script, index, *, extra_tools=None, web=None, tasks=None, stop=None):
     """Run task(s) through the batching adapter and the real tools; (reports, trajectories, backend)."""
     backend = ScriptedBackend(script)
 
@@ -33,7 +33,7 @@ def run_one(tmp_path, task, cfg, script, index, *, extra_tools=None, web=None, t
         batcher = BatchingBackend(backend, max_wait_s=0.002)
         try:
             logs = [TrajectoryLog(tmp_path, t.id, cfg.id, 0) for t in (tasks or [task])]
-            reports = await asyncio.gather(*(run_task(t, 0, cfg, batcher.generate, tools, log)
+            reports = await asyncio.gather(*(run_task(t, 0, cfg, batcher.generate, tools, log, stop=stop)
                                              for t, log in zip(tasks or [task], logs)))
             return reports, [[json.loads(x) for x in log.path.read_text().splitlines()] for log in logs]
         finally:
@@ -223,6 +223,21 @@ def test_engine_error_ends_the_run_in_error(tmp_path, sample_tasks, corpus_index
 
     (report,), (traj,), _ = run_one(tmp_path, task, agent_config(), boom, corpus_index)
     assert report.status == "error" and "engine down" in report.error and traj[-1]["status"] == "error"
+
+
+def test_an_engine_lost_while_stopping_leaves_no_report(tmp_path, sample_tasks, corpus_index):
+    # `scontrol requeue` signals every step at once: the driver's stop flag is set and the Ray
+    # nodes under the agent's engine go down with it. Not the task's failure: the rerun redoes it.
+    from lifesearch_local.signals import StopFlag
+
+    task, stop = sample_tasks["sample-en-03"], StopFlag()
+
+    def lost(req):
+        stop.event.set()
+        raise RuntimeError("PoolError: no live replica left")
+
+    (report,), (traj,), _ = run_one(tmp_path, task, agent_config(), lost, corpus_index, stop=stop)
+    assert report is None and traj[-1]["type"] == "stopped" and "no live replica" in traj[-1]["error"]
 
 
 def test_a_configuration_error_of_the_endpoint_stops_the_stage_instead_of_writing_an_error_report(tmp_path, sample_tasks, corpus_index):
