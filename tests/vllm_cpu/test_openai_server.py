@@ -187,3 +187,26 @@ def test_the_server_killed_mid_run_then_the_rerun_completes(server, tmp_path):
     want = {(*r.key, b.id) for r in read_records(reports_file, Report) for b in task.rubrics if b.weight > 0}
     assert {(j.task_id, j.agent, j.run, j.rubric_id) for j in js} == want  # every decision, once
     assert all(j.p_true is not None for j in js)
+
+
+def test_reporteval_quality_through_the_server(server, tmp_path):
+    # generate mode: ReportEval's choice mode cannot read this tokenizer's labels through an
+    # endpoint (" 0".." 4" share their first token " ", so none is in the top logprobs as a
+    # whole): a limit of the openai backend's choice scoring, reported, not tested here.
+    import json
+
+    import yaml
+
+    cfg = tmp_path / "judge.yaml"
+    cfg.write_text(yaml.safe_dump({"judge": {"id": "served", "mode": "generate", "max_tokens": 48,
+                                             "model": server.config().model_dump(exclude_unset=True)}}))
+    tasks_file, reports_file = small_inputs(tmp_path, reports=1)
+    r = subprocess.run([sys.executable, "-m", "lifesearch_local", "reporteval", "--config", str(cfg), "--tasks",
+                        str(tasks_file), "--reports", str(reports_file), "--metrics", "quality", "--retries", "1",
+                        "--out", str(tmp_path / "run"), "--quiet"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (row,) = [json.loads(x) for x in (tmp_path / "run" / "reporteval.jsonl").read_text().splitlines() if x.strip()]
+    dims = row["quality"]["dimensions"]
+    assert row["metric"] == "quality" and row["mode"] == "generate" and len(dims) == 5
+    # whatever a 135M model writes: a label in 0..4 or ungraded (None), never anything else
+    assert all(d["label"] is None or d["label"] in range(5) for d in dims), dims
