@@ -23,11 +23,42 @@ def gqa_sdpa_forward(module: Any, query, key, value, attention_mask, dropout: fl
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                       scaling=scaling, is_causal=is_causal, **kwargs)
     mask = attention_mask[..., : key.shape[-2]]
+    fast = _causal_chunk(query, key, value, mask, scaling)
+    if fast is not None:
+        return fast, None
     out = F.scaled_dot_product_attention(
         query, key, value, attn_mask=mask, dropout_p=0.0, scale=scaling,
         enable_gqa=key.shape[1] != query.shape[1],
     )
     return out.transpose(1, 2).contiguous(), None
+
+
+def _causal_chunk(query, key, value, mask, scale):
+    """A prefill chunk after a cache (or alone): `mask` plain causal over the chunk's own keys with every
+    earlier key visible. SDPA with such a boolean mask takes torch's unfused math kernel on CPU (2–3× slower
+    on a 1,024-token chunk of smollm2-135m); here the fused flash kernel runs twice, over the earlier keys
+    and causally over the chunk, and the two are merged exactly by their log-sum-exps. None for any other mask."""
+    import torch
+
+    op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    b, h, q, _ = query.shape
+    past = key.shape[-2] - q
+    if op is None or mask.dtype != torch.bool or past < 0 or tuple(mask.shape[:2]) != (1, 1) or mask.shape[-2] != q:
+        return None
+    m = mask[0, 0]
+    if not (m[:, :past].all() and torch.equal(m[:, past:], torch.ones(q, q, dtype=torch.bool, device=m.device).tril())):
+        return None
+    g = h // key.shape[1]
+    k, v = (key.repeat_interleave(g, 1), value.repeat_interleave(g, 1)) if g > 1 else (key, value)
+    scale = scale if scale is not None else query.shape[-1] ** -0.5
+    o2, l2 = op(query, k[:, :, past:].contiguous(), v[:, :, past:].contiguous(), 0.0, True, scale=scale)
+    if past == 0:
+        return o2.transpose(1, 2).contiguous()
+    o1, l1 = op(query, k[:, :, :past].contiguous(), v[:, :, :past].contiguous(), 0.0, False, scale=scale)
+    top = torch.maximum(l1, l2)
+    w1, w2 = (l1 - top).exp()[..., None], (l2 - top).exp()[..., None]
+    out = ((w1 * o1.float() + w2 * o2.float()) / (w1 + w2)).to(query.dtype)
+    return out.transpose(1, 2).contiguous()
 
 
 def register_attention(name: str, forward: Callable[..., Any]) -> str:

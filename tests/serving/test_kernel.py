@@ -235,3 +235,21 @@ def test_shared_refuses_sliding_windows_and_auto_picks_it_on_cpu():
     assert PackedScorer(windowed, form="auto").form == "two_stage"
     with pytest.raises(UnsupportedModelError, match="shared"):
         PackedScorer(windowed, form="shared")
+
+
+def test_chunk_after_a_cache_takes_the_fused_path_and_equals_the_masked_attention():
+    """A prefill chunk over a cache: flash over the earlier keys + causal flash over the chunk, merged,
+    equals SDPA with the boolean mask (GQA, with and without earlier keys); other masks are left to SDPA."""
+    import torch.nn.functional as F
+
+    from serving.engines.attention import _causal_chunk
+
+    g = torch.Generator().manual_seed(0)
+    for past in (0, 37):
+        q, k, v = torch.randn(1, 6, 20, 16, generator=g), torch.randn(1, 2, past + 20, 16, generator=g), \
+            torch.randn(1, 2, past + 20, 16, generator=g)
+        mask = torch.ones(20, past + 20, dtype=torch.bool).tril(diagonal=past)[None, None]
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True).transpose(1, 2)
+        got = _causal_chunk(q, k, v, mask, None)
+        assert got is not None and (got - want).abs().max() <= 1e-5
+        assert _causal_chunk(q, k, v, mask & (torch.rand(mask.shape, generator=g) > 0.1), None) is None
