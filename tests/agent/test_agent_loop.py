@@ -121,7 +121,9 @@ def test_malformed_call_timeout_and_fetch_failure_are_observations(tmp_path, sam
             call("web_fetch", url=missing) + call("web_fetch"),
             "Final answer despite the failures.",
         ]})
-        cfg = agent_config(tools={"timeout_s": 1.5, "python": {"wall_s": 1.0}})
+        # the python tool's own wall clock (1 s) must fire well before the call timeout (4 s), even on a
+        # loaded 2-core machine where starting the sandbox alone can take a second
+        cfg = agent_config(tools={"timeout_s": 4.0, "python": {"wall_s": 1.0}})
         (report,), (traj,), _ = run_one(tmp_path, task, cfg, script, corpus_index, extra_tools={"sleep": SleepTool()})
     assert report.status == "completed" and report.iterations == 4
     reqs = script.for_task(task)
