@@ -81,15 +81,17 @@ def sweep_inputs(config_path: str, reports: str | None = None) -> tuple[Any, lis
 
 def sweep_run(config_path: str, *, out: str | None = None, reports: str | None = None,
               runs: Callable[[JudgeConfig], int], after: AfterJudge, show: bool = True,
-              force_config: bool = False) -> tuple[RunDir, list[JudgeConfig], list[Label], dict[str, Any]]:
+              force_config: bool = False) -> tuple[RunDir, list[JudgeConfig], list[Label], dict[str, Any], dict[str, Any]]:
     """`lifesearch sweep`: each judge config of the YAML (`runs(judge)` repetitions) over the same
-    reports, then the agreement with the labels, written to `agreement.json`; returns (run
-    directory, judges, labels, agreement)."""
+    reports, then the agreement with the labels and its cluster-bootstrap CIs, written to
+    `agreement.json`; returns (run directory, judges, labels, agreement, its uncertainty:
+    bootstrap settings and judge-vs-judge comparisons)."""
     import json
 
     from serving.ray.session import ray_session
 
     from .agreement import agreement
+    from .agreement_stats import agreement_uncertainty
     from .judge.stage import judge_stage
     from .labels import label_index
     from .preflight import preflight
@@ -106,9 +108,11 @@ def sweep_run(config_path: str, *, out: str | None = None, reports: str | None =
             after(judge, judge_stage(rd, tasks, reports_, judge, ray=cfg.ray, show=show, force_config=force_config), rd)
         judge_ids = {j.id for j in judges}
         judgments = [j for j in rd.load(JUDGMENTS, Judgment) if j.judge in judge_ids and j.task_id in ids]
-        result = agreement(tasks, judgments, label_index(labels))
+        index = label_index(labels)
+        result = agreement(tasks, judgments, index)
+        unc = agreement_uncertainty(tasks, judgments, index, result)  # adds each judge's ci95 to result
         rd.file(AGREEMENT).write_text(json.dumps(result, indent=2) + "\n")
-    return rd, judges, labels, result
+    return rd, judges, labels, result, unc
 
 
 def default_web_cache(out: str | Path) -> Path:

@@ -49,4 +49,8 @@ def test_sweep_repeats_only_the_judge_that_samples(tmp_path):
     assert accs == sorted(accs, reverse=True)  # Table 3 order
     js = read_records(out / "judgments.jsonl", Judgment)
     assert len(js) == len({j.key for j in js}) == (1 + 1 + 3) * n_labels
-    assert (out / "agreement.json").exists()
+    saved = json.loads((out / "agreement.json").read_text())
+    for judge, m in saved.items():  # each judge's Table 3 row carries its cluster-bootstrap interval
+        lo, hi = m["ci95"]["accuracy_mean"]
+        assert lo <= m["accuracy_mean"] <= hi, judge
+    assert saved == result

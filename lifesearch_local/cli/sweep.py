@@ -40,13 +40,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"judge {judge.id} × {judge.runs} run(s): {stats['decisions']} new decisions in {stats['wall_s']} s")
         return True
 
-    rd, judges, labels, result = sweep_run(args.config, out=args.out, reports=args.reports, after=after,
+    rd, judges, labels, result, unc = sweep_run(args.config, out=args.out, reports=args.reports, after=after,
                                            runs=lambda j: sweep_runs(j, args.runs), show=not args.quiet,
                                            force_config=args.force_config)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print_agreement(result, ", ".join(sorted({lab.source for lab in labels})), len(labels))
+        print_agreement(result, ", ".join(sorted({lab.source for lab in labels})), len(labels), unc)
     # under the table, where its numbers would otherwise read as a finding
     judge_ids = {j.id for j in judges}
     print_caveats(args.json, judges=judges, judgments=[j for j in rd.load(JUDGMENTS, Judgment) if j.judge in judge_ids])
