@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "accuracy at the best threshold; broken down by language, domain, type, necessity and "
         "priority; and the Spearman/Kendall correlation of the agents' ranking under the judge and "
         "under the labels. Ungraded judgments count as wrong. See lifesearch_local/agreement.py "
-        "for the exact definitions (ties, pooling, bins). Each metric gets a 95%% cluster-bootstrap CI over "
+        "for the exact definitions (ties, pooling, bins). Each metric gets a 95% cluster-bootstrap CI over "
         "reports, and each pair of judges a paired CI of the difference and McNemar's exact test "
         "(docs/statistics.md).",
     )

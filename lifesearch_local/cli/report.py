@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write one self-contained HTML file (inline CSS and SVG charts, no network at view "
         "time) with the Table 4 scores per judge, score vs output tokens and per-domain charts, judge "
         "agreement and confusion matrices when labels exist, failure-mode counts, a per-task drill-down "
-        "of every rubric decision, and the manifest, with 95%% CIs, the agent comparison matrix and the "
+        "of every rubric decision, and the manifest, with 95% CIs, the agent comparison matrix and the "
         "list of disagreements with the labels. Works on any directory the commands write: tasks, reports "
         "and labels come from the options, else RUN_DIR/*.jsonl, else the paths its manifest records "
         "(`judge --out`, `sweep`, `reporteval`); judgments.jsonl, manifest.json, config.yaml and "

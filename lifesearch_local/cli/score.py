@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Score a judgments JSONL against its tasks: per task Σw·y/Σw over rubrics with "
         "w > 0, mean over tasks per run, mean ± sample std over runs, per-domain means, one row per "
         "agent, one table per judge config. Ungraded judgments count as not satisfied (and are "
-        "counted); a rubric with no judgment is an error unless --allow-missing. Every score gets a 95%% "
+        "counted); a rubric with no judgment is an error unless --allow-missing. Every score gets a 95% "
         "bootstrap CI over tasks (a task's runs resampled together) and every agent pair a paired CI "
         "and a sign-flip permutation p-value, Holm-adjusted (docs/statistics.md).",
     )
