@@ -275,6 +275,14 @@ def breakdowns(items: Sequence[Item], by: Sequence[str] = BREAKDOWNS) -> dict[st
 
 
 # -- report level ------------------------------------------------------------------------
+def labelled_rubrics(items: Sequence[Item]) -> dict[str, dict[str, set[str]]]:
+    """agent → task → the ids of its labelled rubrics: what an agent is scored over in agreement."""
+    out: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for it in items:
+        out[it.key[1]][it.key[0]].add(it.key[3])
+    return out
+
+
 def agent_scores(
     tasks: Sequence[Task], decisions: dict[Key, bool | None], labelled: dict[str, dict[str, set[str]]]
 ) -> dict[str, float]:
@@ -328,9 +336,7 @@ def rank_correlation(judge_scores: dict[str, float], label_scores: dict[str, flo
 def ranking_agreement(tasks: Sequence[Task], items: Sequence[Item]) -> tuple[float | None, float | None, int]:
     """Rank correlation of agents scored by the judge (runs averaged) and by the labels, and the
     number of agents ranked."""
-    agents_tasks: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for it in items:
-        agents_tasks[it.key[1]][it.key[0]].add(it.key[3])
+    agents_tasks = labelled_rubrics(items)
     by_label = agent_scores(tasks, {it.key: it.label for it in items}, agents_tasks)
     n_runs = len(items[0].decisions) if items else 0
     per_run = [agent_scores(tasks, {it.key: it.decisions[r] for it in items}, agents_tasks) for r in range(n_runs)]

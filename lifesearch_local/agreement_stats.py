@@ -18,7 +18,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import stats
-from .agreement import MIN_RANK_AGENTS, N_BINS, Item, _vs, agent_rows, collect_items, majority_decision
+from .agreement import (
+    MIN_RANK_AGENTS,
+    N_BINS,
+    Item,
+    _vs,
+    agent_rows,
+    collect_items,
+    labelled_rubrics,
+    majority_decision,
+)
 from .labels import Key
 from .records import Judgment, Task
 
@@ -199,9 +208,7 @@ def rank_ci(tasks: Sequence[Task], items: Sequence[Item], *, n_resamples: int = 
     agent together); None below three agents. Resamples where an agent draws none of its tasks, or
     one side is constant, are left out."""
     none = {"rank_spearman": None, "rank_kendall": None}
-    labelled: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for it in items:
-        labelled[it.key[1]][it.key[0]].add(it.key[3])
+    labelled = labelled_rubrics(items)
     by_label = agent_rows(tasks, {it.key: it.label for it in items}, labelled)
     runs = len(items[0].decisions) if items else 0
     per_run = [agent_rows(tasks, {it.key: it.decisions[r] for it in items}, labelled) for r in range(runs)]
