@@ -496,8 +496,7 @@ def test_report_on_a_judge_out_directory(tmp_path, capsys):
     the paths the manifest records (their hashes checked), or through --tasks / --reports."""
     from lifesearch_local.cli import main
     from lifesearch_local.errors import LifesearchError
-    from lifesearch_local.report.data import input_paths
-    from lifesearch_local.store import RunDir, sha256_file
+    from lifesearch_local.store import open_run
 
     inputs = make_run_dir(tmp_path / "inputs", labels=False, extras=False)
     out = tmp_path / "judged"
@@ -508,8 +507,8 @@ def test_report_on_a_judge_out_directory(tmp_path, capsys):
     assert main(["report", str(out), "--tasks", str(inputs / "tasks.jsonl")]) == 0
     assert 'id="scores-choice-a"' in (out / "report.html").read_text()
     # what judge / sweep / reporteval record
-    RunDir(out).update_manifest(hashes={"tasks": sha256_file(inputs / "tasks.jsonl")},
-                                inputs=input_paths(tasks=inputs / "tasks.jsonl", reports=inputs / "reports.jsonl"))
+    with open_run(out, "judge", inputs={"tasks": inputs / "tasks.jsonl", "reports": inputs / "reports.jsonl"}):
+        pass
     page = write_report(out).read_text()
     assert 'id="scores-choice-a"' in page and 'id="chart-scatter"' in page  # reports found: output tokens
     (inputs / "tasks.jsonl").write_text((inputs / "tasks.jsonl").read_text() + "\n")

@@ -103,15 +103,9 @@ def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path
     return data
 
 
-def input_paths(**paths: str | Path | None) -> dict[str, str]:
-    """name → absolute path of each input given: what a stage records in its manifest as `inputs`
-    so that `lifesearch report` finds the files it read from outside the run directory."""
-    return {k: str(Path(v).resolve()) for k, v in paths.items() if v}
-
-
 def _input(run_dir: Path, name: str, given: Path | None, manifest: dict | None) -> Path | None:
     """An input file: as given, else RUN_DIR/<name>.jsonl, else the path the manifest records
-    (`inputs.<name>`, written by judge / sweep / reporteval) when that file still has the recorded hash."""
+    (`inputs.<name>`, written by `store.open_run` for judge / sweep / reporteval) when that file still has the recorded hash."""
     from ..store import sha256_file
 
     if given is not None:
