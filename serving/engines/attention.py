@@ -33,6 +33,22 @@ def gqa_sdpa_forward(module: Any, query, key, value, attention_mask, dropout: fl
     return out.transpose(1, 2).contiguous(), None
 
 
+def flash_cpu_op() -> Any:
+    """torch's fused CPU flash attention that also returns the log-sum-exp, or None on a torch without it."""
+    import torch
+
+    return getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+
+
+def lse_merge(o1: Any, l1: Any, o2: Any, l2: Any) -> Any:
+    """Two attentions over disjoint key sets, as one softmax over both: weights from their log-sum-exps (fp32)."""
+    import torch
+
+    top = torch.maximum(l1, l2)
+    w1, w2 = (l1 - top).exp()[..., None], (l2 - top).exp()[..., None]
+    return (w1 * o1.float() + w2 * o2.float()) / (w1 + w2)
+
+
 def _causal_chunk(query, key, value, mask, scale):
     """A prefill chunk after a cache (or alone): `mask` plain causal over the chunk's own keys with every
     earlier key visible. SDPA with such a boolean mask takes torch's unfused math kernel on CPU (2–3× slower
@@ -40,7 +56,7 @@ def _causal_chunk(query, key, value, mask, scale):
     and causally over the chunk, and the two are merged exactly by their log-sum-exps. None for any other mask."""
     import torch
 
-    op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    op = flash_cpu_op()
     b, h, q, _ = query.shape
     past = key.shape[-2] - q
     if op is None or mask.dtype != torch.bool or past < 0 or tuple(mask.shape[:2]) != (1, 1) or mask.shape[-2] != q:
@@ -55,9 +71,7 @@ def _causal_chunk(query, key, value, mask, scale):
     if past == 0:
         return o2.transpose(1, 2).contiguous()
     o1, l1 = op(query, k[:, :, :past].contiguous(), v[:, :, :past].contiguous(), 0.0, False, scale=scale)
-    top = torch.maximum(l1, l2)
-    w1, w2 = (l1 - top).exp()[..., None], (l2 - top).exp()[..., None]
-    out = ((w1 * o1.float() + w2 * o2.float()) / (w1 + w2)).to(query.dtype)
+    out = lse_merge(o1, l1, o2, l2).to(query.dtype)
     return out.transpose(1, 2).contiguous()
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import stop
+from .attention import flash_cpu_op, lse_merge
 
 NAME = "lifesearch_shared_prefix"
 # Attention scores held at once per layer (rows × heads × queries × keys); the suffix prefill
@@ -105,24 +106,13 @@ def _decode_step_fused(query: Any, ks: Any, vs: Any, pk: Any, pv: Any, mask: Any
     bias = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill(~mask, float("-inf"))
     o2, l2 = op(qs, ks.contiguous(), vs.contiguous(), 0.0, False, attn_mask=bias, scale=scale)
     o1, l1 = o1.reshape(kvh, b, g, d).transpose(0, 1), l1.reshape(kvh, b, g).transpose(0, 1)
-    return _merge(o1, l1, o2, l2).to(query.dtype).reshape(b, 1, h, d)
+    return lse_merge(o1, l1, o2, l2).to(query.dtype).reshape(b, 1, h, d)
 
 
 def _flash_cpu(query: Any, pk: Any) -> Any:
     """torch's fused CPU flash attention that also returns the log-sum-exp, where it applies (else None)."""
-    import torch
-
-    op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    op = flash_cpu_op()
     return None if op is None or query.device.type != "cpu" or pk.shape[1] == 0 else op
-
-
-def _merge(o1: Any, l1: Any, o2: Any, l2: Any) -> Any:
-    """Two attentions over disjoint key sets, as one softmax over both: weights from their log-sum-exps."""
-    import torch
-
-    top = torch.maximum(l1, l2)
-    w1, w2 = (l1 - top).exp()[..., None], (l2 - top).exp()[..., None]
-    return (w1 * o1.float() + w2 * o2.float()) / (w1 + w2)
 
 
 def _suffix_prefill_fused(query: Any, ks: Any, vs: Any, pk: Any, pv: Any, mask: Any, scale: float) -> Any:
@@ -143,7 +133,7 @@ def _suffix_prefill_fused(query: Any, ks: Any, vs: Any, pk: Any, pv: Any, mask: 
     bias = torch.zeros(m.shape, dtype=query.dtype, device=query.device).masked_fill(~m, float("-inf"))
     o2, l2 = op(qs, ks.contiguous(), vs.contiguous(), 0.0, False, attn_mask=bias, scale=scale)
     o1, l1 = o1.reshape(kvh, b, g * q, d).transpose(0, 1), l1.reshape(kvh, b, g * q).transpose(0, 1)
-    out = _merge(o1, l1, o2, l2).to(query.dtype).reshape(b, h, q, d)
+    out = lse_merge(o1, l1, o2, l2).to(query.dtype).reshape(b, h, q, d)
     return out.transpose(1, 2).contiguous()
 
 
