@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import LifesearchError
+from lifesearch_local.errors import LifesearchError
 
 _PKG = Path(__file__).resolve().parent
 

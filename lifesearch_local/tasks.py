@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import InputError
-from .jsonl import load_unique, validation_field
-from .records import DOMAIN_ABBREV, DOMAIN_TITLES, Domain, Task
+from lifesearch_local.errors import InputError
+from lifesearch_local.records import DOMAIN_ABBREV, DOMAIN_TITLES, Domain, Task
+from lifesearch_local.rundir.jsonl import load_unique, validation_field
 
 # Aliases seen in rubric datasets (DeepResearch Bench, ResearchRubrics, the paper's text).
 TASK_ALIASES = {

@@ -27,7 +27,7 @@ def one(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     from lifesearch_local.judge.config import JudgeConfig
     from lifesearch_local.judge.rubric import Pending, judge_choice, judge_generate, judged_rubrics
-    from lifesearch_local.models import engine_config
+    from lifesearch_local.llm.models import engine_config
     from lifesearch_local.records import Report
     from lifesearch_local.resources import resource_path
     from lifesearch_local.tasks import load_tasks

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from lifesearch_local import stats
+from lifesearch_local.analysis import resampling as stats
 
 DOMAINS = ("company", "academic", "financial", "policy", "industry", "technical", "everyday")
 

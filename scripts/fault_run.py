@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lifesearch_local.jsonl import read_records  # noqa: E402
 from lifesearch_local.records import Report  # noqa: E402
+from lifesearch_local.rundir.jsonl import read_records  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
 
 TASKS, REPORTS = ROOT / "data/sample/tasks.jsonl", ROOT / "data/sample/reports.jsonl"

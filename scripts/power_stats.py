@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from lifesearch_local import stats
+from lifesearch_local.analysis import resampling as stats
 
 NS = (25, 50, 100, 203, 400, 800, 1600)
 DELTAS = (0.02, 0.05, 0.10)

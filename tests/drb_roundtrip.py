@@ -8,8 +8,8 @@ from typing import Any
 from lifesearch_local.errors import InputError
 from lifesearch_local.importers import drb
 from lifesearch_local.importers.drb import DrbCriteria, DrbCriterion, DrbQuery, DrbReport
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Report, Task
+from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
 
 

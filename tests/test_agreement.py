@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from lifesearch_local import agreement as ag
+from lifesearch_local.analysis import agreement as ag
+from lifesearch_local.analysis.labels import label_index, labels_from_judgments
 from lifesearch_local.errors import LifesearchError
-from lifesearch_local.jsonl import read_records
-from lifesearch_local.labels import label_index, labels_from_judgments
 from lifesearch_local.records import Judgment, Label
+from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "agree"

@@ -1,4 +1,4 @@
-"""Caveats (random weights, a near-constant judge) from lifesearch_local.caveats, in every command
+"""Caveats (random weights, a near-constant judge) from lifesearch_local.analysis.caveats, in every command
 that prints judge-derived numbers and in report.html: present where they apply, absent otherwise.
 The commands run in process with a scripted engine in place of a model (the caveats depend on the
 configs and the verdicts, not on the forward pass)."""
@@ -13,7 +13,7 @@ import pytest
 from conftest import rubric, task, write_jsonl
 from doubles import ScriptedBackend
 
-from lifesearch_local.caveats import (
+from lifesearch_local.analysis.caveats import (
     MIN_DECISIONS,
     NEAR_CONSTANT_SHARE,
     NEAR_CONSTANT_SPREAD,
@@ -117,7 +117,7 @@ def engine(monkeypatch):
         p = P_TRUE[Fake.kind]
         return contextlib.nullcontext(ScriptedBackend(texts=lambda req: '{"score": 4}', p_true_fn=p))
 
-    monkeypatch.setattr("lifesearch_local.stage.default_open", open_fake)
+    monkeypatch.setattr("lifesearch_local.runtime.skeleton.default_open", open_fake)
     return Fake
 
 

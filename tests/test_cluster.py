@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment, Report
+from lifesearch_local.rundir.jsonl import read_records
 
 ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")

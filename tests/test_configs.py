@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lifesearch_local.config import load_run_config
 from lifesearch_local.errors import InputError
+from lifesearch_local.run.config import load_run_config
 
 ALL = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
 CURATE = [p for p in ALL if p.name.startswith("curate_")]  # `lifesearch curate` configs, not run configs

@@ -19,10 +19,11 @@ from lifesearch_local.curate.queries import detect_language, load_queries
 from lifesearch_local.curate.records import CurationRecord, Query
 from lifesearch_local.curate.stage import DRAFTS, RECORDS, curate_stage
 from lifesearch_local.errors import InputError
-from lifesearch_local.jsonl import read_records
-from lifesearch_local.prompts import load_template, render
+from lifesearch_local.llm.prompts import load_template, render
 from lifesearch_local.records import Domain
-from lifesearch_local.store import ConfigChanged, RunDir
+from lifesearch_local.rundir.directory import RunDir
+from lifesearch_local.rundir.jsonl import read_records
+from lifesearch_local.rundir.manifest import ConfigChanged
 from lifesearch_local.tasks import DOMAIN_NAMES_ZH, load_tasks, parse_domain
 
 # How each stage's prompt starts, and the header after which the query is rendered.
@@ -404,7 +405,7 @@ def test_cli_prints_the_summary(tmp_path, monkeypatch, capsys):
 
     s = Script({("filter", "and the other one too, cheaper??"): [filter_json(quality_level="low")]})
     monkeypatch.setattr(serving.hosting, "host_engine", lambda cfg, ray=None, phase="": contextlib.nullcontext(s.backend))
-    monkeypatch.setattr("lifesearch_local.preflight.weights_problem", lambda name, revision=None: None)  # no hub here
+    monkeypatch.setattr("lifesearch_local.run.preflight.weights_problem", lambda name, revision=None: None)  # no hub here
     qs = write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "query": EN_QUERY}, {"id": "b", "query": "and the other one too, cheaper??"}])
     assert main(["curate", "--queries", str(qs), "--model", "some/model", "--out", str(tmp_path / "o"), "--quiet"]) == 0
     out = capsys.readouterr().out
@@ -422,7 +423,7 @@ def test_cli_summary_when_every_query_failed_says_so(tmp_path, monkeypatch, caps
     other = "and the other one too, cheaper??"
     s = Script({("filter", EN_QUERY): ["nope"] * 3, ("filter", other): ["nope"] * 3})
     monkeypatch.setattr(serving.hosting, "host_engine", lambda cfg, ray=None, phase="": contextlib.nullcontext(s.backend))
-    monkeypatch.setattr("lifesearch_local.preflight.weights_problem", lambda name, revision=None: None)  # no hub here
+    monkeypatch.setattr("lifesearch_local.run.preflight.weights_problem", lambda name, revision=None: None)  # no hub here
     qs = write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "query": EN_QUERY}, {"id": "b", "query": other}])
     assert main(["curate", "--queries", str(qs), "--model", "some/model", "--out", str(tmp_path / "o"), "--quiet"]) == 0
     out = capsys.readouterr().out

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from test_report_html import TABLES_JS, Browser, find_chromium
 
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.output.report.html import slug
 from lifesearch_local.records import Judgment, Report
-from lifesearch_local.report.html import slug
+from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
 from serving.config import model_config
 

@@ -15,9 +15,10 @@ from conftest import ROOT, rubric, task, write_jsonl
 
 from lifesearch_local.cli import main
 from lifesearch_local.errors import InputError, LifesearchError
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment, Report, Task
-from lifesearch_local.store import LOCK_FILE, RunDir
+from lifesearch_local.rundir.directory import RunDir
+from lifesearch_local.rundir.jsonl import read_records
+from lifesearch_local.rundir.lock import LOCK_FILE
 from lifesearch_local.web.cache import WebCache
 from lifesearch_local.web.records import Document
 
@@ -323,7 +324,7 @@ def secret(monkeypatch):
 def test_every_encoding_of_a_key_is_redacted_in_judgments_and_http_errors(tmp_path, secret, name):
     import httpx
 
-    from lifesearch_local.jsonl import append_lines
+    from lifesearch_local.rundir.jsonl import append_lines
     from serving.config import model_config
     from serving.engines.openai import EndpointError, OpenAIEngine
     from serving.protocol import ChatRequest
@@ -369,7 +370,7 @@ def test_resume_with_other_settings_after_the_manifest_is_lost_is_refused(tmp_pa
     from doubles import ScriptedBackend
 
     from lifesearch_local.judge.stage import judge_stage
-    from lifesearch_local.store import ConfigChanged
+    from lifesearch_local.rundir.manifest import ConfigChanged
 
     rd = RunDir(tmp_path / "run")
     tasks, reports = _tasks_reports()
@@ -398,7 +399,7 @@ def test_verdicts_on_an_edited_rubric_are_refused_not_kept(tmp_path, field, valu
     from doubles import ScriptedBackend
 
     from lifesearch_local.judge.stage import judge_stage
-    from lifesearch_local.store import ConfigChanged
+    from lifesearch_local.rundir.manifest import ConfigChanged
 
     rd = RunDir(tmp_path / "run")
     tasks, reports = _tasks_reports(2)

@@ -15,8 +15,8 @@ from lifesearch_local.cli import main
 from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.importers import drb2
 from lifesearch_local.importers.drb2_results import export_from_dir, import_results, write_drb2
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment, Label, Report
+from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
 
 FIX = Path(__file__).parent / "fixtures" / "import"

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from conftest import write_jsonl
 
+from lifesearch_local.analysis.scoring import task_score
 from lifesearch_local.cli import build_parser, main
-from lifesearch_local.config import load_judge_configs
 from lifesearch_local.errors import InputError
 from lifesearch_local.importers import profbench
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Domain, Judgment, Label, Report
-from lifesearch_local.scoring import task_score
+from lifesearch_local.run.config import load_judge_configs
+from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
 
 FIX = Path(__file__).parent / "fixtures" / "import" / "profbench.jsonl"

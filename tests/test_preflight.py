@@ -13,7 +13,8 @@ import pytest
 from conftest import ROOT, rubric, task, write_jsonl
 
 from lifesearch_local.cli import main
-from lifesearch_local.preflight import SetupError, new_dir_or_nothing, preflight, weights_problem
+from lifesearch_local.run.preflight import SetupError, preflight, weights_problem
+from lifesearch_local.rundir.directory import new_dir_or_nothing
 from serving.config import RayConfig, model_config
 
 SAMPLE = ROOT / "data" / "sample"
@@ -111,7 +112,7 @@ def test_single_gpu_config_on_a_cpu_box_says_so_before_starting_ray(tmp_path, hu
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_single_gpu_config_without_ray_names_the_vllm_extra(tmp_path):
-    from lifesearch_local.preflight import gpu_count
+    from lifesearch_local.run.preflight import gpu_count
 
     out = tmp_path / "sg"
     rc, _, err, s = cli("run", "--config", "configs/single_gpu.yaml", "--out", str(out), "--no-ray")

@@ -16,7 +16,7 @@ def bash_blocks(text: str) -> list[str]:
 def test_the_readme_opens_with_the_demo_then_the_test_command():
     demo, tests = bash_blocks(README)[:2]
     assert demo.endswith("&& lifesearch demo") and "pip install torch==2.13.0" in demo
-    assert "python -m pytest" in tests and "ruff check ." in tests
+    assert "python -m pytest" in tests and "ruff check ." in tests and "lint-imports" in tests
     # both within the first screen
     assert README.index(tests) < len("\n".join(README.splitlines()[:30]))
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from test_import_drb import DRB_DIR
 
-from lifesearch_local.caveats import caveats
+from lifesearch_local.analysis.caveats import caveats
 from lifesearch_local.cli import main
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Judgment, Report
+from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
 from serving.config import model_config
 

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from lifesearch_local.jsonl import read_records
+from lifesearch_local.analysis.scoring import score_by_judge, uncertainty_by_judge
+from lifesearch_local.output.numbers import mean_ci, mean_pm_std, pct
+from lifesearch_local.output.report import write_report
+from lifesearch_local.output.report.data import fetch_stats
 from lifesearch_local.records import Domain, Judgment, Report
-from lifesearch_local.report import write_report
-from lifesearch_local.report.data import fetch_stats
-from lifesearch_local.scoring import score_by_judge, uncertainty_by_judge
-from lifesearch_local.tables import mean_ci, mean_pm_std, pct
+from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "agree"
@@ -496,7 +496,7 @@ def test_report_on_a_judge_out_directory(tmp_path, capsys):
     the paths the manifest records (their hashes checked), or through --tasks / --reports."""
     from lifesearch_local.cli import main
     from lifesearch_local.errors import LifesearchError
-    from lifesearch_local.store import open_run
+    from lifesearch_local.rundir.directory import open_run
 
     inputs = make_run_dir(tmp_path / "inputs", labels=False, extras=False)
     out = tmp_path / "judged"
@@ -530,7 +530,7 @@ def test_report_after_a_real_judge_out(tmp_path, capsys):
 
 
 def test_chart_labels_are_cut_only_when_too_long_and_spread_apart():
-    from lifesearch_local.report import svg
+    from lifesearch_local.output.report import svg
 
     bars = svg.hbars({"tiny-qwen3-agent": 50.0, "x" * 80: 10.0}, title="t", chart_id="c")
     assert ">tiny-qwen3-agent<title>" in bars  # sized to the longest label that fits

@@ -10,7 +10,7 @@ from conftest import rubric, task, write_jsonl
 from doubles import ScriptedBackend
 
 from lifesearch_local.cli import main
-from lifesearch_local.progress import progress_bar
+from lifesearch_local.runtime.progress import progress_bar
 
 
 class Terminal(io.StringIO):
@@ -41,7 +41,7 @@ def test_a_resumed_judge_says_how_many_decisions_were_already_made(tmp_path, mon
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [task(f"t{i}", [rubric(f"R{k}", 0.5) for k in range(4)]) for i in range(3)])
     reports = write_jsonl(tmp_path / "reports.jsonl", [{"task_id": f"t{i}", "agent": "a", "run": 0, "text": "Report."}
                                                        for i in range(3)])
-    monkeypatch.setattr("lifesearch_local.stage.default_open",
+    monkeypatch.setattr("lifesearch_local.runtime.skeleton.default_open",
                         lambda model, ray, name: contextlib.nullcontext(ScriptedBackend()))
     model = tmp_path / "judge-model"
     model.mkdir()

@@ -17,17 +17,19 @@ from conftest import ROOT, rubric, task, write_jsonl
 from doubles import ScriptedBackend
 
 from lifesearch_local.agent.trajectory import trajectory_name
+from lifesearch_local.analysis.scoring import score_by_judge
 from lifesearch_local.cli import main
 from lifesearch_local.errors import InputError
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.judge.stage import judge_stage
-from lifesearch_local.models import engine_config  # noqa: E402
+from lifesearch_local.llm.models import engine_config  # noqa: E402
 from lifesearch_local.records import Judgment, Report, Task
-from lifesearch_local.scoring import score_by_judge
-from lifesearch_local.store import LOCK_FILE, ConfigChanged, RunDir, RunDirBusy
+from lifesearch_local.rundir.directory import RunDir
+from lifesearch_local.rundir.lock import LOCK_FILE, RunDirBusy
+from lifesearch_local.rundir.manifest import ConfigChanged
 from serving.config import model_config
 
-HOLD = ("import sys, time\nfrom lifesearch_local.store import RunDir\n"
+HOLD = ("import sys, time\nfrom lifesearch_local.rundir.directory import RunDir\n"
         "with RunDir(sys.argv[1]).locked('judge'):\n    print('held', flush=True)\n    time.sleep(120)\n")
 
 

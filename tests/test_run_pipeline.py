@@ -14,12 +14,12 @@ from doubles import ScriptedBackend
 from lifesearch_local.agent.config import AgentConfig, ToolsConfig
 from lifesearch_local.agent.trajectory import trajectory_name
 from lifesearch_local.cli import build_parser
-from lifesearch_local.config import RunConfig
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.judge.config import JudgeConfig
-from lifesearch_local.pipeline import run_pipeline
 from lifesearch_local.records import Judgment, Report
-from lifesearch_local.store import RunDir
+from lifesearch_local.run.config import RunConfig
+from lifesearch_local.run.pipeline import run_pipeline
+from lifesearch_local.rundir.directory import RunDir
 from lifesearch_local.web.config import SearchConfig, WebConfig
 from serving.config import model_config
 

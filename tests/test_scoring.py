@@ -10,10 +10,10 @@ import sys
 import pytest
 from conftest import FIXTURES
 
+from lifesearch_local.analysis.scoring import mean_std, score_agents, score_by_judge, task_score
 from lifesearch_local.errors import IncompleteRunError, LifesearchError
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment, Report, Rubric
-from lifesearch_local.scoring import mean_std, score_agents, score_by_judge, task_score
+from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
 
 TASKS = FIXTURES / "score" / "tasks.jsonl"

@@ -14,9 +14,15 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, spearmanr
 
-from lifesearch_local import stats
-from lifesearch_local.agreement import Item, auroc, ece, item_metrics, kappa
-from lifesearch_local.agreement_stats import cluster, judge_ci, kendall_rows, metrics_from_sums, spearman_rows
+from lifesearch_local.analysis import resampling as stats
+from lifesearch_local.analysis.agreement import Item, auroc, ece, item_metrics, kappa
+from lifesearch_local.analysis.agreement_ci import (
+    cluster,
+    judge_ci,
+    kendall_rows,
+    metrics_from_sums,
+    spearman_rows,
+)
 
 N_SETS = 1000
 TRUE_SCORE = 0.6  # E[task score] of the simulation: Beta(3, 2) difficulty, Bernoulli rubrics
@@ -194,7 +200,7 @@ def random_items(rng: np.random.Generator, n_reports: int, per_report: int, runs
 
 def test_resampled_metrics_equal_agreement_py_on_the_full_sample():
     """The sums the bootstrap resamples reproduce agreement.py's metrics exactly when every report is drawn once."""
-    from lifesearch_local.agreement_stats import resampled_metrics
+    from lifesearch_local.analysis.agreement_ci import resampled_metrics
 
     items = random_items(np.random.default_rng(2), 20, 8)
     c = cluster(items)
@@ -239,9 +245,9 @@ def cli(capsys, *argv: str) -> str:
 
 
 def test_score_json_carries_intervals_and_comparisons(capsys):
-    from lifesearch_local.jsonl import read_records
+    from lifesearch_local.analysis.scoring import score_by_judge
     from lifesearch_local.records import Judgment
-    from lifesearch_local.scoring import score_by_judge
+    from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks
 
     argv = ("score", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
@@ -269,7 +275,7 @@ def test_score_table_and_csv(capsys):
     import csv
     import io
 
-    from lifesearch_local.tidy import SCORE_COLUMNS
+    from lifesearch_local.output.csv_rows import SCORE_COLUMNS
 
     base = ("score", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
             "--judge", "choice-a#1", "--resamples", "500")
@@ -289,7 +295,7 @@ def test_agree_json_csv_and_disagreements(capsys):
     import csv
     import io
 
-    from lifesearch_local.tidy import AGREE_COLUMNS, DISAGREEMENT_COLUMNS
+    from lifesearch_local.output.csv_rows import AGREE_COLUMNS, DISAGREEMENT_COLUMNS
 
     base = ("agree", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
             "--labels", str(AGREE / "labels.jsonl"), "--resamples", "1000")
@@ -317,7 +323,7 @@ def test_agree_json_csv_and_disagreements(capsys):
 
 
 def test_a_judge_against_its_copy_and_against_a_worse_one():
-    from lifesearch_local.agreement_stats import judge_vs_judge
+    from lifesearch_local.analysis.agreement_ci import judge_vs_judge
 
     items = random_items(np.random.default_rng(6), 30, 6, runs=1)
     flipped = [Item(it.key, it.label, [it.label if k % 3 else (not it.label)], it.p_true)  # wrong on every 3rd
@@ -331,7 +337,7 @@ def test_a_judge_against_its_copy_and_against_a_worse_one():
 
 
 def test_disagreements_order_and_content():
-    from lifesearch_local.disagreements import disagreements
+    from lifesearch_local.analysis.disagreements import disagreements
     from lifesearch_local.records import Judgment, Task
 
     task = Task.model_validate({"id": "t", "language": "en", "domain": "company", "question": "q", "rubrics": [

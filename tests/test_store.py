@@ -9,7 +9,7 @@ import pytest
 
 from lifesearch_local.errors import InputError
 from lifesearch_local.records import Judgment
-from lifesearch_local.store import RunDir
+from lifesearch_local.rundir.directory import RunDir
 
 
 def j(i: int, **kw) -> Judgment:

@@ -8,8 +8,8 @@ import pytest
 from conftest import rubric, task, write_jsonl
 
 from lifesearch_local.errors import InputError
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment, Label, Report
+from lifesearch_local.rundir.jsonl import read_records
 
 J = {"task_id": "t", "agent": "a", "run": 0, "rubric_id": "R1", "judge": "j", "satisfied": True, "p_true": 0.9}
 L = {"task_id": "t", "agent": "a", "run": 0, "rubric_id": "R1", "satisfied": True}

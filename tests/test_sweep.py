@@ -6,9 +6,9 @@ import json
 import subprocess
 import sys
 
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment
 from lifesearch_local.resources import resource_path
+from lifesearch_local.rundir.jsonl import read_records
 
 KEEP = {"sample-en-03", "sample-zh-05"}  # two small sample tasks keep the test quick
 

@@ -6,8 +6,8 @@ import json
 import re
 from typing import Any
 
-from .observation import Observation
-from .toolcalls import CallError, Decision, ToolCall
+from lifesearch_local.agent.observation import Observation
+from lifesearch_local.agent.toolcalls import CallError, Decision, ToolCall
 
 FINAL_ANSWER = ("The {limit} budget of this task is used up. Do not call any more tools. "
                 "Write your final answer to the task now, based on the evidence you have gathered.")

@@ -9,20 +9,19 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lifesearch_local.agent.clarify import is_clarification
+from lifesearch_local.agent.config import AgentConfig
+from lifesearch_local.agent.context import Context
+from lifesearch_local.agent.observation import Observation
+from lifesearch_local.agent.toolcalls import Decision, ToolCall, parse_decision
+from lifesearch_local.agent.tools import Tool
+from lifesearch_local.agent.trajectory import TrajectoryLog, call_record, error_record
+from lifesearch_local.llm.prompts import render
+from lifesearch_local.records import Report, ReportStatus, Task
 from serving.errors import EndpointError
 from serving.protocol import ChatRequest, Generation
 from serving.redact import redact, redact_obj
 from serving.retry import RetryPolicy, aretry
-
-from ..prompts import render
-from ..records import Report, ReportStatus, Task
-from .clarify import is_clarification
-from .config import AgentConfig
-from .context import Context
-from .observation import Observation
-from .toolcalls import Decision, ToolCall, parse_decision
-from .tools import Tool
-from .trajectory import TrajectoryLog, call_record, error_record
 
 Generate = Callable[[ChatRequest], Awaitable[Generation]]
 OnStep = Callable[[int], None]  # called with the output tokens of each model decision

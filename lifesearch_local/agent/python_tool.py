@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..records import Task
-from .config import PythonToolConfig, ToolsConfig
-from .observation import Observation, clip
+from lifesearch_local.agent.config import PythonToolConfig, ToolsConfig
+from lifesearch_local.agent.observation import Observation, clip
+from lifesearch_local.records import Task
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
 MARKER = "#sandbox "

@@ -9,21 +9,21 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from lifesearch_local.agent.config import AgentConfig
+from lifesearch_local.agent.loop import run_task
+from lifesearch_local.agent.tools import Tool, WebHandles, build_tools
+from lifesearch_local.agent.trajectory import TrajectoryLog
+from lifesearch_local.llm.prompts import load_template
+from lifesearch_local.records import Report, Task
+from lifesearch_local.rundir.directory import REPORTS, RunDir
+from lifesearch_local.rundir.manifest import config_hash, resume_config
+from lifesearch_local.runtime.concurrency import map_bounded, run_sync
+from lifesearch_local.runtime.progress import progress_bar
+from lifesearch_local.runtime.signals import StopFlag
+from lifesearch_local.runtime.skeleton import OpenModel, open_stage
+from lifesearch_local.web.config import WebConfig
 from serving.config import RayConfig
 from serving.protocol import Engine
-
-from ..concurrency import map_bounded, run_sync
-from ..progress import progress_bar
-from ..prompts import load_template
-from ..records import Report, Task
-from ..signals import StopFlag
-from ..stage import OpenModel, open_stage
-from ..store import REPORTS, RunDir, config_hash, resume_config
-from ..web.config import WebConfig
-from .config import AgentConfig
-from .loop import run_task
-from .tools import Tool, WebHandles, build_tools
-from .trajectory import TrajectoryLog
 
 
 def pending_runs(done: set, tasks: Sequence[Task], cfg: AgentConfig, runs: int) -> list[tuple[Task, int]]:

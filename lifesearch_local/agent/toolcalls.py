@@ -8,9 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lifesearch_local.agent.tools import Tool, check_arguments
 from serving.protocol import Generation
-
-from .tools import Tool, check_arguments
 
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 _OPEN = "<tool_call>"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..records import Task
-from ..web.config import WebConfig
-from .config import AgentConfig, ToolsConfig
-from .observation import Observation, clip
+from lifesearch_local.agent.config import AgentConfig, ToolsConfig
+from lifesearch_local.agent.observation import Observation, clip
+from lifesearch_local.records import Task
+from lifesearch_local.web.config import WebConfig
 
 # name -> "module:class"; each class is built as cls(tool settings, web handles) by `build_tools`.
 TOOLS = ("web_search", "web_fetch", "python")
@@ -33,8 +33,8 @@ class WebHandles:
     """The web layer's fetcher and searcher for one agent phase, shared by all its tasks (and their counters)."""
 
     def __init__(self, config: WebConfig, *, offline: bool = False, fetcher: Any = None, searcher: Any = None):
-        from ..web.fetcher import Fetcher
-        from ..web.search import Searcher
+        from lifesearch_local.web.fetcher import Fetcher
+        from lifesearch_local.web.search import Searcher
 
         self.config = config
         self.fetcher = fetcher or Fetcher(config, **(_offline_network() if offline else {}))
@@ -52,7 +52,7 @@ def _offline_network() -> dict[str, Any]:
     """A resolver that knows no name and a socket layer that refuses every connection."""
     import httpcore
 
-    from ..web.ssrf import StaticResolver
+    from lifesearch_local.web.ssrf import StaticResolver
 
     class NoNetwork(httpcore.AsyncNetworkBackend):
         async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
@@ -84,8 +84,8 @@ class WebSearchTool:
         )
 
     async def run(self, arguments: dict[str, Any], task: Task) -> Observation:
-        from ..web.cache import CacheCorrupt, ReplayMiss
-        from ..web.search import SearchError
+        from lifesearch_local.web.cache import CacheCorrupt, ReplayMiss
+        from lifesearch_local.web.search import SearchError
 
         query = str(arguments["query"])
         num = max(1, min(int(arguments.get("num") or self.settings.search_results), self.settings.search_results))
@@ -117,7 +117,7 @@ class WebFetchTool:
         )
 
     async def run(self, arguments: dict[str, Any], task: Task) -> Observation:
-        from ..web.cache import ReplayMiss
+        from lifesearch_local.web.cache import ReplayMiss
 
         url = str(arguments["url"])
         try:
@@ -140,7 +140,7 @@ def build_tools(cfg: AgentConfig, web: WebHandles | None) -> dict[str, Tool]:
     out: dict[str, Tool] = {}
     for name in cfg.tools.enabled:
         if name not in TOOLS:
-            from ..errors import LifesearchError
+            from lifesearch_local.errors import LifesearchError
 
             raise LifesearchError(f"agent {cfg.id}: unknown tool {name!r}; known: {', '.join(TOOLS)}")
         out[name] = _tool(name, cfg, web)
@@ -152,7 +152,9 @@ def _tool(name: str, cfg: AgentConfig, web: WebHandles | None) -> Tool:
         return WebSearchTool(cfg.tools, web)
     if name == "web_fetch":
         return WebFetchTool(cfg.tools, web)
-    from .python_tool import PythonTool  # the sandbox runner: only for agents that use it
+    from lifesearch_local.agent.python_tool import (
+        PythonTool,  # the sandbox runner: only for agents that use it
+    )
 
     return PythonTool(cfg.tools, web)
 

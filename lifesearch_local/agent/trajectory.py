@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..jsonl import append_lines
-from .observation import Observation
-from .toolcalls import CallError, ToolCall
+from lifesearch_local.agent.observation import Observation
+from lifesearch_local.agent.toolcalls import CallError, ToolCall
+from lifesearch_local.rundir.jsonl import append_lines
 
 _UNSAFE = re.compile(r"[^\w.-]+")
 

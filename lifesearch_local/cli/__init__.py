@@ -7,9 +7,8 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from .. import __version__
-from ..errors import LifesearchError
-from . import (
+from lifesearch_local import __version__
+from lifesearch_local.cli import (
     agree,
     bench,
     cluster,
@@ -25,7 +24,8 @@ from . import (
     sweep,
     validate,
 )
-from . import web as web_cli
+from lifesearch_local.cli import web as web_cli
+from lifesearch_local.errors import LifesearchError
 
 # name -> register(subparsers). The command modules keep heavy imports (torch, ray, vllm)
 # inside the functions that run, so importing them all keeps `--help` fast.

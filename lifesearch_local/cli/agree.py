@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from .common import manifest_beside, positive_int, print_caveats
-from .score import add_bootstrap_options
+from lifesearch_local.cli.common import manifest_beside, positive_int, print_caveats
+from lifesearch_local.cli.score import add_bootstrap_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "self-consistency, majority-vote accuracy, Cohen's kappa, and with p_true: ROC AUC, ECE, "
         "accuracy at the best threshold; broken down by language, domain, type, necessity and "
         "priority; and the Spearman/Kendall correlation of the agents' ranking under the judge and "
-        "under the labels. Ungraded judgments count as wrong. See lifesearch_local/agreement.py "
+        "under the labels. Ungraded judgments count as wrong. See lifesearch_local/analysis/agreement.py "
         "for the exact definitions (ties, pooling, bins). Each metric gets a 95% cluster-bootstrap CI over "
         "reports, and each pair of judges a paired CI of the difference and McNemar's exact test "
         "(docs/statistics.md).",
@@ -48,10 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def load_labels(args: argparse.Namespace) -> tuple[dict, str]:
     """The reference labels by key, and a description of where they came from."""
-    from ..errors import LifesearchError
-    from ..jsonl import read_records
-    from ..labels import label_index, labels_from_judgments
-    from ..records import Judgment, Label
+    from lifesearch_local.analysis.labels import label_index, labels_from_judgments
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.records import Judgment, Label
+    from lifesearch_local.rundir.jsonl import read_records
 
     if args.labels:
         labels = read_records(args.labels, Label)
@@ -66,13 +66,13 @@ def load_labels(args: argparse.Namespace) -> tuple[dict, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..agreement import agreement
-    from ..agreement_stats import agreement_uncertainty
-    from ..jsonl import read_records
-    from ..records import Judgment
-    from ..tables import print_agreement
-    from ..tasks import load_tasks
-    from ..tidy import AGREE_COLUMNS, agreement_rows, to_csv
+    from lifesearch_local.analysis.agreement import agreement
+    from lifesearch_local.analysis.agreement_ci import agreement_uncertainty
+    from lifesearch_local.output.csv_rows import AGREE_COLUMNS, agreement_rows, to_csv
+    from lifesearch_local.output.terminal import print_agreement
+    from lifesearch_local.records import Judgment
+    from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import load_tasks
 
     tasks = load_tasks(args.tasks)
     labels, source = load_labels(args)
@@ -95,9 +95,9 @@ def run(args: argparse.Namespace) -> int:
 
 def print_disagreements(args: argparse.Namespace, tasks: list, judgments: list, labels: dict, exclude: list) -> int:
     """`--disagreements`: the list as a table, JSON or CSV."""
-    from ..disagreements import disagreements
-    from ..tables import console, disagreement_table
-    from ..tidy import DISAGREEMENT_COLUMNS, to_csv
+    from lifesearch_local.analysis.disagreements import disagreements
+    from lifesearch_local.output.csv_rows import DISAGREEMENT_COLUMNS, to_csv
+    from lifesearch_local.output.terminal import console, disagreement_table
 
     rows = disagreements(tasks, judgments, labels, exclude=exclude)
     total = len(rows)

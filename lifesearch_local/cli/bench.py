@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from . import bench_fetch as fetch_bench
-from . import bench_judge
+from lifesearch_local.cli import bench_fetch as fetch_bench
+from lifesearch_local.cli import bench_judge
 
 BENCHES = {"judge": bench_judge.register, "fetch": fetch_bench.register}
 

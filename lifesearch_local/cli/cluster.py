@@ -31,9 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def wait(args: argparse.Namespace) -> int:
+    from lifesearch_local.errors import LifesearchError
     from serving.ray.session import ClusterGone, wait_for_nodes
-
-    from ..errors import LifesearchError
 
     # A batch script stopping (preemption) must not wait for Ray's connection attempts: the main
     # thread only sleeps in short steps, so this runs at once and skips Ray's exit handlers.

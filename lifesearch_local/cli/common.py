@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..store import JUDGMENTS, REPORTEVAL, TRAJECTORIES, WEB_CACHE
+from lifesearch_local.rundir.directory import JUDGMENTS, REPORTEVAL, TRAJECTORIES, WEB_CACHE
 
 
 def int_at_least(lo: int):
@@ -57,10 +57,9 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
 
 
 def judge_configs(args: argparse.Namespace):
+    from lifesearch_local.judge.config import JudgeConfig
+    from lifesearch_local.run.config import load_judge_configs
     from serving.config import model_config
-
-    from ..config import load_judge_configs
-    from ..judge.config import JudgeConfig
 
     if args.config:
         cfgs = load_judge_configs(args.config)
@@ -76,9 +75,8 @@ def judge_configs(args: argparse.Namespace):
 
 def ray_config(args: argparse.Namespace):
     """The Ray settings for this command: the config's top-level `ray:` block unless --no-ray."""
+    from lifesearch_local.configfile import load_yaml, validate_config
     from serving.config import RayConfig
-
-    from ..config import load_yaml, validate_config
 
     if args.ray is False:
         return None
@@ -101,7 +99,7 @@ def phase_models(cfg, phases: tuple[str, ...]) -> list[tuple[str, object]]:
 
 def print_result(result) -> bool:
     """Per-stage lines, then the score tables; False (after saying so) when a signal stopped the run."""
-    from ..tables import print_scores
+    from lifesearch_local.output.terminal import print_scores
 
     for name, stats in result.stages.items():
         print(_stage_line(name, stats))
@@ -114,9 +112,9 @@ def print_result(result) -> bool:
 
 
 def print_caveats(json_output: bool = False, **shown) -> None:
-    """The caveats (lifesearch_local.caveats) for the numbers a command just printed: under its
+    """The caveats (lifesearch_local.analysis.caveats) for the numbers a command just printed: under its
     tables on stdout, or on stderr beside JSON (which must stay parseable)."""
-    from ..caveats import caveats
+    from lifesearch_local.analysis.caveats import caveats
 
     for line in caveats(**shown):
         print(line, file=sys.stderr if json_output else sys.stdout)
@@ -124,8 +122,8 @@ def print_caveats(json_output: bool = False, **shown) -> None:
 
 def run_judgments(run_dir, judges) -> list:
     """The judgments of these judge configs in a run directory (what its score tables came from)."""
-    from ..records import Judgment
-    from ..store import RunDir
+    from lifesearch_local.records import Judgment
+    from lifesearch_local.rundir.directory import RunDir
 
     ids = {j.id for j in judges}
     return [j for j in RunDir(run_dir).load("judgments.jsonl", Judgment) if j.judge in ids]
@@ -161,12 +159,13 @@ def print_agreement_summary(tasks, judgments, labels_path) -> None:
     """The Table 3 layout for a pipeline that just judged (`lifesearch demo` / `run`); silent
     without a labels file, a warning (never an exception) when the labels do not match."""
 
-    from ..agreement import TABLE3_LEGEND, agreement
-    from ..errors import LifesearchError
-    from ..jsonl import read_records
-    from ..labels import label_index
-    from ..records import Label
-    from ..tables import agreement_table, console
+    from lifesearch_local.analysis.agreement import agreement
+    from lifesearch_local.analysis.labels import label_index
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.output.numbers import TABLE3_LEGEND
+    from lifesearch_local.output.terminal import agreement_table, console
+    from lifesearch_local.records import Label
+    from lifesearch_local.rundir.jsonl import read_records
 
     if labels_path is None or not Path(labels_path).exists():
         return

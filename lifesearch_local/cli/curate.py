@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from .common import add_device, add_force_config, add_quiet
+from lifesearch_local.cli.common import add_device, add_force_config, add_quiet
 
 DESCRIPTION = """\
 Turn raw query seeds into draft LifeSearch tasks with a local model, following the paper's
@@ -55,10 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def curate_config(args: argparse.Namespace):
     """The CurateConfig of this command: the YAML or --model, with the flags over it."""
+    from lifesearch_local.configfile import validate_config
+    from lifesearch_local.curate.config import CurateConfig, load_curate_config
     from serving.config import model_config
-
-    from ..config import validate_config
-    from ..curate.config import CurateConfig, load_curate_config
 
     cfg = load_curate_config(args.config) if args.config else CurateConfig(model=model_config(model=args.model))
     data = cfg.model_dump()
@@ -74,7 +73,7 @@ def curate_config(args: argparse.Namespace):
 
 def print_summary(stats: dict[str, Any], rd) -> None:
     """What this run did and what the directory now holds: counts by status, reason, stage and domain."""
-    from ..curate.stage import DRAFTS, RECORDS
+    from lifesearch_local.curate.stage import DRAFTS, RECORDS
 
     def fmt(counts: dict[str, int]) -> str:
         return ", ".join(f"{k} {v}" for k, v in counts.items()) or "-"
@@ -95,10 +94,11 @@ def print_summary(stats: dict[str, Any], rd) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..curate.queries import load_queries
-    from ..curate.stage import curate_stage
-    from ..preflight import preflight
-    from ..store import RunDir, sha256_file
+    from lifesearch_local.curate.queries import load_queries
+    from lifesearch_local.curate.stage import curate_stage
+    from lifesearch_local.run.preflight import preflight
+    from lifesearch_local.rundir.directory import RunDir
+    from lifesearch_local.rundir.manifest import sha256_file
 
     queries = load_queries(args.queries)
     cfg = curate_config(args)

@@ -6,7 +6,7 @@ import argparse
 import os
 import time
 
-from .common import add_device, add_kernel, add_quiet, positive_int
+from lifesearch_local.cli.common import add_device, add_kernel, add_quiet, positive_int
 
 REAL_NOTE = (
     "NOTE: smollm2-135m = SmolLM2-135M-Instruct, real trained weights: the agent's report and the verdicts below are "
@@ -62,14 +62,13 @@ def apply_real(args: argparse.Namespace) -> argparse.Namespace:
 
 def demo_config(args: argparse.Namespace):
     """The demo as a RunConfig over the bundled sample tasks, reports, labels and corpus."""
+    from lifesearch_local.agent.config import AgentConfig
+    from lifesearch_local.judge.config import JudgeConfig
+    from lifesearch_local.resources import resource_path
+    from lifesearch_local.run.config import RunConfig
+    from lifesearch_local.tasks import load_tasks
+    from lifesearch_local.web.config import WebConfig
     from serving.config import model_config
-
-    from ..agent.config import AgentConfig
-    from ..config import RunConfig
-    from ..judge.config import JudgeConfig
-    from ..resources import resource_path
-    from ..tasks import load_tasks
-    from ..web.config import WebConfig
 
     sample = resource_path("data", "sample")
     agents = [] if args.no_agent else [AgentConfig(
@@ -94,12 +93,7 @@ def _short(model: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..judge.stage import keep_legacy_id
-    from ..pipeline import run_pipeline
-    from ..preflight import new_dir_or_nothing, preflight
-    from ..store import LABELS, TASKS, RunDir
-    from ..tasks import load_tasks
-    from .common import (
+    from lifesearch_local.cli.common import (
         WORK,
         phase_models,
         print_agreement_summary,
@@ -107,6 +101,11 @@ def run(args: argparse.Namespace) -> int:
         print_result,
         run_judgments,
     )
+    from lifesearch_local.judge.stage import keep_legacy_id
+    from lifesearch_local.run.pipeline import run_pipeline
+    from lifesearch_local.run.preflight import preflight
+    from lifesearch_local.rundir.directory import LABELS, TASKS, RunDir, new_dir_or_nothing
+    from lifesearch_local.tasks import load_tasks
 
     t0 = time.perf_counter()
     cfg = demo_config(apply_real(args))

@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_drb(args: argparse.Namespace) -> int:
-    from ..importers.drb import import_drb, summary, write_import
+    from lifesearch_local.importers.drb import import_drb, summary, write_import
 
     result = import_drb(args.queries, args.criteria, args.reports, agent=args.agent,
                         domain_map=args.domain_map, prefix=args.id_prefix)
@@ -93,8 +93,8 @@ def register_drb2(kinds: argparse._SubParsersAction) -> None:
 
 
 def run_drb2(args: argparse.Namespace) -> int:
-    from ..importers.drb2 import import_drb2
-    from ..importers.drb2_results import import_results, summary, write_drb2
+    from lifesearch_local.importers.drb2 import import_drb2
+    from lifesearch_local.importers.drb2_results import import_results, summary, write_drb2
 
     result = import_drb2(args.tasks, reports=args.reports, agent=args.agent, max_chars=args.max_chars or None,
                          domain_map=args.domain_map, prefix=args.id_prefix, question=args.question)
@@ -140,7 +140,7 @@ def register_profbench(kinds: argparse._SubParsersAction) -> None:
 
 
 def run_profbench(args: argparse.Namespace) -> int:
-    from ..importers.profbench import import_profbench, summary, write_profbench
+    from lifesearch_local.importers.profbench import import_profbench, summary, write_profbench
 
     result = import_profbench(args.file, domain_map=args.domain_map, prefix=args.id_prefix)
     out = write_profbench(result, args.out, force=args.force)

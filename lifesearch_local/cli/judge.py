@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..store import JUDGMENTS
-from .common import (
+from lifesearch_local.cli.common import (
     add_device,
     add_force_config,
     add_generate_options,
@@ -18,6 +17,7 @@ from .common import (
     ray_config,
     run_judgments,
 )
+from lifesearch_local.rundir.directory import JUDGMENTS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,7 +59,7 @@ def legacy_id(args: argparse.Namespace, cfg) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..standalone import judge_run
+    from lifesearch_local.run.standalone import judge_run
 
     judge_run(args.out, args.tasks, args.reports, judge_configs(args), after=report, ray=ray_config(args),
               limit=args.limit, show=not args.quiet, force_config=args.force_config, legacy_id=lambda c: legacy_id(args, c))

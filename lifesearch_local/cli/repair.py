@@ -25,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..errors import LifesearchError
-    from ..repair import repair_run_dir
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.run.repair import repair_run_dir
 
     if not Path(args.run_dir).is_dir():
         raise LifesearchError(f"{args.run_dir}: no such run directory")

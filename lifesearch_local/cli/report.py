@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import write_report
+    from lifesearch_local.output.report import write_report
 
     path = write_report(
         Path(args.run_dir),

@@ -6,7 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from .common import add_device, add_force_config, add_generate_options, add_kernel, add_quiet, print_caveats
+from lifesearch_local.cli.common import (
+    add_device,
+    add_force_config,
+    add_generate_options,
+    add_kernel,
+    add_quiet,
+    print_caveats,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,11 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _settings(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """(ReportEvalConfig, WebConfig, ray settings) from the YAML sections and the flags over them."""
-    from ..config import load_yaml, validate_config
-    from ..reporteval.config import ReportEvalConfig
-    from ..resources import resource_path
-    from ..standalone import default_web_cache
-    from ..web.config import WebConfig
+    from lifesearch_local.configfile import load_yaml, validate_config
+    from lifesearch_local.reporteval.config import ReportEvalConfig
+    from lifesearch_local.resources import resource_path
+    from lifesearch_local.run.standalone import default_web_cache
+    from lifesearch_local.web.config import WebConfig
 
     data = load_yaml(args.config) if args.config else {}
     where = args.config or "flags"
@@ -86,9 +93,9 @@ def print_summary(summary: dict[str, dict[str, Any]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..standalone import reporteval_run
-    from ..store import REPORTEVAL
-    from .common import judge_configs
+    from lifesearch_local.cli.common import judge_configs
+    from lifesearch_local.run.standalone import reporteval_run
+    from lifesearch_local.rundir.directory import REPORTEVAL
 
     rcfg, web, ray = _settings(args)
     out: dict[str, Any] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (
+from lifesearch_local.cli.common import (
     WORK,
     add_force_config,
     add_quiet,
@@ -61,10 +61,10 @@ def run_agents(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update: dict | None = None) -> int:
     from pathlib import Path
 
-    from ..config import load_run_config
-    from ..pipeline import PHASES, run_pipeline
-    from ..preflight import new_dir_or_nothing, preflight
-    from ..store import RunDir
+    from lifesearch_local.run.config import load_run_config
+    from lifesearch_local.run.pipeline import PHASES, run_pipeline
+    from lifesearch_local.run.preflight import preflight
+    from lifesearch_local.rundir.directory import RunDir, new_dir_or_nothing
 
     cfg = load_run_config(args.config)
     update = {**(update or {}), **({"out": args.out} if args.out else {})}

@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 
-from .common import manifest_beside, positive_int, print_caveats
+from lifesearch_local.cli.common import manifest_beside, positive_int, print_caveats
 
 
 def add_bootstrap_options(p: argparse.ArgumentParser) -> None:
     """--resamples and --seed of the bootstrap and permutation tests (recorded in the output)."""
-    from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+    from lifesearch_local.analysis.resampling import DEFAULT_RESAMPLES, DEFAULT_SEED
 
     p.add_argument("--resamples", type=positive_int, default=DEFAULT_RESAMPLES, metavar="B",
                    help=f"bootstrap resamples and random sign flips (default {DEFAULT_RESAMPLES})")
@@ -49,12 +49,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..jsonl import read_records
-    from ..records import Judgment, Report
-    from ..scoring import score_by_judge, scores_json, split_by_judge, uncertainty_by_judge
-    from ..tables import print_scores
-    from ..tasks import first_tasks, load_tasks
-    from ..tidy import SCORE_COLUMNS, score_rows, to_csv
+    from lifesearch_local.analysis.scoring import (
+        score_by_judge,
+        scores_json,
+        split_by_judge,
+        uncertainty_by_judge,
+    )
+    from lifesearch_local.output.csv_rows import SCORE_COLUMNS, score_rows, to_csv
+    from lifesearch_local.output.terminal import print_scores
+    from lifesearch_local.records import Judgment, Report
+    from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import first_tasks, load_tasks
 
     tasks = load_tasks(args.tasks)
     judgments = read_records(args.judgments, Judgment)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .common import add_force_config, add_quiet, print_caveats
+from lifesearch_local.cli.common import add_force_config, add_quiet, print_caveats
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,10 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..records import Judgment
-    from ..standalone import sweep_run
-    from ..store import AGREEMENT, JUDGMENTS
-    from ..tables import print_agreement
+    from lifesearch_local.output.terminal import print_agreement
+    from lifesearch_local.records import Judgment
+    from lifesearch_local.run.standalone import sweep_run
+    from lifesearch_local.rundir.directory import AGREEMENT, JUDGMENTS
 
     def after(judge, stats: dict, rd) -> bool:
         print(f"judge {judge.id} × {judge.runs} run(s): {stats['decisions']} new decisions in {stats['wall_s']} s")

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tasks import load_tasks, summarize
+    from lifesearch_local.tasks import load_tasks, summarize
 
     if args.kind != "tasks":
         return _validate_records(args.tasks, args.kind)
@@ -40,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _validate_records(path: str, kind: str) -> int:
-    from ..errors import InputError
-    from ..jsonl import read_records, require_file
-    from ..records import Judgment, Label, Report
+    from lifesearch_local.errors import InputError
+    from lifesearch_local.records import Judgment, Label, Report
+    from lifesearch_local.rundir.jsonl import read_records, require_file
 
     require_file(path)
     model = {"reports": Report, "judgments": Judgment, "labels": Label}[kind]
@@ -59,8 +59,8 @@ _KINDS = (("judgments", {"rubric_id", "judge"}), ("labels", {"rubric_id", "satis
 
 def _not_another_kind(path: str) -> None:
     """A one-line error that suggests `--kind K` when the first record is plainly not a task."""
-    from ..errors import InputError
-    from ..jsonl import iter_json_lines, require_file
+    from lifesearch_local.errors import InputError
+    from lifesearch_local.rundir.jsonl import iter_json_lines, require_file
 
     require_file(path)
     try:

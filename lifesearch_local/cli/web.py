@@ -64,8 +64,8 @@ def run_cache_verify(args: argparse.Namespace) -> int:
     import sqlite3
     from pathlib import Path
 
-    from ..errors import LifesearchError
-    from ..web.cache import CacheCorrupt, WebCache
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.web.cache import CacheCorrupt, WebCache
 
     root = Path(args.dir)
     if not (root / "index.sqlite").is_file():
@@ -110,8 +110,8 @@ def load_config(args: argparse.Namespace):
     import yaml
     from pydantic import ValidationError
 
-    from ..errors import LifesearchError
-    from ..web.config import WebConfig
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.web.config import WebConfig
 
     data = yaml.safe_load(Path(args.config).read_text()) if args.config else {}
     data = dict(data or {})
@@ -127,8 +127,8 @@ def load_config(args: argparse.Namespace):
 
 
 def run_fetch(args: argparse.Namespace) -> int:
-    from ..concurrency import run_sync
-    from ..web.fetcher import Fetcher
+    from lifesearch_local.runtime.concurrency import run_sync
+    from lifesearch_local.web.fetcher import Fetcher
 
     config = load_config(args)
 
@@ -142,8 +142,8 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 
 def run_search(args: argparse.Namespace) -> int:
-    from ..concurrency import run_sync
-    from ..web.search import Searcher
+    from lifesearch_local.runtime.concurrency import run_sync
+    from lifesearch_local.web.search import Searcher
 
     searcher = Searcher(load_config(args), as_of=args.as_of)
     results = run_sync(lambda: searcher.search(args.query, num=args.num))
@@ -157,8 +157,8 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def run_index(args: argparse.Namespace) -> int:
-    from ..web.cache import WebCache
-    from ..web.search.local import build_index
+    from lifesearch_local.web.cache import WebCache
+    from lifesearch_local.web.search.local import build_index
 
     index = build_index(corpus_dirs=args.corpus, cache=WebCache(args.cache) if args.cache else None)
     out = index.save(args.out)

@@ -6,10 +6,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lifesearch_local.configfile import load_yaml, validate_config
+from lifesearch_local.curate.records import QualityLevel
 from serving.config import HFConfig, ModelConfig
-
-from ..config import load_yaml, validate_config
-from .records import QualityLevel
 
 
 class StageTokens(BaseModel):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..llm import parse_object
-from ..tasks import parse_domain
-from .queries import detect_language
-from .records import QUALITY_RANK, DomainResult, FilterResult, Query, ReasonCode
+from lifesearch_local.curate.queries import detect_language
+from lifesearch_local.curate.records import QUALITY_RANK, DomainResult, FilterResult, Query, ReasonCode
+from lifesearch_local.llm.generate import parse_object
+from lifesearch_local.tasks import parse_domain
 
 FILTER_FIELDS: dict[str, type] = {
     "quality_level": str, "quality_reason": str,

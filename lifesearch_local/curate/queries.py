@@ -6,11 +6,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..jsonl import load_unique
-from ..records import Language
-from ..tasks import parse_language
-from .records import Query
+from lifesearch_local.curate.records import Query
+from lifesearch_local.errors import InputError
+from lifesearch_local.records import Language
+from lifesearch_local.rundir.jsonl import load_unique
+from lifesearch_local.tasks import parse_language
 
 ID_FIELDS = ("id", "qid")
 TEXT_FIELDS = ("query", "prompt", "question", "text")

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..records import Domain, Language
+from lifesearch_local.records import Domain, Language
 
 QualityLevel = Literal["high", "medium", "low"]
 QUALITY_RANK: dict[str, int] = {"low": 0, "medium": 1, "high": 2}

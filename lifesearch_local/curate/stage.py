@@ -6,18 +6,24 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lifesearch_local.curate.config import CurateConfig
+from lifesearch_local.curate.parse import (
+    filter_decision,
+    is_empty_answer,
+    parse_domain_answer,
+    parse_filter,
+    parse_rewrite,
+)
+from lifesearch_local.curate.records import CurationRecord, Query, ReasonCode, StageName
+from lifesearch_local.llm.generate import generate_attempts
+from lifesearch_local.llm.prompts import load_template, render
+from lifesearch_local.records import Task
+from lifesearch_local.rundir.directory import CURATION, RunDir
+from lifesearch_local.rundir.jsonl import write_records
+from lifesearch_local.rundir.manifest import config_hash, resume_config
+from lifesearch_local.runtime.progress import progress_bar
+from lifesearch_local.runtime.skeleton import OpenModel, Stage, open_stage
 from serving.protocol import Engine
-
-from ..jsonl import write_records
-from ..llm import generate_attempts
-from ..progress import progress_bar
-from ..prompts import load_template, render
-from ..records import Task
-from ..stage import OpenModel, Stage, open_stage
-from ..store import CURATION, RunDir, config_hash, resume_config
-from .config import CurateConfig
-from .parse import filter_decision, is_empty_answer, parse_domain_answer, parse_filter, parse_rewrite
-from .records import CurationRecord, Query, ReasonCode, StageName
 
 RECORDS = CURATION  # the name other modules import
 DRAFTS = "tasks.draft.jsonl"

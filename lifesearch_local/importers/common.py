@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import InputError, LifesearchError
-from ..jsonl import numbered_records, write_records
+from lifesearch_local.errors import InputError, LifesearchError
+from lifesearch_local.rundir.jsonl import numbered_records, write_records
 
 M = TypeVar("M", bound=BaseModel)
 

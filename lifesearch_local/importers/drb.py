@@ -27,10 +27,10 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, StrictInt, StrictStr
 
-from ..errors import InputError, LifesearchError
-from ..records import Domain, Report, Rubric, Task
-from ..tasks import parse_domain
-from .common import json_text, read_rows, write_import_dir
+from lifesearch_local.errors import InputError, LifesearchError
+from lifesearch_local.importers.common import json_text, read_rows, write_import_dir
+from lifesearch_local.records import Domain, Report, Rubric, Task
+from lifesearch_local.tasks import parse_domain
 
 WEIGHT_RULE = (
     "e = dimension_weight[dimension] * criterion weight; "
@@ -178,7 +178,7 @@ def load_domain_map(path: str | Path | None = None, base: dict[str, Domain] | No
     mapping = dict(DEFAULT_DOMAIN_MAP if base is None else base)
     if path is None:
         return mapping
-    from ..config import load_yaml  # JSON is read by the YAML parser too
+    from lifesearch_local.configfile import load_yaml  # JSON is read by the YAML parser too
 
     for topic, value in load_yaml(path).items():
         try:

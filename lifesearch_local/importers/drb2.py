@@ -20,10 +20,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictInt
 
-from ..errors import InputError, LifesearchError
-from ..records import BlockedSources, Domain, Report, Rubric, Task
-from .common import read_rows, unique_by
-from .drb import DEFAULT_DOMAIN_MAP, load_domain_map
+from lifesearch_local.errors import InputError, LifesearchError
+from lifesearch_local.importers.common import read_rows, unique_by
+from lifesearch_local.importers.drb import DEFAULT_DOMAIN_MAP, load_domain_map
+from lifesearch_local.records import BlockedSources, Domain, Report, Rubric, Task
 
 DIMENSIONS = ("info_recall", "analysis", "presentation")
 RUBRIC_TYPE = {"info_recall": "Objective", "analysis": "Objective", "presentation": "Subjective"}

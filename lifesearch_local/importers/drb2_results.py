@@ -19,12 +19,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import InputError, LifesearchError
-from ..jsonl import iter_json_lines, read_records
-from ..records import Judgment, Label, Task
-from ..tasks import load_tasks
-from .common import json_text, read_rows, write_import_dir
-from .drb2 import DIMENSIONS, NECESSITY, PRIORITY, RUBRIC_TYPE, Drb2Import, Drb2Source, task_counts
+from lifesearch_local.errors import InputError, LifesearchError
+from lifesearch_local.importers.common import json_text, read_rows, write_import_dir
+from lifesearch_local.importers.drb2 import (
+    DIMENSIONS,
+    NECESSITY,
+    PRIORITY,
+    RUBRIC_TYPE,
+    Drb2Import,
+    Drb2Source,
+    task_counts,
+)
+from lifesearch_local.records import Judgment, Label, Task
+from lifesearch_local.rundir.jsonl import iter_json_lines, read_records
+from lifesearch_local.tasks import load_tasks
 
 BlockedVerdict = Literal["fail", "pass", "skip"]
 BLOCKED: dict[str, bool | None] = {"fail": False, "pass": True, "skip": None}

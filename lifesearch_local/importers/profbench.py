@@ -18,11 +18,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import InputError
-from ..jsonl import iter_json_lines
-from ..records import Domain, Label, Report, Rubric, Task
-from .common import json_text, read_rows, unique_by, write_import_dir
-from .drb import load_domain_map
+from lifesearch_local.errors import InputError
+from lifesearch_local.importers.common import json_text, read_rows, unique_by, write_import_dir
+from lifesearch_local.importers.drb import load_domain_map
+from lifesearch_local.records import Domain, Label, Report, Rubric, Task
+from lifesearch_local.rundir.jsonl import iter_json_lines
 
 LEVEL_SCALE = {"Critical": 4, "Major": 3, "Minor": 2, "Additional": 1}  # score_report_generation.py
 TOP_SCALE = max(LEVEL_SCALE.values())
@@ -231,8 +231,8 @@ def load_dir(out: str | Path) -> tuple[list[Task], list[Report], list[Label], li
     """The records of a `lifesearch import profbench` directory and its id prefix."""
     import json
 
-    from ..jsonl import read_records
-    from ..tasks import load_tasks
+    from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import load_tasks
 
     out = Path(out)
     prefix = json.loads((out / "import.json").read_text("utf-8"))["inputs"]["id_prefix"]

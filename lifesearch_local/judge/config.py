@@ -92,7 +92,7 @@ def derived_judge_id(cfg: JudgeConfig) -> str:
     """`<model name>/<mode>/<6 hex>`: the hex hashes the judge settings that can change a verdict,
     those set to other than their defaults (so a new setting with a default keeps existing ids);
     where and how fast it runs (device, kernel, batching, endpoint, runs) is left out."""
-    from ..store import EXECUTION_ONLY, MODEL_EXECUTION_ONLY
+    from lifesearch_local.rundir.manifest import EXECUTION_ONLY, MODEL_EXECUTION_ONLY
 
     skip = {"id", "model", "mode", *EXECUTION_ONLY, *_MODE_ONLY[cfg.mode]}
     data = cfg.model_dump(mode="json", exclude_defaults=True, exclude=skip)

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.llm.generate import generate_parsed_fitted, judge_template_kwargs, parse_object
+from lifesearch_local.llm.prompts import render_span
+from lifesearch_local.records import Judgment, Report, Rubric, Task
 from serving.protocol import ChoiceGroup, ChoiceRequest, Engine, Span
-
-from ..llm import generate_parsed_fitted, judge_template_kwargs, parse_object
-from ..prompts import render_span
-from ..records import Judgment, Report, Rubric, Task
-from .config import JudgeConfig
 
 # Choice mode pre-fills the assistant turn up to the decision of the paper's JSON answer.
 PREFILL = '{"satisfied": '

@@ -6,20 +6,20 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 
+from lifesearch_local.errors import LifesearchError
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.judge.rubric import judge_batches, pending_work, rubric_hash
+from lifesearch_local.llm.models import random_weights
+from lifesearch_local.llm.prompts import load_template
+from lifesearch_local.records import Judgment, Report, Task
+from lifesearch_local.rundir.directory import JUDGMENTS, RunDir
+from lifesearch_local.rundir.manifest import ConfigChanged, config_hash, resume_config, settings_hash
+from lifesearch_local.runtime.progress import progress_bar
+from lifesearch_local.runtime.skeleton import OpenModel, Stage, open_stage
 from serving.config import RayConfig
 from serving.progress_hook import reporting
 from serving.protocol import Engine
 from serving.stop import until_stopped
-
-from ..errors import LifesearchError
-from ..models import random_weights
-from ..progress import progress_bar
-from ..prompts import load_template
-from ..records import Judgment, Report, Task
-from ..stage import OpenModel, Stage, open_stage
-from ..store import JUDGMENTS, ConfigChanged, RunDir, config_hash, resume_config, settings_hash
-from .config import JudgeConfig
-from .rubric import judge_batches, pending_work, rubric_hash
 
 
 def judge_stage(

@@ -14,10 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.judge.rubric import Pending, judge_batches
 from serving.protocol import Engine
-
-from .config import JudgeConfig
-from .rubric import Pending, judge_batches
 
 
 @dataclass

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .records import (
+from lifesearch_local.reporteval.records import (
     Claim,
     FactualityResult,
     FactualityStats,

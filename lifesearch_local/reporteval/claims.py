@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..web.cache import normalize_url
-from .records import Citation, Claim
-from .sections import REFERENCES, SOURCE_LINE, heading_key
+from lifesearch_local.reporteval.records import Citation, Claim
+from lifesearch_local.reporteval.sections import REFERENCES, SOURCE_LINE, heading_key
+from lifesearch_local.web.cache import normalize_url
 
 _HEADING = re.compile(r"^\s*#{1,6}\s+(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")

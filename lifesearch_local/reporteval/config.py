@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .records import METRICS, Metric
+from lifesearch_local.reporteval.records import METRICS, Metric
 
 
 class ReportEvalConfig(BaseModel):

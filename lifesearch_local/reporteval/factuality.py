@@ -13,16 +13,15 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.llm.generate import generate_parsed, parse_object
+from lifesearch_local.llm.prompts import load_template, render
+from lifesearch_local.reporteval.aggregate import factuality_stats
+from lifesearch_local.reporteval.claims import extract_claims
+from lifesearch_local.reporteval.items import ReportItem, argmax, as_int, evaluation, expected, user
+from lifesearch_local.reporteval.records import Claim, ClaimSource, FactualityResult, ReportEvaluation
+from lifesearch_local.reporteval.sources import Source, SourceKey, source_key
 from serving.protocol import ChoiceGroup, Engine
-
-from ..judge.config import JudgeConfig
-from ..llm import generate_parsed, parse_object
-from ..prompts import load_template, render
-from .aggregate import factuality_stats
-from .claims import extract_claims
-from .items import ReportItem, argmax, as_int, evaluation, expected, user
-from .records import Claim, ClaimSource, FactualityResult, ReportEvaluation
-from .sources import Source, SourceKey, source_key
 
 LABELS = (1, 0, -1)
 CHOICES = ("1", "0", "-1")

@@ -8,11 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.records import Report
+from lifesearch_local.reporteval.records import Metric, ReportEvaluation
 from serving.protocol import ChoiceRequest, Span
-
-from ..judge.config import JudgeConfig
-from ..records import Report
-from .records import Metric, ReportEvaluation
 
 T = TypeVar("T")
 SCORES = ("0", "1", "2", "3", "4")

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from serving.protocol import ChoiceGroup, ChoiceRequest, Engine, Span
-
-from ..judge.config import JudgeConfig
-from ..llm import generate_parsed_fitted, parse_object
-from ..prompts import render, render_span
-from .config import ReportEvalConfig
-from .items import (
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.llm.generate import generate_parsed_fitted, parse_object
+from lifesearch_local.llm.prompts import render, render_span
+from lifesearch_local.reporteval.config import ReportEvalConfig
+from lifesearch_local.reporteval.items import (
     SCORE_PREFILL,
     SCORES,
     ReportItem,
@@ -20,7 +18,8 @@ from .items import (
     expected,
     user,
 )
-from .records import DimensionScore, QualityResult, ReportEvaluation
+from lifesearch_local.reporteval.records import DimensionScore, QualityResult, ReportEvaluation
+from serving.protocol import ChoiceGroup, ChoiceRequest, Engine, Span
 
 # (key in the JSON answer, how the prompt names it), in the paper's order.
 DIMENSIONS: tuple[tuple[str, str], ...] = (

@@ -5,14 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from serving.protocol import ChoiceGroup, Engine
-
-from ..judge.config import JudgeConfig
-from ..llm import generate_parsed_fitted, parse_object
-from ..prompts import load_template, render
-from .aggregate import mean
-from .config import ReportEvalConfig
-from .items import (
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.llm.generate import generate_parsed_fitted, parse_object
+from lifesearch_local.llm.prompts import load_template, render
+from lifesearch_local.reporteval.aggregate import mean
+from lifesearch_local.reporteval.config import ReportEvalConfig
+from lifesearch_local.reporteval.items import (
     SCORE_PREFILL,
     SCORES,
     ReportItem,
@@ -22,8 +20,14 @@ from .items import (
     expected,
     user,
 )
-from .records import RedundancyPair, RedundancyResult, ReportEvaluation, SectionInfo
-from .sections import Section, pair_seed, sample_pairs, split_sections
+from lifesearch_local.reporteval.records import (
+    RedundancyPair,
+    RedundancyResult,
+    ReportEvaluation,
+    SectionInfo,
+)
+from lifesearch_local.reporteval.sections import Section, pair_seed, sample_pairs, split_sections
+from serving.protocol import ChoiceGroup, Engine
 
 _VALUES = tuple(range(5))
 

@@ -7,8 +7,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..web.cache import ReplayMiss, normalize_url
-from ..web.config import WebConfig
+from lifesearch_local.web.cache import ReplayMiss, normalize_url
+from lifesearch_local.web.config import WebConfig
 
 SourceKey = tuple[str, "dt.date | None"]
 
@@ -82,8 +82,8 @@ async def _fetch_one(fetcher, url: str, as_of: dt.date | None):
 def fetch_sources(web: WebConfig, wanted: Iterable[tuple[str, dt.date | None]], budget: int,
                   *, show: bool = False) -> tuple[dict[SourceKey, Source], dict]:
     """Fetch each distinct (url, as_of) once; returns the sources by key and the fetcher's stats."""
-    from ..concurrency import map_bounded, run_sync
-    from ..web.fetcher import Fetcher
+    from lifesearch_local.runtime.concurrency import map_bounded, run_sync
+    from lifesearch_local.web.fetcher import Fetcher
 
     todo: dict[SourceKey, tuple[str, dt.date | None]] = {}
     for url, as_of in wanted:

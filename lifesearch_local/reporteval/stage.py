@@ -8,26 +8,26 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from lifesearch_local.errors import LifesearchError
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.llm.prompts import load_template
+from lifesearch_local.records import Report, Task
+from lifesearch_local.reporteval.aggregate import summarize
+from lifesearch_local.reporteval.config import ReportEvalConfig
+from lifesearch_local.reporteval.factuality import cited_sources, judge_factuality
+from lifesearch_local.reporteval.items import ReportItem
+from lifesearch_local.reporteval.quality import judge_quality
+from lifesearch_local.reporteval.records import ReportEvaluation
+from lifesearch_local.reporteval.redundancy import judge_redundancy
+from lifesearch_local.reporteval.sources import fetch_sources
+from lifesearch_local.rundir.directory import REPORTEVAL, REPORTEVAL_SUMMARY, RunDir
+from lifesearch_local.rundir.manifest import resume_config, settings_hash, sha256_bytes
+from lifesearch_local.runtime.progress import progress_bar
+from lifesearch_local.runtime.skeleton import OpenModel, open_stage
+from lifesearch_local.web.config import WebConfig
 from serving.config import RayConfig
 from serving.protocol import Engine
 from serving.stop import Stopped
-
-from ..errors import LifesearchError
-from ..judge.config import JudgeConfig
-from ..progress import progress_bar
-from ..prompts import load_template
-from ..records import Report, Task
-from ..stage import OpenModel, open_stage
-from ..store import REPORTEVAL, REPORTEVAL_SUMMARY, RunDir, resume_config, settings_hash, sha256_bytes
-from ..web.config import WebConfig
-from .aggregate import summarize
-from .config import ReportEvalConfig
-from .factuality import cited_sources, judge_factuality
-from .items import ReportItem
-from .quality import judge_quality
-from .records import ReportEvaluation
-from .redundancy import judge_redundancy
-from .sources import fetch_sources
 
 RECORDS, SUMMARY = REPORTEVAL, REPORTEVAL_SUMMARY  # the names other modules import
 PROMPTS = ("reporteval_quality", "reporteval_quality_all", "reporteval_quality_one", "reporteval_redundancy",

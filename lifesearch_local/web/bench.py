@@ -81,7 +81,7 @@ def _wait_for_stop(conn) -> None:
 
 async def _timed(fetcher, urls: list[str], limit: int) -> tuple[float, int]:
     """(seconds, documents) for fetching `urls` with at most `limit` in flight."""
-    from ..concurrency import map_bounded
+    from lifesearch_local.runtime.concurrency import map_bounded
 
     t0 = time.perf_counter()
     results = await map_bounded(fetcher.fetch, urls, limit=limit, show=False)
@@ -89,8 +89,8 @@ async def _timed(fetcher, urls: list[str], limit: int) -> tuple[float, int]:
 
 
 async def _measure(port: int, args: Inputs, cache_dir: Path) -> dict[str, tuple[float, int]]:
-    from .config import WebConfig
-    from .fetcher import Fetcher
+    from lifesearch_local.web.config import WebConfig
+    from lifesearch_local.web.fetcher import Fetcher
 
     urls = [f"http://127.0.0.1:{port}/page/{i}" for i in range(args.pages)]
     base = {"allow_networks": ["127.0.0.0/8"], "respect_robots": False, "cache_dir": cache_dir}
@@ -101,7 +101,7 @@ async def _measure(port: int, args: Inputs, cache_dir: Path) -> dict[str, tuple[
         "replay": (WebConfig(**base, mode="replay", concurrency=c, per_host=c), c),
     }
     # Warm-up, not timed: the first extraction imports trafilatura and friends (about a second).
-    from .extract import extract_html
+    from lifesearch_local.web.extract import extract_html
 
     extract_html(make_page(args.pages, args.page_kb), "utf-8")
     out = {}
@@ -113,7 +113,7 @@ async def _measure(port: int, args: Inputs, cache_dir: Path) -> dict[str, tuple[
 
 def run_bench(args: Inputs) -> dict[str, tuple[float, int]]:
     """(seconds, documents) of each way of fetching, against a page server in a child process."""
-    from ..errors import LifesearchError
+    from lifesearch_local.errors import LifesearchError
 
     ctx = mp.get_context("spawn")  # a fresh interpreter: no inherited threads, and it works everywhere
     parent, child = ctx.Pipe()

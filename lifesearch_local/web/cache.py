@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import LifesearchError
-from .cache_key import CacheCorrupt, open_keyed, row_mac
-from .records import FETCH_RESULT, Document, Failure, SearchResult
+from lifesearch_local.errors import LifesearchError
+from lifesearch_local.web.cache_key import CacheCorrupt, open_keyed, row_mac
+from lifesearch_local.web.records import FETCH_RESULT, Document, Failure, SearchResult
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pages (

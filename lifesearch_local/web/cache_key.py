@@ -19,7 +19,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import LifesearchError
+from lifesearch_local.errors import LifesearchError
 
 KEY_FILE = "cache.key"
 FORMAT = "2"  # index format with keyed rows and the `meta` table

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import InputError
-from .cache import normalize_url
+from lifesearch_local.errors import InputError
+from lifesearch_local.web.cache import normalize_url
 
 
 class CorpusEntry(BaseModel):

@@ -9,18 +9,25 @@ from collections.abc import Iterable
 
 import httpcore
 
-from ..concurrency import map_bounded
-from ..errors import LifesearchError
-from .cache import ReplayMiss, WebCache, page_key
-from .config import WebConfig
-from .corpus import Corpus, CorpusEntry
-from .dates import after_cutoff
-from .decode import charset_param
-from .extract import ExtractTimeout, extract, is_challenge, is_paywall, media_type, supported
-from .http import HttpClient, RawResponse
-from .records import Document, Failure, FailureKind, FetchError, FetchStats
-from .ssrf import Resolver
-from .wayback import fetch_capture
+from lifesearch_local.errors import LifesearchError
+from lifesearch_local.runtime.concurrency import map_bounded
+from lifesearch_local.web.cache import ReplayMiss, WebCache, page_key
+from lifesearch_local.web.config import WebConfig
+from lifesearch_local.web.corpus import Corpus, CorpusEntry
+from lifesearch_local.web.dates import after_cutoff
+from lifesearch_local.web.decode import charset_param
+from lifesearch_local.web.extract import (
+    ExtractTimeout,
+    extract,
+    is_challenge,
+    is_paywall,
+    media_type,
+    supported,
+)
+from lifesearch_local.web.http import HttpClient, RawResponse
+from lifesearch_local.web.records import Document, Failure, FailureKind, FetchError, FetchStats
+from lifesearch_local.web.ssrf import Resolver
+from lifesearch_local.web.wayback import fetch_capture
 
 # mode -> (read the cache, write the cache, use the network)
 MODES: dict[str, tuple[bool, bool, bool]] = {

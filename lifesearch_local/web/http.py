@@ -16,14 +16,18 @@ from dataclasses import dataclass
 import httpcore
 import httpx
 
-from serving.retry import RetryableError, RetryPolicy, aretry
-
-from .config import WebConfig
-from .decode import BoundedDecoder, TooLarge, UnsupportedEncoding, charset_param, decode_text
-from .extract import is_challenge, media_type
-from .records import FailureKind, FetchError
-from .robots import RobotsCache
-from .ssrf import (
+from lifesearch_local.web.config import WebConfig
+from lifesearch_local.web.decode import (
+    BoundedDecoder,
+    TooLarge,
+    UnsupportedEncoding,
+    charset_param,
+    decode_text,
+)
+from lifesearch_local.web.extract import is_challenge, media_type
+from lifesearch_local.web.records import FailureKind, FetchError
+from lifesearch_local.web.robots import RobotsCache
+from lifesearch_local.web.ssrf import (
     AddressPolicy,
     GuardedBackend,
     GuardedTransport,
@@ -33,6 +37,7 @@ from .ssrf import (
     UnsafeAddressError,
     check_scheme,
 )
+from serving.retry import RetryableError, RetryPolicy, aretry
 
 REDIRECTS = (301, 302, 303, 307, 308)
 RETRY_STATUSES = (429, 500, 502, 503, 504)

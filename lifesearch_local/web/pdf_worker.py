@@ -6,7 +6,7 @@ import dataclasses
 import json
 import sys
 
-from .extract import extract_pdf
+from lifesearch_local.web.extract import extract_pdf
 
 
 def main() -> int:

@@ -8,7 +8,7 @@ from urllib.robotparser import RobotFileParser
 
 import httpx
 
-from .records import FetchError
+from lifesearch_local.web.records import FetchError
 
 # (status, text) of GET origin/robots.txt; raises FetchError (kind unsafe_address) for a refused host.
 RobotsGetter = Callable[[str], Awaitable[tuple[int, str]]]

@@ -9,9 +9,9 @@ import json
 import re
 from urllib.parse import urlencode
 
-from .extract import supported
-from .http import HttpClient, RawResponse
-from .records import FetchError
+from lifesearch_local.web.extract import supported
+from lifesearch_local.web.http import HttpClient, RawResponse
+from lifesearch_local.web.records import FetchError
 
 _CAPTURE_TS = re.compile(r"/web/(\d{8,14})id_/")
 

@@ -151,11 +151,11 @@ def _sha256(path: Path) -> str:
 
 def resolve_model_path(name: str) -> str:
     """smollm2-135m becomes its locally converted directory; anything else is a path or hub id.
-    tiny-* names are built by the library (lifesearch_local.models.engine_config) before an engine
+    tiny-* names are built by the library (lifesearch_local.llm.models.engine_config) before an engine
     sees them: their tokenizer learns from the project's bundled text, which serving does not know."""
     if name in REAL_MODELS:
         return str(real_model_dir(name))
     if name in TINY_MODELS:
         raise ValueError(f"{name}: a tiny model is built from texts first; pass its directory "
-                         "(lifesearch_local.models.tiny_model_dir)")
+                         "(lifesearch_local.llm.models.tiny_model_dir)")
     return name

@@ -1,7 +1,7 @@
 """Tiny random models for tests, benchmarks and the offline demo, built locally and deterministically.
 
 The tokenizer is a byte-level BPE trained with `tokenizers` on texts the caller passes in
-(lifesearch_local.models gives the bundled prompts, sample tasks and web corpus); the models are random-weight Llama / Qwen2 / Qwen3 / Mistral configurations with grouped-query
+(lifesearch_local.llm.models gives the bundled prompts, sample tasks and web corpus); the models are random-weight Llama / Qwen2 / Qwen3 / Mistral configurations with grouped-query
 attention and a 32k context. Nothing is downloaded. Builds are cached by content hash.
 """
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import lifesearch_local.pipeline as pipeline
+import lifesearch_local.run.pipeline as pipeline
 from lifesearch_local.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

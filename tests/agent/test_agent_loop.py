@@ -13,7 +13,7 @@ from lifesearch_local.agent.loop import run_task
 from lifesearch_local.agent.observation import Observation
 from lifesearch_local.agent.tools import WebHandles, build_tools
 from lifesearch_local.agent.trajectory import TrajectoryLog, trajectory_name
-from lifesearch_local.report.data import fetch_stats
+from lifesearch_local.output.report.data import fetch_stats
 from serving.batching import BatchingBackend
 from serving.protocol import Generation
 
@@ -230,7 +230,7 @@ def test_engine_error_ends_the_run_in_error(tmp_path, sample_tasks, corpus_index
 def test_an_engine_lost_while_stopping_leaves_no_report(tmp_path, sample_tasks, corpus_index):
     # `scontrol requeue` signals every step at once: the driver's stop flag is set and the Ray
     # nodes under the agent's engine go down with it. Not the task's failure: the rerun redoes it.
-    from lifesearch_local.signals import StopFlag
+    from lifesearch_local.runtime.signals import StopFlag
 
     task, stop = sample_tasks["sample-en-03"], StopFlag()
 

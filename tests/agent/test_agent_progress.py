@@ -7,7 +7,7 @@ import io
 from doubles import ScriptedBackend
 
 from lifesearch_local.agent.stage import agent_stage
-from lifesearch_local.store import RunDir
+from lifesearch_local.rundir.directory import RunDir
 
 from .conftest import agent_config, web_config
 

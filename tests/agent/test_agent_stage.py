@@ -11,7 +11,7 @@ from doubles import ScriptedBackend
 from lifesearch_local.agent.stage import agent_stage
 from lifesearch_local.agent.trajectory import trajectory_name
 from lifesearch_local.records import Report
-from lifesearch_local.store import RunDir
+from lifesearch_local.rundir.directory import RunDir
 
 from .conftest import agent_config, call, turn, web_config
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 vllm = pytest.importorskip("vllm")
 
 from lifesearch_local.judge.rubric import CHOICES, PREFILL, judge_prompt  # noqa: E402
-from lifesearch_local.models import tiny_model_dir  # noqa: E402
+from lifesearch_local.llm.models import tiny_model_dir  # noqa: E402
 from lifesearch_local.resources import resource_path  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
 from serving.config import model_config  # noqa: E402

@@ -66,10 +66,10 @@ def test_reports_from_uses_the_real_judge_prompts(bench):
     packed kernel still agrees with the baseline on those real token ids."""
     from transformers import AutoTokenizer
 
-    from lifesearch_local.jsonl import read_records
     from lifesearch_local.judge.rubric import judged_rubrics
-    from lifesearch_local.models import tiny_model_dir
+    from lifesearch_local.llm.models import tiny_model_dir
     from lifesearch_local.records import Report
+    from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks
 
     reports = read_records(SAMPLE / "reports.jsonl", Report)[:2]

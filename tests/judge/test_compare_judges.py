@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from lifesearch_local.config import load_judge_configs, load_run_config
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Judgment, Report
+from lifesearch_local.run.config import load_judge_configs, load_run_config
+from lifesearch_local.rundir.jsonl import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "compare-judges.md"

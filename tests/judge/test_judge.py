@@ -10,7 +10,7 @@ from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.judge.rubric import PREFILL, judge_prompt, parse_verdict
 from lifesearch_local.judge.stage import judge_stage
 from lifesearch_local.records import Judgment, Report, Task
-from lifesearch_local.store import RunDir
+from lifesearch_local.rundir.directory import RunDir
 
 TASKS = [
     Task.model_validate(task("en1", [rubric("R1", 0.5), rubric("R2", 1.0), rubric("R3", 0.0)], question="Q {answer}?")),

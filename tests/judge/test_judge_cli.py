@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import rubric, task, write_jsonl
 
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment
+from lifesearch_local.rundir.jsonl import read_records
 
 N_REPORTS, N_RUBRICS = 10, 6
 
@@ -135,7 +135,7 @@ def test_limit_must_be_positive(inputs, tmp_path, capsys):
 def test_the_summary_of_a_judge_stopped_before_its_first_report_does_not_say_it_is_done(tmp_path, capsys):
     from lifesearch_local.cli.judge import report
     from lifesearch_local.judge.config import JudgeConfig
-    from lifesearch_local.store import RunDir
+    from lifesearch_local.rundir.directory import RunDir
     from serving.config import model_config
 
     cfg, rd = JudgeConfig(id="tiny", model=model_config(model="tiny-llama")), RunDir(tmp_path)

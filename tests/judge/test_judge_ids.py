@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from lifesearch_local.cli import main
-from lifesearch_local.config import load_judge_configs
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.judge.config import JudgeConfig, model_name
 from lifesearch_local.records import Judgment
+from lifesearch_local.run.config import load_judge_configs
+from lifesearch_local.rundir.jsonl import read_records
 from serving.config import HFConfig, VLLMConfig, model_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def short_reports(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def two_local_judges(tmp_path_factory, short_reports) -> tuple[Path, list[str]]:
     """The bug report's case: two local model directories both named `hf` judge the same reports."""
-    from lifesearch_local.models import tiny_model_dir
+    from lifesearch_local.llm.models import tiny_model_dir
 
     root, reports = tmp_path_factory.mktemp("ids"), short_reports
     dirs = [root / "llama" / "hf", root / "qwen2" / "hf"]

@@ -11,9 +11,9 @@ pytest.importorskip("torch")
 
 import lifesearch_local.judge.stage as judging  # noqa: E402
 from lifesearch_local.judge.config import JudgeConfig  # noqa: E402
-from lifesearch_local.models import engine_config  # noqa: E402
+from lifesearch_local.llm.models import engine_config  # noqa: E402
 from lifesearch_local.records import Report, Task  # noqa: E402
-from lifesearch_local.store import RunDir  # noqa: E402
+from lifesearch_local.rundir.directory import RunDir  # noqa: E402
 from serving.config import model_config  # noqa: E402
 
 N_RUBRICS = 6

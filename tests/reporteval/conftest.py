@@ -84,7 +84,7 @@ def fake_judge_probs(key: str, i: int, req, choices: Sequence[str]) -> list[floa
 @pytest.fixture(scope="session")
 def tiny_backend():
     """The tiny random Llama through serving.hosting.host_engine, loaded once for the session."""
-    from lifesearch_local.models import engine_config
+    from lifesearch_local.llm.models import engine_config
     from serving.config import model_config
     from serving.hosting import host_engine
 

@@ -8,7 +8,8 @@ from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.reporteval.config import ReportEvalConfig
 from lifesearch_local.reporteval.records import ReportEvaluation
 from lifesearch_local.reporteval.stage import RECORDS, reporteval_stage
-from lifesearch_local.store import ConfigChanged, RunDir
+from lifesearch_local.rundir.directory import RunDir
+from lifesearch_local.rundir.manifest import ConfigChanged
 
 from .conftest import ChoiceBackend, fake_judge_probs
 from .test_replay import items, web

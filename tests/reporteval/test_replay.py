@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Report
 from lifesearch_local.reporteval.config import ReportEvalConfig
 from lifesearch_local.reporteval.records import ReportEvaluation
 from lifesearch_local.reporteval.sources import fetch_sources, source_key
 from lifesearch_local.reporteval.stage import RECORDS, SUMMARY, report_items, reporteval_stage
-from lifesearch_local.store import RunDir
+from lifesearch_local.rundir.directory import RunDir
+from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
 from lifesearch_local.web.cache import WebCache, page_key
 from lifesearch_local.web.config import WebConfig

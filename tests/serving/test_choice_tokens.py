@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lifesearch_local.judge.rubric import PREFILL
-from lifesearch_local.models import tiny_training_texts
+from lifesearch_local.llm.models import tiny_training_texts
 from serving.engines.hf import choice_items
 from serving.engines.tiny import train_tokenizer, wrap_tokenizer
 

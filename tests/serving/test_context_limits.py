@@ -10,7 +10,7 @@ from conftest import rubric, task  # noqa: E402
 
 from lifesearch_local.judge.config import JudgeConfig  # noqa: E402
 from lifesearch_local.judge.rubric import Pending, judge_choice, judge_generate  # noqa: E402
-from lifesearch_local.models import engine_config  # noqa: E402
+from lifesearch_local.llm.models import engine_config  # noqa: E402
 from lifesearch_local.records import Report, Task  # noqa: E402
 from serving.config import model_config  # noqa: E402
 from serving.engines.hf import HFEngine  # noqa: E402
@@ -134,9 +134,9 @@ STOP_SCRIPT = r"""
 import json, sys
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.judge.stage import judge_stage
-from lifesearch_local.models import engine_config
+from lifesearch_local.llm.models import engine_config
 from lifesearch_local.records import Report, Task
-from lifesearch_local.store import RunDir
+from lifesearch_local.rundir.directory import RunDir
 from serving.config import model_config
 from serving.engines.hf import HFEngine
 

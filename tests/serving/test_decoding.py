@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from lifesearch_local.models import engine_config  # noqa: E402
+from lifesearch_local.llm.models import engine_config  # noqa: E402
 from serving.config import model_config  # noqa: E402
 from serving.decoding import _byte_decoder, decode_generated  # noqa: E402
 from serving.engines.tiny import train_tokenizer, wrap_tokenizer  # noqa: E402

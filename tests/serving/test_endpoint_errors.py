@@ -10,8 +10,8 @@ import pytest
 from conftest import rubric, task, write_jsonl
 
 from lifesearch_local.cli import main
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Judgment
+from lifesearch_local.rundir.jsonl import read_records
 
 KEY = "sk-judge-KEY-0123456789abcdef"
 ANSWER = {"choices": [{"index": 0, "message": {"role": "assistant", "content": " true"}, "finish_reason": "length",

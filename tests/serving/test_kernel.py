@@ -21,7 +21,7 @@ TOL = 1e-4
 def load(name: str, **overrides):
     from transformers import AutoModelForCausalLM
 
-    from lifesearch_local.models import tiny_model_dir
+    from lifesearch_local.llm.models import tiny_model_dir
     from serving.engines.hf import attn_implementation
 
     path = tiny_model_dir(name)

@@ -21,13 +21,13 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("torch")
 
 from lifesearch_local.cli import main  # noqa: E402
-from lifesearch_local.jsonl import read_records  # noqa: E402
 from lifesearch_local.judge.config import JudgeConfig  # noqa: E402
 from lifesearch_local.judge.rubric import CHOICES, PREFILL  # noqa: E402
 from lifesearch_local.judge.stage import judge_stage  # noqa: E402
-from lifesearch_local.models import engine_config  # noqa: E402
+from lifesearch_local.llm.models import engine_config  # noqa: E402
 from lifesearch_local.records import Judgment, Report  # noqa: E402
-from lifesearch_local.store import RunDir  # noqa: E402
+from lifesearch_local.rundir.directory import RunDir  # noqa: E402
+from lifesearch_local.rundir.jsonl import read_records  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
 from serving.config import RayConfig, model_config  # noqa: E402
 from serving.engines.hf import HFEngine  # noqa: E402
@@ -136,7 +136,7 @@ def test_replica_resources_follow_the_engine():
 
 
 def test_shipped_configs_are_valid_run_configs():
-    from lifesearch_local.config import load_run_config
+    from lifesearch_local.run.config import load_run_config
 
     cpu = load_run_config(ROOT / "configs" / "cpu_small.yaml")
     assert cpu.ray.replicas == 2 and cpu.ray.address is None and cpu.judge.model.device == "cpu"

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("torch")
 
 from lifesearch_local.judge.rubric import judge_prompt  # noqa: E402
-from lifesearch_local.models import engine_config  # noqa: E402
+from lifesearch_local.llm.models import engine_config  # noqa: E402
 from lifesearch_local.resources import resource_path  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
 from serving.config import model_config  # noqa: E402

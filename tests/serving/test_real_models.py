@@ -10,7 +10,7 @@ import json
 import pytest
 from conftest import ROOT
 
-from lifesearch_local.models import engine_config  # noqa: E402
+from lifesearch_local.llm.models import engine_config  # noqa: E402
 from serving.engines import real_models
 from serving.engines.real_models import MARKER, SMOLLM2, MissingModelError, real_model_problem, smollm2_dir
 
@@ -22,7 +22,7 @@ def fake_source(tmp_path, monkeypatch):
     """A stand-in GGUF file whose 'dequantized' model is tiny-llama; the model cache in tmp_path."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from lifesearch_local.models import tiny_model_dir
+    from lifesearch_local.llm.models import tiny_model_dir
 
     tiny = tiny_model_dir("tiny-llama")  # from the real cache, before the cache moves
     gguf = tmp_path / "model.gguf"

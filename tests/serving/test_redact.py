@@ -66,8 +66,8 @@ def test_ordinary_text_and_short_values_are_left_alone():
 
 
 def test_records_written_through_jsonl_are_redacted(tmp_path):
-    from lifesearch_local.jsonl import append_lines
     from lifesearch_local.records import Judgment
+    from lifesearch_local.rundir.jsonl import append_lines
 
     j = Judgment(task_id="t", agent="a", rubric_id="R1", judge="j", satisfied=True,
                  reason=f"the key is {KEY.upper()}", raw=json.dumps({"echo": f"Bearer {KEY}", "b": b64(f"u:{KEY}")}))

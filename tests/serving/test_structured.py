@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lifesearch_local.judge.rubric import REASON_MAX_CHARS, VERDICT_SCHEMA, parse_verdict
-from lifesearch_local.models import tiny_model_dir
+from lifesearch_local.llm.models import tiny_model_dir
 from serving.config import model_config
 from serving.engines.openai import chat_body
 from serving.engines.prefix_decode import Row

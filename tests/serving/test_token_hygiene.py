@@ -14,7 +14,7 @@ from doubles import ScriptedBackend  # noqa: E402
 
 from lifesearch_local.judge.config import JudgeConfig  # noqa: E402
 from lifesearch_local.judge.rubric import CHOICES, Pending, choice_group, judge_generate  # noqa: E402
-from lifesearch_local.models import engine_config  # noqa: E402
+from lifesearch_local.llm.models import engine_config  # noqa: E402
 from lifesearch_local.records import Report, Task  # noqa: E402
 from serving.config import model_config  # noqa: E402
 from serving.engines.hf import HFEngine  # noqa: E402

@@ -83,8 +83,8 @@ def test_cpu_setup_sets_the_binding_and_sizes_only_an_unset_kv_cache(capsys):
 
 
 def test_preflight_refuses_a_cpu_vllm_whose_kv_cache_cannot_fit(monkeypatch):
-    from lifesearch_local import preflight
-    from lifesearch_local.models import tiny_model_dir
+    from lifesearch_local.llm.models import tiny_model_dir
+    from lifesearch_local.run import preflight
     from serving.engines import vllm_cpu
 
     path = str(tiny_model_dir("tiny-llama"))

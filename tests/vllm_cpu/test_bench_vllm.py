@@ -8,9 +8,9 @@ import sys
 
 from conftest import write_jsonl
 
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.records import Report
 from lifesearch_local.resources import resource_path
+from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
 
 from .test_engine import MAX_DP

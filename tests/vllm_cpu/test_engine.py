@@ -15,10 +15,10 @@ import math
 
 import pytest
 
-from lifesearch_local.jsonl import read_records
 from lifesearch_local.judge.rubric import CHOICES, Pending, choice_group, judged_rubrics
 from lifesearch_local.records import Report
 from lifesearch_local.resources import resource_path
+from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
 from serving.chat import Item
 from serving.protocol import ChatRequest, ChoiceGroup

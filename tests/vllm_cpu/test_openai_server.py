@@ -142,8 +142,8 @@ def test_the_server_killed_mid_run_then_the_rerun_completes(server, tmp_path):
 
     import yaml
 
-    from lifesearch_local.jsonl import read_records
     from lifesearch_local.records import Judgment, Report
+    from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks
 
     from .conftest import start_server

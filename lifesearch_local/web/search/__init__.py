@@ -5,33 +5,33 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
-from ..cache import ReplayMiss, WebCache
-from ..config import WebConfig
-from ..dates import after_cutoff
-from ..records import SearchResult
-from .base import SearchBackend, SearchError, ranked
+from lifesearch_local.web.cache import ReplayMiss, WebCache
+from lifesearch_local.web.config import WebConfig
+from lifesearch_local.web.dates import after_cutoff
+from lifesearch_local.web.records import SearchResult
+from lifesearch_local.web.search.base import SearchBackend, SearchError, ranked
 
 
 def _searxng(config: WebConfig, cache: WebCache | None) -> SearchBackend:
-    from .searxng import SearxngBackend
+    from lifesearch_local.web.search.searxng import SearxngBackend
 
     return SearxngBackend(config, cache)
 
 
 def _serper(config: WebConfig, cache: WebCache | None) -> SearchBackend:
-    from .serper import SerperBackend
+    from lifesearch_local.web.search.serper import SerperBackend
 
     return SerperBackend(config, cache)
 
 
 def _local(config: WebConfig, cache: WebCache | None) -> SearchBackend:
-    from .local import LocalBackend  # bm25s and the corpus index: only when chosen
+    from lifesearch_local.web.search.local import LocalBackend  # bm25s and the corpus index: only when chosen
 
     return LocalBackend(config, cache)
 
 
 def _replay(config: WebConfig, cache: WebCache | None) -> SearchBackend:
-    from .replay import ReplayBackend
+    from lifesearch_local.web.search.replay import ReplayBackend
 
     return ReplayBackend(config, cache)
 
@@ -62,7 +62,7 @@ class Searcher:
         cache: WebCache | None = None,
         backend: SearchBackend | None = None,
     ):
-        from ..fetcher import MODES
+        from lifesearch_local.web.fetcher import MODES
 
         self.config = config or WebConfig()
         self.name, self.as_of = self.config.search.backend, as_of

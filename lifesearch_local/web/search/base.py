@@ -5,13 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Protocol
 
+from lifesearch_local.errors import LifesearchError
+from lifesearch_local.web.config import SearchConfig
+from lifesearch_local.web.records import SearchResult
 from serving.errors import CONFIG_STATUSES
 from serving.redact import redact
 from serving.retry import RetryableError, RetryPolicy, aretry
-
-from ...errors import LifesearchError
-from ..config import SearchConfig
-from ..records import SearchResult
 
 
 class SearchError(LifesearchError):

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..cache import WebCache
-from ..config import WebConfig
-from ..dates import after_cutoff
-from ..records import Document, SearchResult
-from .base import SearchError, ranked
+from lifesearch_local.web.cache import WebCache
+from lifesearch_local.web.config import WebConfig
+from lifesearch_local.web.dates import after_cutoff
+from lifesearch_local.web.records import Document, SearchResult
+from lifesearch_local.web.search.base import SearchError, ranked
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKENS = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
@@ -103,9 +103,9 @@ class LocalIndex:
 
 def corpus_documents(corpus_dirs: Iterable[str | Path]) -> list[Document]:
     """Every readable page of the corpora as a Document (pages that extract to nothing are skipped)."""
-    from ..cache import page_key
-    from ..corpus import Corpus
-    from ..fetcher import corpus_document
+    from lifesearch_local.web.cache import page_key
+    from lifesearch_local.web.corpus import Corpus
+    from lifesearch_local.web.fetcher import corpus_document
 
     docs = [corpus_document(e, page_key(e.url, None)) for e in Corpus.load(corpus_dirs)]
     return [d for d in docs if d.ok]  # type: ignore[misc]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ..cache import ReplayMiss, WebCache
-from ..config import WebConfig
-from ..records import SearchResult
-from .base import SearchError, ranked
+from lifesearch_local.web.cache import ReplayMiss, WebCache
+from lifesearch_local.web.config import WebConfig
+from lifesearch_local.web.records import SearchResult
+from lifesearch_local.web.search.base import SearchError, ranked
 
 
 class ReplayBackend:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ..config import WebConfig
-from ..dates import parse_date
-from ..records import SearchResult
-from .base import ranked, request_json
+from lifesearch_local.web.config import WebConfig
+from lifesearch_local.web.dates import parse_date
+from lifesearch_local.web.records import SearchResult
+from lifesearch_local.web.search.base import ranked, request_json
 
 MAX_PAGES = 3  # SearXNG pages hold about ten results; more than three is rarely worth it
 

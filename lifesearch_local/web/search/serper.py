@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+from lifesearch_local.web.config import WebConfig
+from lifesearch_local.web.records import SearchResult
+from lifesearch_local.web.search.base import SearchError, ranked, request_json
 from serving.redact import secret_from_env
-
-from ..config import WebConfig
-from ..records import SearchResult
-from .base import SearchError, ranked, request_json
 
 
 class SerperBackend:

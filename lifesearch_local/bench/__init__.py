@@ -1,0 +1,1 @@
+"""Benchmarks of the judge engines (what `lifesearch bench` runs)."""

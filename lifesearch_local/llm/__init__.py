@@ -1,0 +1,1 @@
+"""The model-facing helpers: generate-and-parse, the tiny models, prompt files."""

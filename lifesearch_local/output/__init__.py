@@ -1,0 +1,1 @@
+"""Output for people and programs: terminal tables, CSV rows, the HTML report."""

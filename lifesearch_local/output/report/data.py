@@ -1,0 +1,221 @@
+"""What the HTML report shows, read from a run directory and computed; no HTML here.
+
+Trajectories are read leniently because their step format belongs to the agent: every
+JSON object in `trajectories/**/*.jsonl` is walked, and a dict whose `tool`, `name`,
+`tool_name` or `function` is `web_fetch` (or `fetch`) counts as a fetch; it failed when
+it or its `result` / `observation` / `output` dict has a truthy `failure` or `error`,
+`ok: false`, `failed: true` or a `status` of error/failed/failure. The failure kind is
+the `failure` (or its `kind`), else `error_kind`/`kind`, else "error". Unreadable lines
+are counted, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lifesearch_local.analysis.scoring import AgentScore
+from lifesearch_local.errors import LifesearchError
+from lifesearch_local.records import Judgment, Label, Report, Task
+from lifesearch_local.rundir.jsonl import read_records
+
+FETCH_TOOLS = {"web_fetch", "fetch"}
+_TOOL_KEYS = ("tool", "name", "tool_name", "function")
+_RESULT_KEYS = ("result", "observation", "output")
+_FAILED_STATUS = {"error", "failed", "failure"}
+
+
+@dataclass
+class FetchStats:
+    """Fetch calls and failures (by kind) found in one agent's trajectories."""
+
+    calls: int = 0
+    failures: Counter = field(default_factory=Counter)
+    unreadable_lines: int = 0
+
+
+@dataclass
+class RunData:
+    """The records of a run directory and what the report computes from them."""
+
+    run_dir: Path
+    tasks: list[Task]
+    reports: list[Report]
+    judgments: list[Judgment]
+    labels: list[Label] = field(default_factory=list)
+    labels_path: Path | None = None
+    manifest: dict[str, Any] | None = None
+    manifest_error: str | None = None
+    config_text: str | None = None
+    scores: dict[str, dict[str, AgentScore]] = field(default_factory=dict)
+    score_error: str | None = None
+    agreement: dict[str, dict] | None = None
+    agreement_error: str | None = None
+    uncertainty: dict = field(default_factory=dict)
+    """judge name → stats.ScoreUncertainty (CIs and paired comparisons of its agents)."""
+    agreement_stats: dict | None = None
+    """agreement_stats.agreement_uncertainty: bootstrap settings and judge-vs-judge comparisons."""
+    disagreements: list[dict] = field(default_factory=list)
+    """disagreements.disagreements: every labelled decision a judge got wrong, most confident first."""
+    fetch: dict[str, FetchStats] = field(default_factory=dict)
+    reporteval: dict[str, dict[str, dict]] | None = None
+
+
+def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path | None = None,
+             reports_path: Path | None = None) -> RunData:
+    """Read tasks, reports, judgments, labels, manifest, config and trajectories; score them.
+
+    Inputs a stage read from elsewhere (`judge --out DIR` keeps only its judgments) are found
+    through `tasks_path` / `reports_path`, else the paths the manifest records under `inputs`."""
+    from lifesearch_local.tasks import load_tasks
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise LifesearchError(f"{run_dir}: no such run directory")
+    manifest, manifest_error = _read_manifest(run_dir)
+    tasks_file = _input(run_dir, "tasks", tasks_path, manifest)
+    if tasks_file is None and (run_dir / "judgments.jsonl").exists():
+        raise LifesearchError(f"{run_dir}: no tasks.jsonl and no tasks path recorded in its manifest; pass --tasks FILE "
+                              "(the tasks file the judgments were made from)")
+    reports_file = _input(run_dir, "reports", reports_path, manifest)
+    data = RunData(
+        run_dir=run_dir,
+        tasks=load_tasks(tasks_file) if tasks_file else [],
+        reports=_records(reports_file, Report) if reports_file else [],
+        judgments=_records(run_dir / "judgments.jsonl", Judgment),
+        manifest=manifest,
+        manifest_error=manifest_error,
+    )
+    if labels_path is None:
+        labels_path = _input(run_dir, "labels", None, manifest)
+    if labels_path is not None:
+        data.labels, data.labels_path = read_records(labels_path, Label), Path(labels_path)
+    if (run_dir / "config.yaml").exists():
+        data.config_text = (run_dir / "config.yaml").read_text(encoding="utf-8", errors="replace")
+    _score(data)
+    _agree(data)
+    data.fetch = fetch_stats(run_dir, data.reports)
+    if (run_dir / "reporteval_summary.json").exists():  # written by `lifesearch reporteval`
+        data.reporteval = json.loads((run_dir / "reporteval_summary.json").read_text(encoding="utf-8"))
+    return data
+
+
+def _input(run_dir: Path, name: str, given: Path | None, manifest: dict | None) -> Path | None:
+    """An input file: as given, else RUN_DIR/<name>.jsonl, else the path the manifest records
+    (`inputs.<name>`, written by `rundir.directory.open_run` for judge / sweep / reporteval) when that file still has the recorded hash."""
+    from lifesearch_local.rundir.manifest import sha256_file
+
+    if given is not None:
+        return Path(given)
+    if (run_dir / f"{name}.jsonl").exists():
+        return run_dir / f"{name}.jsonl"
+    recorded = ((manifest or {}).get("inputs") or {}).get(name)
+    if not recorded or not Path(recorded).is_file():
+        return None
+    want = ((manifest or {}).get("hashes") or {}).get(name)
+    if want and sha256_file(recorded) != want:
+        raise LifesearchError(f"{recorded}: changed since {run_dir} was made from it (manifest hash {want}); "
+                              f"pass --{name} FILE to use it anyway")
+    return Path(recorded)
+
+
+def _records(path: Path, model: type) -> list:
+    return read_records(path, model) if path.exists() else []
+
+
+def _read_manifest(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    p = run_dir / "manifest.json"
+    if not p.exists():
+        return None, None
+    try:
+        return json.loads(p.read_text(encoding="utf-8")), None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return None, f"{p}: {e}"
+
+
+def _score(data: RunData) -> None:
+    from lifesearch_local.analysis.scoring import score_by_judge, uncertainty_by_judge
+
+    if not data.judgments:
+        return
+    try:
+        # A partial run still gets a report: unjudged rubrics count as unsatisfied and are shown as missing.
+        data.scores = score_by_judge(data.tasks, data.judgments, allow_missing=True, reports=data.reports)
+        data.uncertainty = uncertainty_by_judge(data.tasks, data.judgments, data.scores)
+    except LifesearchError as e:
+        data.score_error = str(e)
+
+
+def _agree(data: RunData) -> None:
+    from lifesearch_local.analysis.agreement import agreement
+    from lifesearch_local.analysis.agreement_ci import agreement_uncertainty
+    from lifesearch_local.analysis.disagreements import disagreements
+    from lifesearch_local.analysis.labels import label_index
+
+    if not data.labels or not data.judgments:
+        return
+    try:
+        sources = {lab.source for lab in data.labels}
+        labels = label_index(data.labels)
+        data.agreement = agreement(data.tasks, data.judgments, labels, exclude=sources)
+        data.agreement_stats = agreement_uncertainty(data.tasks, data.judgments, labels, data.agreement)
+        data.disagreements = disagreements(data.tasks, data.judgments, labels, exclude=sources)
+    except LifesearchError as e:
+        data.agreement_error = str(e)
+
+
+# -- trajectories ----------------------------------------------------------------------
+def fetch_stats(run_dir: Path, reports: list[Report]) -> dict[str, FetchStats]:
+    """agent → fetch calls and failures in `trajectories/` (empty when the folder is absent)."""
+    root = run_dir / "trajectories"
+    if not root.is_dir():
+        return {}
+    owner = {str(Path(r.trajectory)): r.agent for r in reports if r.trajectory}
+    out: dict[str, FetchStats] = {}
+    for path in sorted(root.rglob("*.jsonl")):
+        agent = owner.get(str(path.relative_to(run_dir)))
+        for line in path.read_bytes().splitlines():
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                out.setdefault(agent or "(unattributed)", FetchStats()).unreadable_lines += 1
+                continue
+            who = agent or (obj.get("agent") if isinstance(obj, dict) else None) or "(unattributed)"
+            stats = out.setdefault(str(who), FetchStats())
+            for call in fetch_calls(obj):
+                stats.calls += 1
+                kind = fetch_failure(call)
+                if kind:
+                    stats.failures[kind] += 1
+    return out
+
+
+def fetch_calls(obj: Any, depth: int = 0) -> list[dict]:
+    """The fetch tool calls/results anywhere inside one step record."""
+    if depth > 8:
+        return []
+    if isinstance(obj, dict):
+        if any(obj.get(k) in FETCH_TOOLS for k in _TOOL_KEYS):
+            return [obj]
+        return [c for v in obj.values() for c in fetch_calls(v, depth + 1)]
+    if isinstance(obj, list):
+        return [c for v in obj for c in fetch_calls(v, depth + 1)]
+    return []
+
+
+def fetch_failure(call: dict) -> str | None:
+    """The failure kind of one fetch call, or None when it succeeded."""
+    for d in [call, *[call[k] for k in _RESULT_KEYS if isinstance(call.get(k), dict)]]:
+        failure = d.get("failure")
+        if isinstance(failure, dict):
+            return str(failure.get("kind") or "error")
+        if failure:
+            return str(failure)
+        if d.get("error") or d.get("ok") is False or d.get("failed") is True or d.get("status") in _FAILED_STATUS:
+            return str(d.get("error_kind") or d.get("kind") or "error")
+    return None

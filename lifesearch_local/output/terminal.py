@@ -1,0 +1,236 @@
+"""Terminal tables in the paper's layouts (Table 4 scores)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from lifesearch_local.analysis.scoring import AgentScore
+from lifesearch_local.output.numbers import (
+    CI_COLUMNS,
+    TABLE3_COLUMNS,
+    TABLE3_LEGEND,
+    fmt_interval,
+    fmt_metric,
+    fmt_p,
+    mean_ci,
+    mean_pm_std,
+    pct,
+    signed_ci,
+)
+from lifesearch_local.records import DOMAIN_ABBREV, Domain
+
+if TYPE_CHECKING:
+    from lifesearch_local.analysis.resampling import ScoreUncertainty
+
+
+def holding_line(u: ScoreUncertainty) -> str:
+    """One line naming the pairwise differences that hold at 0.05 after Holm's adjustment."""
+    held = [c for c in u.comparisons if c.holds]
+    tail = (f"(95% CIs: task bootstrap, {u.resamples} resamples, seed {u.seed}; "
+            "paired sign-flip test over shared tasks, Holm-adjusted; `--compare` lists every pair)")
+    if not u.comparisons:
+        return f"one agent: nothing to compare {tail}"
+    if not held:
+        return f"none of the {len(u.comparisons)} pairwise differences holds at 0.05 {tail}"
+    names = "; ".join(f"{c.a} {'>' if c.diff > 0 else '<'} {c.b} ({signed_ci(c.diff, c.ci95)})" for c in held)
+    return f"differences that hold at 0.05: {names} {tail}"
+
+
+def comparison_table(u: ScoreUncertainty, title: str = ""):
+    """Every agent pair: difference in points with its paired 95% CI, p, Holm p, tasks, verdict."""
+    from rich.table import Table
+
+    t = Table(title=title or None)
+    for name in ("A", "B"):
+        t.add_column(name, style="bold")
+    for name in ("A − B (points) [95% CI]", "p", "p (Holm)", "Tasks", "At 0.05"):
+        t.add_column(name, justify="right")
+    for c in u.comparisons:
+        verdict = ("A > B" if c.diff > 0 else "A < B") if c.holds else "not shown"
+        t.add_row(c.a, c.b, signed_ci(c.diff, c.ci95), fmt_p(c.p_value), fmt_p(c.p_holm), str(c.n_tasks), verdict)
+    return t
+
+
+def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: ScoreUncertainty | None = None):
+    """A rich Table: one row per agent, domain scores, overall mean ± std (the paper's) and its
+    95% task-bootstrap CI, resources, ungraded."""
+    from rich.table import Table
+
+    domains = [d for d in Domain if any(d.value in r.domains for r in rows.values())]
+    t = Table(title=title or None, show_lines=False)
+    t.add_column("Agent", style="bold")
+    for d in domains:
+        t.add_column(DOMAIN_ABBREV[d], justify="right")
+    t.add_column("Score (%)", justify="right")
+    if uncertainty is not None:
+        t.add_column("Mean [95% CI]", justify="right")
+    t.add_column("Runs", justify="right")
+    t.add_column("Iter.", justify="right")
+    t.add_column("Out tok (k)", justify="right")
+    t.add_column("Ungraded", justify="right")
+    t.add_column("Missing", justify="right")
+    for agent, r in rows.items():
+        t.add_row(
+            agent,
+            *[pct(r.domains.get(d.value)) for d in domains],
+            mean_pm_std(r.overall_mean, r.overall_std),
+            *([mean_ci(r.overall_mean, uncertainty.ci95.get(agent))] if uncertainty is not None else []),
+            str(len(r.runs)),
+            "—" if r.iterations is None else f"{r.iterations:.1f}",
+            "—" if r.output_tokens is None else f"{r.output_tokens / 1000:.1f}",
+            str(r.ungraded),
+            str(r.missing),
+        )
+    return t
+
+
+def console():
+    """A rich console on stdout; piped output gets 160 columns instead of rich's 80, which
+    would wrap the paper's wide tables."""
+    from rich.console import Console
+
+    out = Console()
+    return out if out.is_terminal else Console(width=160)
+
+
+def print_scores(by_judge: Mapping[str, Mapping[str, AgentScore]], uncertainty: Mapping | None = None, *,
+                 compare: bool = False) -> None:
+    """Table 4 per judge with CIs, and the line of differences that hold (every pair with `compare`). Without
+    `uncertainty` (scoring.uncertainty_by_judge), the CIs are computed from the rows' task scores
+    with the default seed and resamples (every pair compared over all tasks)."""
+    from lifesearch_local.analysis.resampling import score_uncertainty
+
+    console_ = console()
+    for judge, rows in by_judge.items():
+        u = (uncertainty or {}).get(judge)
+        if uncertainty is None and rows:
+            u = score_uncertainty({a: r.tasks for a, r in rows.items()})
+        console_.print(score_table(rows, title=f"LifeSearch scores — judge {judge}", uncertainty=u))
+        ungraded = sum(r.ungraded for r in rows.values())
+        missing = sum(r.missing for r in rows.values())
+        console_.print(
+            f"judge {judge}: {ungraded} ungraded judgment(s) counted as not satisfied"
+            + (f"; {missing} missing judgment(s) counted as not satisfied (--allow-missing)" if missing else "")
+        )
+        if u is not None:
+            console_.print(holding_line(u), highlight=False)
+            if compare and u.comparisons:
+                console_.print(comparison_table(u, title=f"Paired comparisons — judge {judge}"))
+
+
+def agreement_table(result: Mapping[str, Mapping], title: str = ""):
+    """A rich Table in the Table 3 layout, one row per judge config, in the given order."""
+    from rich.table import Table
+
+    COLUMNS = TABLE3_COLUMNS
+    fmt = fmt_metric
+
+    t = Table(title=title or None)
+    t.add_column("Judge", style="bold")
+    t.add_column("Runs", justify="right")
+    for _, short, _, _ in COLUMNS:
+        t.add_column(short, justify="right")
+    for name in ("ρ", "τ", "Agents", "n", "Ungr."):
+        t.add_column(name, justify="right")
+    for judge, m in result.items():
+        t.add_row(
+            judge,
+            str(m["n_runs"]),
+            *[fmt(m[key], how) for _, _, key, how in COLUMNS],
+            fmt(m.get("rank_spearman"), "f3"),
+            fmt(m.get("rank_kendall"), "f3"),
+            str(m.get("rank_agents", "—")),
+            str(m["n"]),
+            str(m["ungraded"]),
+        )
+    return t
+
+
+def breakdown_table(result: Mapping[str, Mapping], attr: str):
+    """Mean accuracy (and n) per value of one rubric attribute, one row per judge."""
+    from rich.table import Table
+
+    fmt = fmt_metric
+
+    values = sorted({v for m in result.values() for v in m["by"][attr]})
+    t = Table(title=f"Mean accuracy (%) by {attr}")
+    t.add_column("Judge", style="bold")
+    for v in values:
+        t.add_column(v, justify="right")
+    for judge, m in result.items():
+        cells = []
+        for v in values:
+            g = m["by"][attr].get(v)
+            cells.append("—" if g is None else f"{fmt(g['accuracy_mean'], 'pct1')} (n={g['n']})")
+        t.add_row(judge, *cells)
+    return t
+
+
+
+def agreement_ci_table(result: Mapping[str, Mapping], title: str = ""):
+    """95% cluster-bootstrap intervals of the Table 3 metrics, one row per judge."""
+    from rich.table import Table
+
+    t = Table(title=title or None)
+    t.add_column("Judge", style="bold")
+    t.add_column("Reports", justify="right")
+    for name, _, _ in CI_COLUMNS:
+        t.add_column(name, justify="right")
+    for judge, m in result.items():
+        ci = m.get("ci95") or {}
+        t.add_row(judge, str(m.get("n_reports", "—")), *[fmt_interval(ci.get(k), how) for _, k, how in CI_COLUMNS])
+    return t
+
+
+def judge_vs_judge_table(vs: Sequence[Mapping], title: str = ""):
+    """Judge A − judge B on the same labelled decisions: accuracy and κ with paired CIs, McNemar."""
+    from rich.table import Table
+
+    t = Table(title=title or None)
+    for name in ("A", "B"):
+        t.add_column(name, style="bold")
+    for name in ("Acc. A − B (points) [95% CI]", "κ A − B [95% CI]", "A only right", "B only right", "McNemar p"):
+        t.add_column(name, justify="right")
+    for c in vs:
+        acc, kap = c["diff_accuracy_mean"], c["diff_kappa"]
+        t.add_row(c["a"], c["b"], signed_ci(acc["diff"] if acc["diff"] is not None else math.nan, acc["ci95"]),
+                  "—" if kap["diff"] is None else f"{kap['diff']:+.3f} {fmt_interval(kap['ci95'], 'f3')}",
+                  str(c["mcnemar"]["b"]), str(c["mcnemar"]["c"]), fmt_p(c["mcnemar"]["p_value"]))
+    return t
+
+
+def disagreement_table(rows: Sequence[Mapping], title: str = ""):
+    """The disagreement list: one row per labelled decision a judge got wrong, most confident first."""
+    from rich.table import Table
+
+    t = Table(title=title or None, show_lines=True)
+    for name in ("Judge", "Task", "Agent", "Run", "Rubric", "Criterion", "Label", "Verdict", "p_true", "Reason"):
+        t.add_column(name, overflow="fold")
+    for d in rows:
+        t.add_row(f"{d['judge']}#{d['judge_run']}" if d["judge_run"] else d["judge"], d["task_id"], d["agent"],
+                  str(d["run"]), d["rubric_id"], d["criterion"] or "—", str(d["label"]).lower(),
+                  "ungraded" if d["verdict"] is None else str(d["verdict"]).lower(),
+                  "—" if d["p_true"] is None else f"{d['p_true']:.3f}", d["reason"] or "—")
+    return t
+
+
+def print_agreement(result: Mapping[str, Mapping], source: str, n_labels: int, uncertainty: Mapping | None = None) -> None:
+    """Table 3, its intervals and judge-vs-judge comparisons (with `uncertainty`), then the breakdowns."""
+    from lifesearch_local.analysis.agreement import BREAKDOWNS
+    out = console()
+    out.print(agreement_table(result, title=f"Judge agreement with {n_labels} labels ({source})"))
+    out.print(TABLE3_LEGEND, style="dim")
+    if uncertainty is not None:
+        b = uncertainty["bootstrap"]
+        out.print(agreement_ci_table(result, title=f"95% CIs: cluster bootstrap over reports ({b['resamples']} "
+                                     f"resamples, seed {b['seed']}; ρ, τ over tasks)"))
+        if uncertainty["judge_vs_judge"]:
+            out.print(judge_vs_judge_table(uncertainty["judge_vs_judge"], title="Judge vs judge on the same labelled "
+                                           "decisions (paired cluster bootstrap; McNemar's exact test, first run)"))
+    for attr in BREAKDOWNS:
+        out.print(breakdown_table(result, attr))
+    ungraded = sum(m["ungraded"] for m in result.values())
+    if ungraded:
+        out.print(f"{ungraded} ungraded judgment(s) counted as wrong")

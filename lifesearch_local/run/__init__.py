@@ -1,0 +1,1 @@
+"""What commands call: the pipeline, the stand-alone stages, preflight, repair."""

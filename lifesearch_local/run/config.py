@@ -1,0 +1,76 @@
+"""A whole run's configuration (`lifesearch run --config`): RunConfig and the YAML loaders built on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lifesearch_local.agent.config import AgentConfig
+from lifesearch_local.configfile import load_yaml, validate_config
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.reporteval.config import ReportEvalConfig
+from lifesearch_local.web.config import WebConfig
+from serving.config import RayConfig
+
+
+def load_judge_configs(path: str | Path) -> list[JudgeConfig]:
+    """Judge configs from a YAML holding `judge:` (one), `judges:` (several) or a bare judge.
+
+    A file with a `judge:` or `judges:` block is validated whole, as `run` does (an unknown key
+    anywhere is an error, located by its block: `judge.mdoe`, `agents[0].max_token`)."""
+    data = load_yaml(path)
+    if "judges" in data or "judge" in data:
+        return validate_config(RunConfig, data, path).all_judges()
+    return [validate_config(JudgeConfig, data, path)]
+
+
+class RunConfig(BaseModel):
+    """A whole run (`lifesearch run --config`): tasks, agents, web, judges, and where models live.
+
+    Sections owned by later stages start as plain mappings and are validated by their own
+    models (web layer, agent harness, Ray pool) when those stages read them.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "run"
+    """Run name; the default output directory is runs/<name>."""
+    out: str | None = None
+    """Run directory (default runs/<name>); reused to resume."""
+    tasks: str = "data/sample/tasks.jsonl"
+    """Tasks JSONL (the real LifeSearch release, or the bundled samples)."""
+    task_ids: list[str] | None = None
+    """Only these tasks (default: all)."""
+    runs: int = Field(1, ge=1)
+    """Independent agent runs per task (the paper uses 3)."""
+    reports: str | None = None
+    """Existing reports JSONL to judge (sweeps, re-judging) instead of running agents."""
+    agents: list[AgentConfig] = Field(default_factory=list)
+    """Agent configurations: model, budgets, tools, concurrency (each id tags its reports)."""
+    web: WebConfig = Field(default_factory=WebConfig)
+    """Web layer settings shared by the agents: search backend, cache mode, corpus, limits."""
+    judge: JudgeConfig | None = None
+    """The judge that grades the reports."""
+    judges: list[JudgeConfig] = Field(default_factory=list)
+    """Several judges (sweeps); `judge` is shorthand for one."""
+    ray: RayConfig | None = None
+    """Ray cluster settings; absent means models run in-process."""
+    reporteval: ReportEvalConfig | None = None
+    """ReportEval metrics (quality, redundancy, factuality) of every report with each judge;
+    absent means the stage is skipped."""
+    labels: str | None = None
+    """Reference labels for the agreement table in the report."""
+    seed: int = 0
+    """Base seed of the run."""
+
+    def all_judges(self) -> list[JudgeConfig]:
+        return ([self.judge] if self.judge else []) + list(self.judges)
+
+    def out_dir(self) -> str:
+        return self.out or f"runs/{self.name}"
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Validate a run YAML (unknown keys are errors naming the field)."""
+    return validate_config(RunConfig, load_yaml(path), path)

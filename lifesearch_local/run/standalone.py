@@ -1,0 +1,139 @@
+"""Stand-alone stages (`judge`, `sweep`, `reporteval`) as library calls beside the pipeline's phases.
+
+Each opens its run directory through `rundir.directory.open_run` (created, locked, inputs hashed), then runs
+the stage functions, which check and record their own settings (`runtime.skeleton.open_stage`). The CLI
+modules only parse arguments and print.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.records import Judgment, Label, Report, Task
+from lifesearch_local.rundir.directory import AGREEMENT, JUDGMENTS, REPORTEVAL, WEB_CACHE, RunDir, open_run
+from serving.config import RayConfig
+
+# After each judge: (its config, its stats, the run directory) -> False to stop (a signal stopped it).
+AfterJudge = Callable[[JudgeConfig, dict[str, Any], RunDir], bool]
+
+
+def limit_work(tasks: list[Task], reports: list[Report], limit: int | None) -> tuple[list[Task], list[Report]]:
+    """The first `limit` tasks (file order) and only their reports; printed when it cuts anything."""
+    from lifesearch_local.tasks import first_tasks
+
+    if limit is None:
+        return tasks, reports
+    if limit >= len(tasks):
+        print(f"--limit {limit}: the tasks file has {len(tasks)} tasks, judging all of them")
+        return tasks, reports
+    kept, mine = first_tasks(tasks, limit, reports)
+    print(f"--limit {limit}: judging {len(kept)} of {len(tasks)} tasks ({', '.join(t.id for t in kept[:5])}"
+          f"{', …' if limit > 5 else ''}) and their {len(mine)} of {len(reports)} reports")
+    return kept, mine
+
+
+def judge_run(out: str | Path, tasks_path: str | Path, reports_path: str | Path, judges: Sequence[JudgeConfig], *,
+              after: AfterJudge, ray: RayConfig | None = None, limit: int | None = None, show: bool = True,
+              force_config: bool = False, legacy_id: Callable[[JudgeConfig], str | None] = lambda c: None) -> None:
+    """`lifesearch judge`: every judge config over the reports (resumable), in `out`. Models are
+    checked before the directory exists; `legacy_id(cfg)` names an earlier default id to resume under."""
+    from lifesearch_local.judge.stage import judge_stage, keep_legacy_id
+    from lifesearch_local.run.preflight import preflight
+    from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import load_tasks
+    from serving.ray.session import ray_session
+
+    tasks, reports = limit_work(load_tasks(tasks_path), read_records(reports_path, Report), limit)
+    preflight([(f"judge {c.id}", c.model) for c in judges], ray)  # before the run directory exists
+    with open_run(out, "judge", inputs={"tasks": tasks_path, "reports": reports_path}, keep=(JUDGMENTS,)) as rd, \
+            ray_session(ray):
+        for cfg in judges:
+            cfg = keep_legacy_id(rd, cfg, legacy_id(cfg))
+            stats = judge_stage(rd, tasks, reports, cfg, show=show, ray=ray, force_config=force_config)
+            if not after(cfg, stats, rd):
+                return
+
+
+def sweep_inputs(config_path: str, reports: str | None = None) -> tuple[Any, list[Task], list[Report], list[Label]]:
+    """(config, tasks, reports, labels) of a sweep: `reports` replaces the config's, and
+    `task_ids:` narrows the tasks, their reports and their labels."""
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.run.config import load_run_config
+    from lifesearch_local.run.pipeline import select_tasks
+    from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import load_tasks
+
+    cfg = load_run_config(config_path)
+    if reports:
+        cfg = cfg.model_copy(update={"reports": reports})
+    if not (cfg.reports and cfg.labels and cfg.all_judges()):
+        raise LifesearchError(f"{config_path}: a sweep needs `reports:` (or --reports), `labels:` and `judges:`")
+    tasks = select_tasks(load_tasks(cfg.tasks), cfg.task_ids)
+    ids = {t.id for t in tasks}
+    return (cfg, tasks, [r for r in read_records(cfg.reports, Report) if r.task_id in ids],
+            [lab for lab in read_records(cfg.labels, Label) if lab.task_id in ids])
+
+
+def sweep_run(config_path: str, *, out: str | None = None, reports: str | None = None,
+              runs: Callable[[JudgeConfig], int], after: AfterJudge, show: bool = True,
+              force_config: bool = False) -> tuple[RunDir, list[JudgeConfig], list[Label], dict[str, Any], dict[str, Any]]:
+    """`lifesearch sweep`: each judge config of the YAML (`runs(judge)` repetitions) over the same
+    reports, then the agreement with the labels and its cluster-bootstrap CIs, written to
+    `agreement.json`; returns (run directory, judges, labels, agreement, its uncertainty:
+    bootstrap settings and judge-vs-judge comparisons)."""
+    import json
+
+    from lifesearch_local.analysis.agreement import agreement
+    from lifesearch_local.analysis.agreement_ci import agreement_uncertainty
+    from lifesearch_local.analysis.labels import label_index
+    from lifesearch_local.judge.stage import judge_stage
+    from lifesearch_local.run.preflight import preflight
+    from serving.ray.session import ray_session
+
+    cfg, tasks, reports_, labels = sweep_inputs(config_path, reports)
+    judges, ids = cfg.all_judges(), {t.id for t in tasks}
+    preflight([(f"judge {j.id}", j.model) for j in judges], cfg.ray)
+    inputs = {"tasks": cfg.tasks, "reports": cfg.reports, "labels": cfg.labels, "config": config_path}
+    with open_run(out or f"runs/{cfg.name}-sweep", "sweep", inputs=inputs) as rd, ray_session(cfg.ray):
+        print(f"sweep {len(judges)} judge config(s) over {len(reports_)} reports -> {rd.path}")
+        for judge in judges:
+            judge = judge.model_copy(update={"runs": runs(judge)})
+            # the model is loaded (in-process or as Ray actors) only if something is left to judge
+            after(judge, judge_stage(rd, tasks, reports_, judge, ray=cfg.ray, show=show, force_config=force_config), rd)
+        judge_ids = {j.id for j in judges}
+        judgments = [j for j in rd.load(JUDGMENTS, Judgment) if j.judge in judge_ids and j.task_id in ids]
+        index = label_index(labels)
+        result = agreement(tasks, judgments, index)
+        unc = agreement_uncertainty(tasks, judgments, index, result)  # adds each judge's ci95 to result
+        rd.file(AGREEMENT).write_text(json.dumps(result, indent=2) + "\n")
+    return rd, judges, labels, result, unc
+
+
+def default_web_cache(out: str | Path) -> Path:
+    """The web cache of a run directory: `web_cache/`, or `webcache/` where an earlier
+    `lifesearch reporteval` made that one (its recorded sources stay usable)."""
+    old = Path(out) / "webcache"
+    return old if old.is_dir() and not (Path(out) / WEB_CACHE).exists() else Path(out) / WEB_CACHE
+
+
+def reporteval_run(out: str | Path, reports_path: str | Path, tasks_path: str | Path | None, judges: Sequence[JudgeConfig],
+                   rcfg: Any, web: Any, *, ray: Any = None, show: bool = True, force_config: bool = False,
+                   after: Callable[[JudgeConfig, dict[str, Any], RunDir], bool]) -> None:
+    """`lifesearch reporteval`: ReportEval of the reports with each judge config, in `out`;
+    `after(cfg, result, rd)` gets each judge's stats and summary, False stops."""
+    from lifesearch_local.reporteval.stage import report_items, reporteval_stage
+    from lifesearch_local.run.preflight import preflight
+    from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import load_tasks
+
+    tasks = load_tasks(tasks_path) if tasks_path else None
+    items = report_items(read_records(reports_path, Report), tasks)
+    preflight([(f"judge {c.id}", c.model) for c in judges])  # before the output directory exists
+    with open_run(out, "reporteval", inputs={"reports": reports_path, "tasks": tasks_path}, keep=(REPORTEVAL, WEB_CACHE, "webcache")) as rd:
+        for cfg in judges:
+            res = reporteval_stage(rd, items, cfg, rcfg, web, ray=ray, show=show, force_config=force_config)
+            if not after(cfg, res, rd):
+                return

@@ -1,0 +1,244 @@
+"""JSONL reading with located errors, and line-atomic appends."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from lifesearch_local.errors import InputError
+from serving.redact import redact_obj
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+
+def iter_json_lines(
+    path: str | Path, *, repair_tail: bool = False, skip_tail: bool = False
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) for each non-blank line.
+
+    A last line without its newline is a write torn by a kill (or one still being written):
+    with `repair_tail` it is cut off the file (the stage that wrote it will redo that record),
+    with `skip_tail` it is only left unread (what a reader that does not own the file does);
+    otherwise it is an error like any malformed line.
+    """
+    path = Path(path)
+    require_file(path)
+    data = path.read_bytes()
+    if (repair_tail or skip_tail) and data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        if repair_tail:
+            with open(path, "r+b") as f:
+                f.truncate(cut)
+        data = data[:cut]
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        obj = parse_json(raw, str(path), lineno)
+        if not isinstance(obj, dict):
+            raise InputError(str(path), lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+        check_text(obj, str(path), lineno)
+        yield lineno, obj
+
+
+MAX_DEPTH = 64  # no record nests beyond a handful of levels; deeper input would recurse later
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:  # json.loads keeps the last silently: a second "language" would change a task
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(raw: bytes | str, path: str, lineno: int | None) -> Any:
+    """One JSON text, strictly: malformed JSON, duplicate keys, NaN/Infinity, integers beyond
+    Python's digit limit and nesting that exhausts the parser are InputErrors naming path:line,
+    never tracebacks (every reader of a user's or a run directory's file goes through here)."""
+    try:
+        return json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(path, getattr(e, "lineno", None) if lineno is None else lineno, None,
+                         f"malformed JSON ({e})") from None
+    except _DuplicateKey as e:
+        raise InputError(path, lineno, e.key, f"duplicate key {e.key!r} in one object (which one is meant?)") from None
+    except RecursionError:
+        raise InputError(path, lineno, None, f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:  # "Exceeds the limit (4300 digits) for integer string conversion", NaN
+        raise InputError(path, lineno, None, f"not a usable JSON value: {str(e).split(';')[0]}") from None
+
+
+def check_text(obj: Any, path: str, lineno: int) -> None:
+    """InputError naming the field when `obj` nests deeper than MAX_DEPTH or holds text that is not
+    valid Unicode (a lone surrogate such as \\ud800: it passes json.loads, then fails every encode)."""
+    stack: list[tuple[Any, str, int]] = [(obj, "", 0)]
+    while stack:  # iterative, so a deep object cannot exhaust the interpreter's recursion
+        value, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            top = re.split(r"[.\[]", where, maxsplit=1)[0]
+            raise InputError(path, lineno, top or None, f"JSON nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                bad = value[e.start].encode("unicode_escape").decode()
+                raise InputError(path, lineno, where or "(key)", f"lone surrogate {bad} at character {e.start}: "
+                                 "not valid Unicode text; fix the file's encoding") from None
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                stack += [(k, f"{where}(key)", depth + 1), (v, f"{where}.{k}" if where else str(k), depth + 1)]
+        elif isinstance(value, list):
+            stack += [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+
+
+def load_unique(path: str | Path, parse: Callable[[dict[str, Any], str, int], T], noun: str, plural: str) -> list[T]:
+    """Every line of `path` through `parse(obj, path, line)`; ids (`.id`) must be unique and the file
+    non-empty. Errors name file:line: field."""
+    path = str(path)
+    require_file(path)
+    out: list[T] = []
+    seen: dict[str, int] = {}
+    for lineno, obj in iter_json_lines(path):
+        item = parse(obj, path, lineno)
+        key = item.id  # type: ignore[attr-defined]
+        if key in seen:
+            raise InputError(path, lineno, "id", f"duplicate {noun} id {key!r} (first on line {seen[key]})")
+        seen[key] = lineno
+        out.append(item)
+    if not out:
+        raise InputError(path, None, None, f"no {plural} in file")
+    return out
+
+
+_BACKEND_TAGS = ("hf", "vllm", "openai")
+
+
+def validation_field(err: ValidationError) -> tuple[str, str]:
+    """The first failing field of a pydantic error as `a.b[2].c` and its message."""
+    first = err.errors()[0]
+    parts: list[str] = []
+    msg, backend = first["msg"], None
+    for p in first["loc"]:
+        if isinstance(p, int):
+            parts[-1:] = [f"{parts[-1]}[{p}]" if parts else f"[{p}]"]
+        elif p in _BACKEND_TAGS and parts and parts[-1] == "model":
+            backend = p  # the model block's union tag: say it in the message, not as a key
+        else:
+            parts.append(str(p))
+    if backend and first["type"] == "extra_forbidden":
+        msg += f" (not a setting of backend {backend})"
+    return ".".join(parts) or "(record)", msg
+
+
+def require_file(path: str | Path, kind: str = "JSONL") -> None:
+    """An InputError unless `path` is a file: a directory is named as such (a common slip)."""
+    p = Path(path)
+    if p.is_dir():
+        hint = ", ".join(sorted(f.name for f in p.glob(f"*.{kind.lower()}"))[:5])
+        raise InputError(str(p), None, None, f"is a directory; pass a {kind} file"
+                         + (f" (it holds {hint})" if hint else ""))
+    if not p.is_file():
+        raise InputError(str(p), None, None, "no such file")
+
+
+def numbered_records(
+    path: str | Path, model: type[M], *, repair_tail: bool = False, skip_tail: bool = False
+) -> Iterator[tuple[int, M]]:
+    """(line number, record) for every line of a JSONL file parsed into `model`; the first bad
+    line is an InputError naming file:line: field."""
+    for lineno, obj in iter_json_lines(path, repair_tail=repair_tail, skip_tail=skip_tail):
+        try:
+            yield lineno, model.model_validate(obj)
+        except ValidationError as e:
+            field, msg = validation_field(e)
+            raise InputError(str(path), lineno, field, msg) from None
+
+
+def read_records(path: str | Path, model: type[M], *, repair_tail: bool = False, skip_tail: bool = False) -> list[M]:
+    """Parse every line of a JSONL file into `model`, failing on the first bad line."""
+    return [rec for _, rec in numbered_records(path, model, repair_tail=repair_tail, skip_tail=skip_tail)]
+
+
+def dumps(record: BaseModel | dict[str, Any]) -> str:
+    """One JSON line; configured secrets in any string of it are redacted (every record and log
+    line written goes through here)."""
+    obj = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
+    return json.dumps(redact_obj(obj), ensure_ascii=False, separators=(",", ":"))
+
+
+def append_lines(path: str | Path, records: list[BaseModel] | list[dict[str, Any]]) -> None:
+    """Append records with one write() on an O_APPEND descriptor, then fsync.
+
+    One write per batch keeps concurrent appenders from interleaving within a line, and a
+    kill leaves at worst a torn last line, which `iter_json_lines(repair_tail=True)` drops.
+    """
+    if not records:
+        return
+    payload = "".join(dumps(r) + "\n" for r in records).encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(payload)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_records(path: str | Path, records: list[BaseModel] | list[dict[str, Any]]) -> None:
+    """Write a whole JSONL file atomically (temp file + rename)."""
+    write_atomic(path, "".join(dumps(r) + "\n" for r in records).encode("utf-8"))
+
+
+def write_atomic(path: str | Path, data: bytes) -> None:
+    """Replace a file's content all at once: a temp file beside it, fsynced, then renamed over it."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def cut_torn_tail(path: str | Path) -> int:
+    """Cut a last line that lacks its newline (a write torn by a kill); returns the bytes cut."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return 0
+    try:
+        size = os.fstat(fd).st_size
+        if not size or os.pread(fd, 1, size - 1) == b"\n":
+            return 0
+        cut, end, block = 0, size, 1 << 16
+        while end > 0:  # back to the last newline, a block at a time (a line can be long)
+            start = max(0, end - block)
+            at = os.pread(fd, end - start, start).rfind(b"\n")
+            if at != -1:
+                cut = start + at + 1
+                break
+            end = start
+        os.ftruncate(fd, cut)
+        return size - cut
+    finally:
+        os.close(fd)

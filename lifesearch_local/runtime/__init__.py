@@ -1,0 +1,1 @@
+"""What every stage uses: the stage skeleton, signals, concurrency, progress."""

@@ -1,0 +1,130 @@
+"""The one stage skeleton: run-directory lock, settings check, SIGTERM, a lazily opened engine, the manifest."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from lifesearch_local.rundir.directory import RunDir
+from lifesearch_local.runtime.signals import StopFlag, graceful_stop
+from serving.config import ModelConfig, RayConfig
+from serving.protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
+from serving.stop import honoured
+
+# (model, ray) -> a context manager yielding the engine: serving.hosting.host_engine, or a test's fake
+OpenModel = Callable[[ModelConfig, "RayConfig | None"], AbstractContextManager[Engine]]
+
+
+class LazyEngine(Engine):
+    """The stage's engine, opened on first use: a stage with nothing left to do loads no model.
+
+    `open()` loads it now (the agent stage does, in the main thread, before its workers start).
+    After the stage, `stats()` and `model_hash()` still answer from what the engine reported
+    when it closed; the engine itself is dropped so that its memory can be freed.
+    """
+
+    def __init__(self, opener: Callable[[], Engine]):
+        self._opener = opener
+        self._inner: Engine | None = None
+        self._hash: str | None = None
+        self._stats: dict[str, Any] = {}
+
+    def open(self) -> Engine:
+        if self._inner is None:
+            self._inner = self._opener()
+            self._hash = self._inner.model_hash()
+        return self._inner
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
+        return self.open().generate(requests)
+
+    def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
+        return self.open().score_choices(groups, choices)
+
+    def iter_score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]):
+        return self.open().iter_score_choices(groups, choices)
+
+    def model_hash(self) -> str | None:
+        return self._hash
+
+    def stats(self) -> dict[str, Any]:
+        return self._inner.stats() if self._inner is not None else dict(self._stats)
+
+    def release(self) -> None:
+        """Keep the closed engine's counters, drop the engine."""
+        if self._inner is not None:
+            self._stats = self._inner.stats()
+            self._inner = None
+
+
+@dataclass
+class Stage:
+    """One stage invocation in a locked run directory (see `open_stage`)."""
+
+    rd: RunDir
+    name: str
+    """Manifest key of the stage, e.g. `judge/<id>`, `curate`."""
+    stop: StopFlag
+    engine: LazyEngine
+    models: contextlib.ExitStack
+    recorded: Any = None
+    """What `open_stage` read of the stage's records under the lock (its `recorded()`)."""
+    t0: float = field(default_factory=time.perf_counter)
+
+    def close_engine(self) -> None:
+        """Close the engine now (a Ray pool gathers its replicas' counters as it closes)."""
+        self.models.close()
+        self.engine.release()
+
+    def wall(self) -> float:
+        return round(time.perf_counter() - self.t0, 3)
+
+    def record(self, stats: dict[str, Any], *, hashes: dict[str, str], seeds: dict[str, int], model_key: str,
+               **extra: Any) -> None:
+        """The stage's stats, config/prompt hashes, seeds and (if a model was loaded) its hash, in the manifest.
+        A Ray pool's counters, gathered from its replicas on close, go under `engine`."""
+        digest = self.engine.model_hash()
+        engine = self.engine.stats()
+        if engine.get("ray_replicas"):
+            stats = {**stats, "engine": engine}
+        self.rd.update_manifest(hashes={**hashes, **({f"model/{model_key}": digest} if digest else {})},
+                                seeds=seeds, stage=(self.name, stats), **extra)
+
+
+@contextlib.contextmanager
+def open_stage(rd: RunDir, name: str, *, command: str, settings: dict[str, Any], recorded: Callable[[], Any],
+               resuming: Callable[[Any], bool], legacy: tuple[str, str] | None, force: bool, model: ModelConfig, ray: RayConfig | None = None,
+               engine: Engine | None = None, open_model: OpenModel | None = None,
+               honour_stop: bool = True, check: Callable[[Any], None] | None = None) -> Iterator[Stage]:
+    """Lock the run directory (as `command`), refuse records made under other `settings` unless
+    `force` (`recorded()` is read once, under the lock, and kept as `stage.recorded`;
+    `resuming(recorded)`: this stage has records already), turn SIGTERM into the stage's stop
+    flag (and, with `honour_stop`, into `Stopped` inside long model calls), and give a lazily opened engine: `engine` if given, else
+    `open_model(model, ray)` (default: in-process, or Ray actors with `ray`), closed when the
+    block ends. `check(recorded())` may refuse first (the records' own settings hashes). Record the stage inside the block: `stage.close_engine()`, then `stage.record(...)`."""
+    with rd.locked(command):
+        records = recorded()
+        rd.check_config(name, settings, resuming=resuming(records), force=force, legacy=legacy,
+                        records_check=None if check is None else lambda: check(records))
+        with graceful_stop() as stop, (honoured(stop.event) if honour_stop else contextlib.nullcontext()):
+            with contextlib.ExitStack() as models:
+                def opener() -> Engine:
+                    if engine is not None:
+                        return engine
+                    return models.enter_context(open_model(model, ray) if open_model else default_open(model, ray, name))
+
+                stage = Stage(rd, name, stop, LazyEngine(opener), models, records)
+                yield stage
+            stage.engine.release()
+
+
+def default_open(model: ModelConfig, ray: RayConfig | None, name: str) -> AbstractContextManager[Engine]:
+    """The stage `name`'s model as serving hosts it: in-process, or Ray actors with `ray`."""
+    from lifesearch_local.llm.models import engine_config
+    from serving.hosting import host_engine
+
+    return host_engine(engine_config(model), ray, phase=name.replace("/", "-"))
