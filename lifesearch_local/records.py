@@ -224,6 +224,35 @@ class Label(_Record):
         return (self.task_id, self.agent, self.run, self.rubric_id)
 
 
+class JudgeFingerprint(BaseModel):
+    """What makes two judge runs "the same judge": compared before their verdicts are put together
+    (`certify`, `leaderboard`), shown in report.html, written to the manifest by the judge stage."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    judge: str
+    """The judge config id (`Judgment.judge`)."""
+    weights_hash: str | None = None
+    """sha256 (16 hex) of the model's weights as the engine loaded them (None: an endpoint that does not say)."""
+    engine: str
+    """The engine that ran it: hf, vllm or openai."""
+    engine_version: str | None = None
+    """Version of the engine's library (transformers, vllm) or the endpoint's reported model id."""
+    dtype: str | None = None
+    """Compute dtype (float32, bfloat16, …), where the engine knows it."""
+    prompt_hashes: dict[str, str] = Field(default_factory=dict)
+    """sha256 (16 hex) of each judge prompt file used, by prompt name."""
+    schema_hash: str | None = None
+    """sha256 (16 hex) of the generate-mode verdict schema (None in choice mode)."""
+    kernel_form: str | None = None
+    """The choice-scoring form that ran (shared, two_stage, …; None for engines without the packed kernel)."""
+
+    def differences(self, other: JudgeFingerprint) -> list[str]:
+        """`field: a != b` for every field that differs between two fingerprints (the id aside)."""
+        mine, theirs = self.model_dump(exclude={"judge"}), other.model_dump(exclude={"judge"})
+        return [f"{k}: {mine[k]!r} != {theirs[k]!r}" for k in mine if mine[k] != theirs[k]]
+
+
 class Manifest(BaseModel):
     """What a run directory was produced from, so a rerun can be checked to be the same."""
 
@@ -254,6 +283,8 @@ class Manifest(BaseModel):
     stage_configs: dict[str, Any] = Field(default_factory=dict)
     """Per stage (`judge/<id>`, …): the settings its records were made with, less the ones that
     only change where and how fast it runs; a resume with other settings is refused."""
+    fingerprints: dict[str, JudgeFingerprint] = Field(default_factory=dict)
+    """Per judge id: the fingerprint of the judge that made its judgments in this directory."""
 
     @field_validator("hashes")
     @classmethod
