@@ -8,7 +8,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Fiel
 
 # The choice-scoring forms of the packed kernel (serving.engines.kernel) and the hf engine's
 # devices, written once: the configs, the kernel and every command's choices read them.
-KernelForm = Literal["auto", "dense", "flex", "two_stage", "shared", "naive", "single"]
+KernelForm = Literal["auto", "two_stage", "shared", "single"]
 KERNEL_FORMS: tuple[str, ...] = get_args(KernelForm)
 Device = Literal["auto", "cpu", "cuda"]
 DEVICES: tuple[str, ...] = get_args(Device)
@@ -52,13 +52,12 @@ class HFConfig(_LocalWeights):
     """Where the model runs."""
     kernel: KernelForm = "auto"
     """Choice-scoring form (auto: `shared` on CPU for attention-only models without sliding windows,
-    else two_stage; see serving.engines.kernel)."""
+    else two_stage; `single`: each prompt alone, the one form for hybrid models; see serving.engines.kernel)."""
     token_budget: int = Field(8192, ge=64)
-    """Max tokens per packed forward pass (a group larger than this runs alone); a two_stage batch
-    counts each row's copy of the shared prefix, rows × (prefix + suffix), so memory stays bounded
-    (on a GPU with room to spare, raise it for larger batches); a `shared` batch holds the prefix
-    once: prefix + rows × suffix; in generate mode, max KV tokens held per decoding batch: shared
-    prefix + rows × (suffix + max_tokens)."""
+    """Max tokens per batch of rubric rows: a two_stage batch counts each row's copy of the shared
+    prefix, rows × (prefix + suffix), so memory stays bounded (on a GPU with room to spare, raise it
+    for larger batches); a `shared` batch holds the prefix once: prefix + rows × suffix; in generate
+    mode, max KV tokens held per decoding batch: shared prefix + rows × (suffix + max_tokens)."""
     generate_form: Literal["shared_prefix", "padded"] = "shared_prefix"
     """Generation: `shared_prefix` prefills a prefix common to several requests (the rubrics of a
     report) once and decodes their rows as a batch over its KV (serving.engines.prefix_decode);

@@ -151,7 +151,7 @@ class HFSide:
         warm()  # first-call allocation and compilation
         if say:
             rate = scorer.stats.forward_tokens / max(time.perf_counter() - t0, 1e-9)
-            need = tokens_needed(groups, packed=scorer.form in ("two_stage", "shared", "dense", "flex"))
+            need = tokens_needed(groups, packed=scorer.form != "single")
             say(f"{scorer.form}: about {need:,} tokens to process per run; the warm-up ran {rate:,.0f} tokens/s, so "
                 f"roughly {need / rate:,.0f} s a run (longer prompts run slower per token)")
         scorer.stats = KernelStats()  # count the timed runs only

@@ -18,7 +18,7 @@ class JudgeBench:
     tasks: str | None = None
     limit: int | None = None
     form: str = "auto"
-    baseline: str = "naive"
+    baseline: str = "single"
     repeats: int = 3
     backend: str = "hf"
     token_budget: int | None = None

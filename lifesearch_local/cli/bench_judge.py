@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "judge",
         help="packed judge kernel vs one prompt per rubric",
         description="Score K reports × N rubrics (prefix P tokens shared, suffix S tokens each) with the "
-        "packed kernel and with the baseline (each full prompt, batched with padding) on the same "
+        "packed kernel and with the baseline (each full prompt alone) on the same "
         "inputs in one process; print tokens processed, seconds, decisions/s, the speedup and the "
         "largest |Δ p_true|.",
     )
@@ -41,10 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "--suffix-tokens/--reports")
     p.add_argument("--tasks", help="with --reports-from: the tasks JSONL (default: tasks.jsonl next to FILE)")
     p.add_argument("--limit", type=positive_int, metavar="N", help="with --reports-from: only the first N reports of FILE")
-    p.add_argument("--form", default="auto", choices=["auto", "dense", "flex", "two_stage", "shared"],
+    p.add_argument("--form", default="auto", choices=["auto", "two_stage", "shared"],
                    help="packed form (auto: shared on CPU for attention-only models without windows, else two_stage)")
-    p.add_argument("--baseline", default="naive", choices=["naive", "single", "none"],
-                   help="baseline form (none: skip the one-prompt-per-rubric column, minutes on a real report)")
+    p.add_argument("--baseline", default="single", choices=["single", "none"],
+                   help="baseline: single, each prompt alone; none skips the one-prompt-per-rubric column "
+                   "(minutes on a real report)")
     p.add_argument("--repeats", type=positive_int, default=3,
                    help="timed runs of each column after its warm-up (min/median/max are printed)")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"],

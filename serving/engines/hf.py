@@ -109,11 +109,7 @@ class HFEngine(Engine):
         self, groups: Sequence[ChoiceGroup], choices: Sequence[str]
     ) -> Iterator[tuple[list[int], list[list[ChoiceResult]]]]:
         """`score_choices`, yielding (group indices, their results) as soon as they exist, so a
-        caller can save them before a kill: group by group where the kernel runs groups one at
-        a time anyway (two_stage, naive, single); the whole call where one pass packs several."""
-        if self.scorer.form in ("dense", "flex"):
-            yield list(range(len(groups))), self.score_choices(groups, choices)
-            return
+        caller can save them before a kill: group by group, as the kernel runs them anyway."""
         for i, group in enumerate(groups):
             yield [i], self.score_choices([group], choices)
 

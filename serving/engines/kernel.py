@@ -1,23 +1,23 @@
 """The packed judge kernel: score many prompts that share a prefix in one forward pass.
 
-All rubric prompts of one report share a long prefix (template head + question + report)
-and differ in a short suffix. A group is packed as `[prefix, suffix_1 … suffix_n]`: suffix
-positions restart at len(prefix), a suffix sees the whole prefix and itself causally and
-never another suffix, and logits are computed only at each suffix's last token. Several
-groups share a pass up to a token budget; a group is never split.
+All rubric prompts of one report (a group) share a long prefix (template head + question +
+report) and differ in a short suffix. The prefix runs once; each suffix sees the whole prefix
+and itself causally, never another suffix, its positions continuing after the prefix, and
+logits are computed only at each suffix's last token. Groups run one at a time.
 
-Forms (all must equal scoring each prompt alone; tests check it):
-- `dense`: one packed sequence, a 4D boolean mask through SDPA (any device);
-- `flex`: the same packing with a FlexAttention block mask (CUDA; sparse, so masked blocks
-  cost nothing);
-- `two_stage`: the prefix once with its KV cache, then all suffixes as one batch over
-  that cache (each row of a batch holds a copy of the prefix's KV);
+Forms (the packed ones must equal scoring each prompt alone; tests check it):
+- `two_stage`: the prefix once with its KV cache, then the suffixes in batches over that
+  cache (each row of a batch holds a copy of the prefix's KV);
 - `shared`: the prefix once, then all suffixes as one batch whose attention reads the one
   prefix KV for every row (serving.engines.shared_attention: no per-row copy, an exact
   log-sum-exp merge with each row's own keys), so a report's rubrics stay in one batch
   whatever the prefix length; attention-only models without sliding windows;
-- `naive`: the baseline, every full prompt, batched with right padding;
-- `single`: every prompt alone, batch size 1 (the reference).
+- `single`: every prompt alone, batch size 1: the reference of the tests, the baseline of
+  `lifesearch bench judge`, and the one form for hybrid and linear-attention models.
+
+Removed (issue 31): `dense` and `flex` (one packed sequence of several reports under a 4D or a
+FlexAttention block mask; slower than two_stage on CPU and on an H200, docs/benchmarks.md) and
+`naive` (every full prompt in padded batches: `single` computes the same without padding).
 """
 
 from __future__ import annotations
@@ -103,86 +103,6 @@ def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
     return max(n, 0)
 
 
-@dataclass
-class Packed:
-    """Groups laid out for one packed forward pass."""
-
-    ids: list[int] = field(default_factory=list)
-    positions: list[int] = field(default_factory=list)
-    group: list[int] = field(default_factory=list)
-    segment: list[int] = field(default_factory=list)
-    ends: list[int] = field(default_factory=list)  # index of each item's last token, in item order
-
-    def add_group(self, items: Sequence[Item], gid: int) -> None:
-        p = common_prefix_len([it.ids for it in items])
-        prefix = items[0].ids[:p]
-        self._extend(prefix, range(p), gid, 0)
-        for k, it in enumerate(items, start=1):
-            suffix = it.ids[p:]
-            self._extend(suffix, range(p, p + len(suffix)), gid, k)
-            self.ends.append(len(self.ids) - 1)
-
-    def _extend(self, ids: Sequence[int], pos: range, gid: int, seg: int) -> None:
-        self.ids += ids
-        self.positions += pos
-        self.group += [gid] * len(ids)
-        self.segment += [seg] * len(ids)
-
-
-def packed_size(items: Sequence[Item]) -> int:
-    p = common_prefix_len([it.ids for it in items])
-    return p + sum(len(it.ids) - p for it in items)
-
-
-def plan_passes(groups: Sequence[Sequence[Item]], budget: int) -> list[list[int]]:
-    """Greedy bins of consecutive group indices with packed size ≤ budget (a big group goes alone)."""
-    bins: list[list[int]] = []
-    used = budget + 1
-    for gi, items in enumerate(groups):
-        size = packed_size(items)
-        if bins and used + size <= budget:
-            bins[-1].append(gi)
-            used += size
-        else:
-            bins.append([gi])
-            used = size
-    return bins
-
-
-def dense_mask(pk: Packed, window: int | None, device: Any):
-    """(1, 1, L, L) bool: same group, key in the prefix or the query's own suffix, causal."""
-    import torch
-
-    g = torch.tensor(pk.group, device=device)
-    s = torch.tensor(pk.segment, device=device)
-    pos = torch.tensor(pk.positions, device=device)
-    idx = torch.arange(len(pk.ids), device=device)
-    allowed = (g[:, None] == g[None, :]) & ((s[None, :] == 0) | (s[None, :] == s[:, None]))
-    allowed &= idx[None, :] <= idx[:, None]
-    if window is not None:
-        allowed &= (pos[:, None] - pos[None, :]) < window
-    return allowed[None, None]
-
-
-def flex_block_mask(pk: Packed, window: int | None, device: Any):
-    """The same mask as a FlexAttention BlockMask (only the allowed blocks are computed)."""
-    import torch
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    g = torch.tensor(pk.group, device=device)
-    s = torch.tensor(pk.segment, device=device)
-    pos = torch.tensor(pk.positions, device=device)
-
-    def mask_mod(b, h, q, kv):
-        ok = (g[q] == g[kv]) & ((s[kv] == 0) | (s[kv] == s[q])) & (kv <= q)
-        if window is not None:
-            ok = ok & ((pos[q] - pos[kv]) < window)
-        return ok
-
-    n = len(pk.ids)
-    return create_block_mask(mask_mod, B=None, H=None, Q_LEN=n, KV_LEN=n, device=device)
-
-
 def _shared_ok(model: Any) -> bool:
     """Whether the `shared` form applies: attention on every layer, no sliding window, no softcapping."""
     try:
@@ -217,8 +137,8 @@ class PackedScorer:
             check_attention_only(model.config)
         self.window = sliding_window(model.config)
         # auto: shared where the model allows it (see _auto_form), else two_stage: on an H200 (8B-shaped
-        # Llama, bf16, 8 reports × 20 rubrics, prefix 5000) two_stage ran 1.8× faster than flex packing
-        # (docs/benchmarks.md), and on CPU 2–5× faster than dense.
+        # Llama, bf16, 8 reports × 20 rubrics, prefix 5000) two_stage ran 1.8× faster than packing the
+        # reports into one sequence under a FlexAttention mask (docs/benchmarks.md).
         self.form = _auto_form(model) if form == "auto" else form
         if self.form == "shared" and not _shared_ok(model):
             raise UnsupportedModelError("kernel form 'shared' needs an attention-only model without sliding "
@@ -235,23 +155,12 @@ class PackedScorer:
 
         t0 = time.perf_counter()
         with torch.inference_mode():
-            if self.form in ("dense", "flex"):
-                out: list[list[list[float]]] = []
-                for gids in plan_passes(groups, self.token_budget):
-                    stop.check()
-                    out += self._packed([groups[g] for g in gids], flex=self.form == "flex")
-                    decided(sum(len(groups[g]) for g in gids))
-            elif self.form == "two_stage":
+            if self.form == "two_stage":
                 out = [self._two_stage(items) for items in groups]
             elif self.form == "shared":
                 out = [self._shared(items) for items in groups]
             else:
-                flat = [it for items in groups for it in items]
-                rows = self._naive(flat) if self.form == "naive" else [self._single(it) for it in flat]
-                out, k = [], 0
-                for items in groups:
-                    out.append(rows[k : k + len(items)])
-                    k += len(items)
+                out = [[self._single(it) for it in items] for items in groups]
         self.stats.prompt_tokens += sum(len(it.ids) for items in groups for it in items)
         self.stats.decisions += sum(len(items) for items in groups)
         self.stats.seconds += time.perf_counter() - t0
@@ -261,36 +170,6 @@ class PackedScorer:
         import torch
 
         return torch.tensor(rows, dtype=torch.long, device=self.device)
-
-    def _packed(self, groups: Sequence[Sequence[Item]], *, flex: bool) -> list[list[list[float]]]:
-        pk = Packed()
-        for gid, items in enumerate(groups):
-            pk.add_group(items, gid)
-        mask = flex_block_mask(pk, self.window, self.device) if flex else dense_mask(pk, self.window, self.device)
-        before = self.model.config._attn_implementation
-        if flex and before != "flex_attention":
-            self.model.set_attn_implementation("flex_attention")
-        try:
-            out = self.model(
-                input_ids=self._tensor([pk.ids]),
-                position_ids=self._tensor([pk.positions]),
-                attention_mask=mask,
-                logits_to_keep=self._tensor(pk.ends),
-                use_cache=False,
-            )
-        finally:
-            # The model is shared (generate mode, other forms): left on flex_attention, every later
-            # forward with a boolean mask computed something else (seen on an H200: Δlogprob 4.6).
-            if self.model.config._attn_implementation != before:
-                self.model.set_attn_implementation(before)
-        self.stats.add("flex" if flex else "dense", len(pk.ids))
-        flat = [it for items in groups for it in items]
-        lps = _candidate_logprobs(out.logits[0], flat)
-        res, k = [], 0
-        for items in groups:
-            res.append(lps[k : k + len(items)])
-            k += len(items)
-        return res
 
     def _two_stage(self, items: Sequence[Item]) -> list[list[float]]:
         import copy
@@ -381,23 +260,6 @@ class PackedScorer:
         col = {e: i for i, e in enumerate(keep)}
         logits = out.logits[torch.arange(len(rows), device=self.device), self._tensor([col[e] for e in ends])]
         return _candidate_logprobs(logits, items)
-
-    def _naive(self, flat: Sequence[Item]) -> list[list[float]]:
-        """Baseline: full prompts, batched with padding up to the token budget."""
-        out: list[list[float]] = []
-        start = 0
-        while start < len(flat):  # bounded: every turn consumes at least one item
-            end, width = start, 0
-            while end < len(flat) and max(width, len(flat[end].ids)) * (end - start + 1) <= self.token_budget:
-                width = max(width, len(flat[end].ids))
-                end += 1
-            end = max(end, start + 1)
-            part = flat[start:end]
-            stop.check()
-            out += self._batch([it.ids for it in part], part, offset=0, cache=None)
-            decided(len(part))
-            start = end
-        return out
 
     def _single(self, it: Item) -> list[float]:
         stop.check()

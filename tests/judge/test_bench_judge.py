@@ -44,12 +44,12 @@ def test_json_has_both_sides_and_they_agree(bench):
 
 def test_text_output(bench):
     r = bench(*ARGS)
-    assert r.returncode == 0 and "speedup" in r.stdout and "baseline (naive)" in r.stdout
+    assert r.returncode == 0 and "speedup" in r.stdout and "baseline (single)" in r.stdout
     # before the minutes of work: the inputs, then per form an estimate and when it is done (stderr)
-    said = [line for line in r.stderr.splitlines() if line.startswith(("inputs:", "shared:", "naive:"))]
+    said = [line for line in r.stderr.splitlines() if line.startswith(("inputs:", "shared:", "single:"))]
     assert said[0].startswith("inputs: 1 report(s) × 5 rubrics, prefix 192 + suffix 24 tokens; model tiny-llama")
     assert [line.split(" ")[:2] for line in said[1:]] == [["shared:", "about"], ["shared:", "done"],
-                                                          ["naive:", "about"], ["naive:", "done"]]
+                                                          ["single:", "about"], ["single:", "done"]]
     assert "tokens/s, so roughly" in said[1]
 
 

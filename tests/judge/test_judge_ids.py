@@ -43,7 +43,7 @@ def test_derived_ids_name_the_model_and_mode_and_tell_configs_apart(tmp_path, mo
     base = judge("smollm2-135m")
     assert base.id == judge("smollm2-135m").id and base.id.startswith("smollm2-135m/choice/")
     # where and how fast it runs, and settings the mode ignores, keep the id ...
-    same = [judge("smollm2-135m", device="cpu", kernel="dense", token_budget=512, runs=3, groups_per_call=1),
+    same = [judge("smollm2-135m", device="cpu", kernel="two_stage", token_budget=512, runs=3, groups_per_call=1),
             judge("smollm2-135m", max_tokens=64, temperature=0.7, retries=0),  # generate-only settings
             base.updated(model={"device": "cuda"}, runs=5)]
     assert {j.id for j in same} == {base.id}

@@ -32,7 +32,7 @@ class SpyBar:
             self.advance(done - self.done)
 
 
-@pytest.mark.parametrize("kernel", ["two_stage", "naive", "single"])
+@pytest.mark.parametrize("kernel", ["two_stage", "shared", "single"])
 def test_one_report_moves_the_bar_decision_by_decision(tmp_path, monkeypatch, kernel):
     from serving.engines.hf import HFEngine
 

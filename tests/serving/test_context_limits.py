@@ -58,7 +58,7 @@ def spy_items(backend, monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("form", ["two_stage", "dense", "single"])
+@pytest.mark.parametrize("form", ["two_stage", "shared", "single"])
 def test_long_report_is_fitted_in_choice_mode(backend, monkeypatch, form):
     assert len(backend.tokenizer(REPORT)["input_ids"]) > 4 * LIMIT
     backend.scorer.form = form

@@ -36,7 +36,7 @@ def test_forms_agree_on_real_judge_prompts(backend):
     tasks = load_tasks(resource_path("data", "sample", "tasks.jsonl"))
     groups = groups_for([tasks[0], tasks[-1]])  # one English, one Chinese
     ref = backend.score_choices(groups, CHOICES)
-    for form in ("two_stage", "dense"):
+    for form in ("two_stage", "shared"):
         backend.scorer.form = form
         got = backend.score_choices(groups, CHOICES)
         diffs = [abs(a.probs[0] - b.probs[0]) for ga, gb in zip(ref, got) for a, b in zip(ga, gb)]
