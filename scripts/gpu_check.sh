@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA-only checks, for a machine with one NVIDIA GPU and no network (about 6 minutes):
 #  1. the packed kernel's CUDA form (two_stage) against scoring each prompt alone (tests/gpu:
-#     fp32 ≤ 1e-4, bf16 bounded by bf16's own error), and the vLLM smoke test where vLLM is installed;
+#     fp32 log-probs ≤ 1e-3, bf16 bounded by bf16's own error), and the vLLM smoke test where vLLM is installed;
 #  2. `bench judge` on an 8B-shaped random Llama in bf16: decisions/s and fraction of bf16 peak of the
 #     two-stage form (the CUDA default), at the judge's default token budget and with every rubric of a
 #     report in one batch; 3 timed runs each (min/median/max), one JSON object each.

@@ -1,4 +1,4 @@
-"""Shared fixtures (paths, small task builders) and the two-worker schedule of the suite."""
+"""Fixtures every folder of the suite may use, and the two-worker schedule of the suite."""
 
 from __future__ import annotations
 
@@ -8,39 +8,36 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures"
-
-
-def rubric(rid: str, weight: float, **kw) -> dict:
-    return {
-        "id": rid,
-        "criterion": kw.pop("criterion", f"The response should state {rid}."),
-        "type": kw.pop("type", "Objective"),
-        "necessity": kw.pop("necessity", "Explicit"),
-        "priority": kw.pop("priority", "Must Have"),
-        "weight": weight,
-        **kw,
-    }
-
-
-def task(tid: str, rubrics: list[dict], **kw) -> dict:
-    return {"id": tid, "language": kw.pop("language", "en"), "domain": kw.pop("domain", "company"),
-            "question": kw.pop("question", f"Question {tid}?"), "rubrics": rubrics, **kw}
-
-
-def write_jsonl(path: Path, rows: list, raw_lines: dict[int, str] | None = None) -> Path:
-    """Write rows as JSONL; raw_lines replaces line N (1-based) with literal text."""
-    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
-    for n, text in (raw_lines or {}).items():
-        lines[n - 1] = text
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+from tests.helpers.inputs import AGREE, ROOT
 
 
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture
+def server():
+    """A loopback HTTP server whose routes a test sets (tests/helpers/web_server.py), for the web layer's
+    tests and the web commands'. (tests/vllm_cpu/ gives the name to vLLM's OpenAI server there.)"""
+    from tests.helpers.web_server import LoopbackServer
+
+    with LoopbackServer() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def agree_records() -> dict:
+    """The agree fixtures loaded (tasks, judgments, labels): the hand-computed cases of the metrics and the commands."""
+    from lifesearch_local.records import Judgment, Label
+    from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import load_tasks
+
+    return {
+        "tasks": load_tasks(AGREE / "tasks.jsonl"),
+        "judgments": read_records(AGREE / "judgments.jsonl", Judgment),
+        "labels": read_records(AGREE / "labels.jsonl", Label),
+    }
 
 
 @pytest.fixture(scope="session")
@@ -55,8 +52,6 @@ def smollm2_path() -> Path:
     return smollm2_dir()
 
 
-# -- running on two workers (pytest -n 2, as the README's test command does) ----------------
-
 # Each module's tests run on one worker, so that a module's fixtures (a demo run, a built model)
 # are made once, not once per worker. Modules that start a Ray cluster share one worker, one
 # after another: two local clusters at once would each take a share of the machine (object
@@ -64,7 +59,8 @@ def smollm2_path() -> Path:
 # effect with pytest 9.) The modules are handed out longest first, by the seconds each took in a
 # recorded run (tests/durations.json; `pytest -n 2 --record-durations` rewrites it), so that the
 # last minute is not one long module on one worker while the other sits idle.
-RAY_MODULES = {"test_pool.py", "test_ray_token.py", "test_cluster.py", "test_agent_cli.py"}
+RAY_MODULES = {"tests/serving/ray/test_pool.py", "tests/serving/ray/test_session.py", "tests/run/test_pipeline_cluster.py",
+               "tests/cli/test_run.py"}
 DURATIONS = ROOT / "tests" / "durations.json"
 UNKNOWN_MODULE_S = 1.0  # a module not in the record yet: among the short ones
 
@@ -75,7 +71,7 @@ def module_of(nodeid: str) -> str:
 
 def scope_of(nodeid: str) -> str:
     path = module_of(nodeid)
-    return "ray" if Path(path).name in RAY_MODULES else path
+    return "ray" if path in RAY_MODULES else path
 
 
 def recorded_durations() -> dict[str, float]:
@@ -119,8 +115,9 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session, exitstatus):
     if session.config.getoption("--record-durations") and not os.environ.get("PYTEST_XDIST_WORKER"):
-        known = recorded_durations()
-        known.update({k: round(v, 1) for k, v in _seconds.items()})  # a partial run updates its modules only
+        # a partial run updates its modules only; modules that no longer exist leave the record
+        known = {k: v for k, v in recorded_durations().items() if (ROOT / k).is_file()}
+        known.update({k: round(v, 1) for k, v in _seconds.items()})
         DURATIONS.write_text(json.dumps(dict(sorted(known.items())), indent=0) + "\n")
 
 
@@ -135,3 +132,4 @@ def pytest_configure(config):
             torch.set_num_threads(1)
         except ImportError:
             pass
+

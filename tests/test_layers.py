@@ -108,6 +108,55 @@ def test_no_test_module_imports_another():
     assert found == []
 
 
+# Folders of tests that run a real service in an environment of their own, and tests of the repository itself.
+SPECIAL_TEST_DIRS = ("slurm", "vllm_cpu", "gpu")
+REPOSITORY_TESTS = {"test_layers.py", "test_readme.py", "test_docs.py", "test_slurm.py"}
+
+
+def _tested_module(test: Path) -> str | None:
+    """The module a test file is named after (tests/<pkg path>/test_<module>[_<aspect>].py), or None."""
+    rel = test.relative_to(ROOT / "tests")
+    package = ("serving",) if rel.parts[0] == "serving" else ("lifesearch_local",)
+    folder = ROOT.joinpath(*package, *rel.parts[1 if package == ("serving",) else 0:-1])
+    stem = rel.stem.removeprefix("test_")
+    if stem == "init" and (folder / "__init__.py").is_file():
+        return _module_name(folder / "__init__.py")
+    words = stem.split("_")
+    for n in range(len(words), 0, -1):  # the longest module name that fits: agreement_ci before agreement
+        if (folder / f"{'_'.join(words[:n])}.py").is_file():
+            return _module_name(folder / f"{'_'.join(words[:n])}.py")
+    return None
+
+
+def test_test_modules_mirror_the_source_tree():
+    # tests/<package>/test_<module>.py: a reader finds a module's tests where the module is
+    tests = [p for p in sorted((ROOT / "tests").rglob("test_*.py"))
+             if p.relative_to(ROOT / "tests").parts[0] not in (*SPECIAL_TEST_DIRS, "helpers", "fixtures")
+             and p.relative_to(ROOT / "tests").as_posix() not in REPOSITORY_TESTS]
+    assert len(tests) > 50
+    assert [str(p.relative_to(ROOT)) for p in tests if _tested_module(p) is None] == []
+
+
+def test_the_mirror_rule_names_the_module():
+    assert _tested_module(ROOT / "tests/analysis/test_agreement_ci.py") == "lifesearch_local.analysis.agreement_ci"
+    assert _tested_module(ROOT / "tests/run/test_pipeline_kill.py") == "lifesearch_local.run.pipeline"
+    assert _tested_module(ROOT / "tests/serving/engines/test_kernel.py") == "serving.engines.kernel"
+    assert _tested_module(ROOT / "tests/cli/test_init.py") == "lifesearch_local.cli"
+    assert _tested_module(ROOT / "tests/test_hardening3.py") is None
+    assert _tested_module(ROOT / "tests/judge/test_judge_cli.py") is None
+
+
+def test_the_schedule_names_only_test_modules_that_exist():
+    # tests/durations.json orders the modules for the two workers; a stale name is a module that moved
+    import json
+
+    recorded = json.loads((ROOT / "tests" / "durations.json").read_text(encoding="utf-8"))
+    assert [k for k in recorded if not (ROOT / k).is_file() or not Path(k).name.startswith("test_")] == []
+    from tests.conftest import RAY_MODULES
+
+    assert sorted(m for m in RAY_MODULES if not (ROOT / m).is_file()) == []
+
+
 def test_the_print_finder_sees_a_print():
     tree = ast.parse("def f():\n    print('x')\n")
     assert [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "print"] == [2]

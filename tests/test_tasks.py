@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import rubric, task, write_jsonl
 
 from lifesearch_local.errors import InputError
 from lifesearch_local.records import Domain
 from lifesearch_local.tasks import load_tasks, parse_domain, summarize
+from tests.helpers.inputs import rubric, task, write_jsonl
 
 
 def test_accepts_paper_spellings_case_insensitively(tmp_path):
@@ -37,10 +37,14 @@ def test_rubric_ids_default_to_paper_numbering(tmp_path):
     assert [x.id for x in t.rubrics] == ["R1", "R2"]
 
 
-@pytest.mark.parametrize("domain", ["comp.", "ACADEMIC", "Financial markets", "policy, regulation and government data",
-                                    "Industry news & trends", "everyday facts", "tech."])
+SPELLINGS = {"comp.": Domain.company, "ACADEMIC": Domain.academic, "Financial markets": Domain.financial,
+             "policy, regulation and government data": Domain.policy, "Industry news & trends": Domain.industry,
+             "everyday facts": Domain.everyday, "tech.": Domain.technical}
+
+
+@pytest.mark.parametrize("domain", list(SPELLINGS))
 def test_domain_spellings(domain):
-    assert isinstance(parse_domain(domain), Domain)
+    assert parse_domain(domain) is SPELLINGS[domain]
 
 
 BAD = [

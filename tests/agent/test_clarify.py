@@ -7,8 +7,7 @@ import json
 import pytest
 
 from lifesearch_local.agent.clarify import is_clarification
-
-from .conftest import ROOT
+from tests.helpers.inputs import ROOT
 
 
 @pytest.mark.parametrize("text", [

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lifesearch_local.reporteval.claims import extract_claims, parse_references, split_sentences
-
-from .conftest import sample_report
+from tests.helpers.reporteval import sample_report
 
 NUMBERED = """# Report
 

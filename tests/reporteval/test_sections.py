@@ -9,8 +9,7 @@ from lifesearch_local.reporteval.config import ReportEvalConfig
 from lifesearch_local.reporteval.items import ReportItem
 from lifesearch_local.reporteval.redundancy import plan_pairs
 from lifesearch_local.reporteval.sections import heading_key, pair_seed, sample_pairs, split_sections
-
-from .conftest import sample_report
+from tests.helpers.reporteval import sample_report
 
 EN = """# Solar in Ruritania
 

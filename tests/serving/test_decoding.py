@@ -8,9 +8,12 @@ pytest.importorskip("torch")
 
 from lifesearch_local.llm.models import engine_config  # noqa: E402
 from serving.config import model_config  # noqa: E402
-from serving.decoding import _byte_decoder, decode_generated  # noqa: E402
+from serving.decoding import JsonObjectEnd, _byte_decoder, cut_after_json, decode_generated, json_object_end  # noqa: E402  # noqa: E402
+from serving.engines.hf import HFEngine  # noqa: E402
 from serving.engines.tiny import train_tokenizer, wrap_tokenizer  # noqa: E402
-from serving.protocol import ChatRequest  # noqa: E402
+from serving.protocol import (
+    ChatRequest,  # noqa: E402
+    )
 
 FFFD = "\ufffd"
 
@@ -43,7 +46,6 @@ def test_a_spelled_out_replacement_character_and_markup_tokens_survive(tok):
 def test_hf_backend_generate_decodes_without_replacement_characters(monkeypatch):
     import torch
 
-    from serving.engines.hf import HFEngine
 
     # the padded path, where `model.generate` can be replaced (prefix_decode decodes with the same function)
     backend = HFEngine(engine_config(model_config(model="tiny-qwen3", device="cpu", kernel="single", generate_form="padded")))
@@ -58,3 +60,24 @@ def test_hf_backend_generate_decodes_without_replacement_characters(monkeypatch)
     (gen,) = backend.generate([ChatRequest(messages=[{"role": "user", "content": "fee?"}], max_tokens=len(body) + 2)])
     assert FFFD not in gen.text and gen.text == "价格 45"
     assert gen.finish_reason == "length" and gen.output_tokens == len(body) + 2
+
+
+@pytest.mark.parametrize("text,end", [
+    ('{"satisfied": false, "reason": "no"}\n\nMore', 36),
+    ('Sure: {"a": {"b": "}"}, "c": "\\"}"} x', 35),
+    ('```json\n{"satisfied": true}\n```', 27),
+    ('"}" {"a": 1', None),
+    ("no object", None),
+])
+def test_json_object_end(text, end):
+    assert json_object_end(text) == end
+    tracker = JsonObjectEnd()
+    fed = [tracker.feed(text[:k]) for k in range(1, len(text) + 1)]  # as decoding grows the text
+    assert fed[-1] == end and (end is None or fed.index(end) == end - 1)
+    assert cut_after_json(text) == ((text[:end], True) if end else (text, False))
+
+
+def test_json_object_end_waits_for_a_split_character():
+    tracker = JsonObjectEnd()
+    assert tracker.feed('{"r": "a\ufffd') is None
+    assert tracker.feed('{"r": "a价"} tail') == 11

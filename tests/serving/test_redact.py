@@ -10,7 +10,9 @@ from urllib.parse import quote, quote_plus
 import httpx
 import pytest
 
+from lifesearch_local.records import Judgment
 from serving import redact as R
+from tests.helpers.inputs import J
 
 KEY = "sk-Live_9f8e7d6c5b4a/3+21zyXW"  # '/' and '+' make the URL- and JSON-escaped forms differ
 
@@ -66,7 +68,6 @@ def test_ordinary_text_and_short_values_are_left_alone():
 
 
 def test_records_written_through_jsonl_are_redacted(tmp_path):
-    from lifesearch_local.records import Judgment
     from lifesearch_local.rundir.jsonl import append_lines
 
     j = Judgment(task_id="t", agent="a", rubric_id="R1", judge="j", satisfied=True,
@@ -133,3 +134,62 @@ def test_an_endpoint_error_echoing_any_form_of_the_key_shows_none(form):
         OpenAIEngine(cfg, transport=httpx.MockTransport(handler)).generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])
     assert form not in str(e.value) and KEY not in str(e.value)
     assert e.value.status == 401 and e.value.config_error and "http://endpoint.test/v1/chat/completions" in str(e.value)
+
+
+# -- every encoding of a key from the environment, in judgments and HTTP errors -------------------------------
+
+SECRET = "sk-Live_9f8e7d6c5b4a/3+21zyXW"
+
+
+def _encoded_forms() -> dict[str, str]:
+    return {
+        "quote, safe '/'": quote(SECRET),
+        "quote, safe ''": quote(SECRET, safe=""),
+        "every byte": "".join(f"%{b:02X}" for b in SECRET.encode()),
+        "every byte, lower": "".join(f"%{b:02x}" for b in SECRET.encode()),
+        "double": quote(quote(SECRET, safe=""), safe=""),
+        "double, every byte": "".join(f"%25{b:02X}" for b in SECRET.encode()),
+        "json \\u": "".join(f"\\u{ord(c):04x}" for c in SECRET),
+        "json \\u in json": "".join(f"\\\\u{ord(c):04x}" for c in SECRET),
+        "mixed": "".join(f"%{ord(c):02X}" if i % 2 else c for i, c in enumerate(SECRET)),
+    }
+
+
+@pytest.fixture
+def secret(monkeypatch):
+    from serving import redact
+
+    monkeypatch.setattr(redact, "_secrets", set())
+    monkeypatch.setattr(redact, "_pattern", None)
+    monkeypatch.setenv("LS_H3_KEY", SECRET)
+    assert redact.secret_from_env("LS_H3_KEY") == SECRET
+    return SECRET
+
+
+@pytest.mark.parametrize("name", list(_encoded_forms()))
+def test_every_encoding_of_a_key_is_redacted_in_judgments_and_http_errors(tmp_path, secret, name):
+    from lifesearch_local.rundir.jsonl import append_lines
+    from serving.config import model_config
+    from serving.engines.openai import EndpointError, OpenAIEngine
+    from serving.protocol import ChatRequest
+
+    form = _encoded_forms()[name]
+    path = tmp_path / "judgments.jsonl"
+    append_lines(path, [Judgment.model_validate({**J, "reason": f"called with {form}.", "raw": f"<{form}>"})])
+    assert form not in path.read_text() and "***" in path.read_text()
+    for status in (401, 500):
+        def handler(request: httpx.Request, status: int = status) -> httpx.Response:
+            return httpx.Response(status, text=f"bad key {form}")
+
+        cfg = model_config(backend="openai", model="m", base_url="http://endpoint.test/v1", api_key_env="LS_H3_KEY",
+                           max_retries=1, retry_base_delay_s=0.0)
+        with pytest.raises(EndpointError) as e:
+            OpenAIEngine(cfg, transport=httpx.MockTransport(handler)).generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])
+        assert form not in str(e.value) and "***" in str(e.value), (status, str(e.value))
+
+
+def test_ordinary_percent_and_unicode_escapes_are_left_alone(secret):
+    from serving.redact import redact
+
+    text = "50%2F100 of sk-Live users; \\u0073k- is not a key; %73%6B only starts one"
+    assert redact(text) == text

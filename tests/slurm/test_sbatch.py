@@ -11,9 +11,11 @@ import time
 
 import pytest
 
-from .conftest import FINAL, Job, assert_same_records, job_env, lines, wait_for
+from tests.helpers.slurm import FINAL, Job, assert_same_records, job_env, lines, wait_for
 
 pytestmark = pytest.mark.slow
+
+
 NOISE = re.compile(r"srun: error|CANCELLED|Traceback|slurmstepd.*error")
 
 

@@ -6,14 +6,12 @@ import json
 import subprocess
 import sys
 
-from conftest import write_jsonl
-
 from lifesearch_local.records import Report
 from lifesearch_local.resources import resource_path
 from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
-
-from .test_engine import MAX_DP
+from tests.helpers.inputs import write_jsonl
+from tests.helpers.tolerances import P_TOL
 
 
 def test_bench_judge_backend_vllm_on_cpu(tmp_path):
@@ -30,7 +28,7 @@ def test_bench_judge_backend_vllm_on_cpu(tmp_path):
     out = json.loads(run.stdout)  # stdout is the JSON object alone: vLLM's log lines went to stderr
     assert "OpenMP thread binding" in run.stderr and out["judge_path"] is True
     assert out["decisions"] == 3 and out["device"] == "cpu" and out["dtype"] == out["vllm_dtype"] == "float32"
-    assert out["max_abs_diff"] <= MAX_DP and out["max_abs_diff_vllm"] <= MAX_DP, out
+    assert out["max_abs_diff"] <= P_TOL and out["max_abs_diff_vllm"] <= P_TOL, out
     # vLLM computed the report once: the second and third prompts read it from the prefix cache
     assert out["vllm_cached_tokens"] > 0 and out["vllm_tokens"] < out["naive_tokens"], out
     assert out["vllm_s"] > 0 and out["speedup_vs_vllm"] > 0

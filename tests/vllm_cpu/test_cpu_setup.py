@@ -13,12 +13,12 @@ import subprocess
 import sys
 
 import yaml
-from conftest import write_jsonl
 
 from lifesearch_local.records import Report
 from lifesearch_local.resources import resource_path
 from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
+from tests.helpers.inputs import write_jsonl
 
 
 def test_judge_through_vllm_on_cpu_binds_every_allowed_core_and_sizes_the_kv_cache(tmp_path):

@@ -5,18 +5,22 @@ from __future__ import annotations
 import asyncio
 import socket
 import sqlite3
+import subprocess
+import sys
 import threading
 
 import pytest
 
+from lifesearch_local.cli import main
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.web.cache import ReplayMiss, WebCache, normalize_url, page_key
 from lifesearch_local.web.fetcher import Fetcher
 from lifesearch_local.web.records import Document, Failure, SearchResult
 from lifesearch_local.web.search import Searcher
-
-from .conftest import RecordingConnector, fetch_all, make_config
-from .server import Reply
+from tests.helpers.cli import run_cli
+from tests.helpers.inputs import ROOT
+from tests.helpers.web import RecordingConnector, cache_with_page, fetch_all, forge_index, make_config
+from tests.helpers.web_server import Reply
 
 PAGE = b"<html><head><title>Page %d</title></head><body><article><p>" + b"Recorded content number %d. " * 20 + b"</p></article></body></html>"
 
@@ -194,8 +198,6 @@ def _replay(tmp_path, url):
 
 
 def _verify_cli(tmp_path, capsys) -> tuple[int, str]:
-    from lifesearch_local.cli import main
-
     code = main(["cache", "verify", str(tmp_path / "cache")])
     out = capsys.readouterr()
     return code, out.out + out.err
@@ -268,8 +270,6 @@ def test_edited_search_row_is_cache_corrupt(tmp_path, capsys):
 
 
 def test_verify_refuses_a_directory_that_is_not_a_cache(tmp_path, capsys):
-    from lifesearch_local.cli import main
-
     assert main(["cache", "verify", str(tmp_path)]) == 2
     assert "not a web cache" in capsys.readouterr().err
     assert not (tmp_path / "blobs").exists()  # verifying creates nothing
@@ -317,3 +317,57 @@ def test_a_blob_replaced_by_a_directory_is_cache_corrupt(server, tmp_path):
     path.unlink()
     path.mkdir()
     assert _replay(tmp_path, url).kind == "cache_corrupt"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "devzero"])
+def test_a_blob_that_is_a_fifo_or_a_symlink_to_dev_zero_is_cache_corrupt(tmp_path, kind):
+    script = f"""
+import os, sys
+sys.path.insert(0, {str(ROOT)!r})
+from lifesearch_local.web.cache import WebCache
+cache = WebCache({str(tmp_path / 'cache')!r})
+sha = cache._db().execute("SELECT body_sha256 FROM pages").fetchone()[0]
+path = cache.blob_path(sha)
+path.unlink()
+if {kind!r} == "fifo":
+    os.mkfifo(path)
+else:
+    os.symlink("/dev/zero", path)
+res = cache.get_page("k1")
+print(res.kind, "|", res.message)
+rep = cache.verify()
+print(rep.ok, "|", rep.problems)
+"""
+    cache_with_page(tmp_path / "cache")[0].close()
+    # in a child with a memory cap and a timeout: the break is a hang (FIFO) or memory exhaustion (/dev/zero)
+    res = subprocess.run([sys.executable, "-c", "import resource; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+                          + script], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr[-2000:]
+    first, second = res.stdout.splitlines()[:2]
+    assert first.startswith("cache_corrupt |"), res.stdout
+    assert "not a plain file" in first or "symbolic link" in first
+    assert second.startswith("False |")
+
+
+@pytest.mark.parametrize("how", ["null_checksum", "recomputed_checksum", "null_mac"])
+def test_a_forged_cache_row_is_detected(tmp_path, capsys, how):
+    from lifesearch_local.web.cache import row_sha256
+
+    root = tmp_path / "cache"
+    cache, doc = cache_with_page(root)
+    cache.close()
+    forged = doc.model_copy(update={"text": "FORGED text", "body_sha256": cache._db().execute(
+        "SELECT body_sha256 FROM pages").fetchone()[0]}).model_dump_json()
+    con = sqlite3.connect(root / "index.sqlite")
+    key, url, as_of, body = con.execute("SELECT key, url, as_of, body_sha256 FROM pages").fetchone()
+    con.close()
+    checksum = "NULL" if how == "null_checksum" else f"'{row_sha256(key, url, as_of, forged, body)}'"
+    con = sqlite3.connect(root / "index.sqlite")
+    keyed = "row_mac" in {r[1] for r in con.execute("PRAGMA table_info(pages)")}
+    con.close()
+    mac = ", row_mac = NULL" if keyed and how != "recomputed_checksum" else ""  # the forger blanks it too
+    forge_index(root, f"UPDATE pages SET result = '{forged.replace(chr(39), chr(39) * 2)}', row_sha256 = {checksum}{mac}")
+    got = WebCache(root).get_page("k1")
+    assert got.kind == "cache_corrupt", got
+    code, out, err = run_cli(["cache", "verify", str(root)], capsys)
+    assert code == 1 and "CORRUPT" in err and "row MAC" in out, out + err

@@ -7,9 +7,8 @@ import asyncio
 import pytest
 
 from lifesearch_local.web.ssrf import AddressPolicy, StaticResolver, UnsafeAddressError, checked_addresses
-
-from .conftest import RecordingConnector, fetch_all, fetch_one, make_config
-from .server import Reply
+from tests.helpers.web import RecordingConnector, fetch_all, fetch_one, make_config
+from tests.helpers.web_server import Reply
 
 REFUSED = [
     "10.0.0.1",
@@ -204,7 +203,7 @@ def _ipv6_loopback() -> bool:
 
 @pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this machine")
 def test_ipv6_literal_urls_fetch_with_robots_on():
-    from .server import LoopbackServer
+    from tests.helpers.web_server import LoopbackServer
 
     with LoopbackServer(bind="::1") as server:
         server.routes["/robots.txt"] = Reply(body=b"User-agent: *\nDisallow: /private\n", content_type="text/plain")

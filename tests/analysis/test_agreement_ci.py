@@ -1,0 +1,93 @@
+"""Agreement intervals: the clustered bootstrap against the point metrics, naive intervals, scipy, judge against judge."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import kendalltau, spearmanr
+
+from lifesearch_local.analysis.agreement import Item, auroc, ece, item_metrics, kappa
+from lifesearch_local.analysis.agreement_ci import (
+    cluster,
+    judge_ci,
+    kendall_rows,
+    metrics_from_sums,
+    spearman_rows,
+)
+
+
+def table_items(tp: int, fn: int, fp: int, tn: int) -> list[Item]:
+    """A 2×2 table (label × decision) as items, one report each."""
+    cells = [(True, True)] * tp + [(True, False)] * fn + [(False, True)] * fp + [(False, False)] * tn
+    return [Item(("t", "a", i, "r"), y, [d], [None]) for i, (y, d) in enumerate(cells)]
+
+
+def test_kappa_on_a_hand_computed_two_by_two():
+    # TP 20, FN 5, FP 10, TN 15: p_o = 35/50 = .7, p_e = .6·.5 + .4·.5 = .5, κ = (.7 − .5)/.5 = .4
+    items = table_items(20, 5, 10, 15)
+    assert kappa([it.decisions[0] for it in items], [it.label for it in items]) == pytest.approx(0.4)
+    c = cluster(items)
+    point = metrics_from_sums(c.sums.sum(axis=0)[None], c.runs)
+    assert point["kappa"][0] == pytest.approx(0.4) and point["accuracy_mean"][0] == pytest.approx(0.7)
+
+
+def random_items(rng: np.random.Generator, n_reports: int, per_report: int, runs: int = 3) -> list[Item]:
+    items = []
+    for k in range(n_reports):
+        skill = rng.beta(4, 2)  # the judge is better on some reports than on others
+        for r in range(per_report):
+            y = bool(rng.random() < 0.5)
+            dec = [None if rng.random() < 0.03 else (y if rng.random() < skill else not y) for _ in range(runs)]
+            p = [None if d is None else round(float(np.clip((0.8 if d else 0.2) + rng.normal(0, 0.15), 0, 1)), 2)
+                 for d in dec]
+            items.append(Item((f"t{k // 3}", f"a{k % 3}", 0, f"r{r}"), y, dec, p))
+    return items
+
+
+def test_resampled_metrics_equal_agreement_py_on_the_full_sample():
+    """The sums the bootstrap resamples reproduce agreement.py's metrics exactly when every report is drawn once."""
+    from lifesearch_local.analysis.agreement_ci import resampled_metrics
+
+    items = random_items(np.random.default_rng(2), 20, 8)
+    c = cluster(items)
+    once = resampled_metrics(c, np.ones((1, c.n_reports)))
+    want = item_metrics(items)
+    for m in ("accuracy_mean", "kappa", "majority_accuracy", "ece", "auroc"):
+        assert once[m][0] == pytest.approx(want[m], abs=1e-12), m
+    pooled = [(it.label, p) for it in items for p in it.p_true if p is not None]
+    assert want["auroc"] == pytest.approx(auroc([y for y, _ in pooled], [p for _, p in pooled]))
+    assert want["ece"] == pytest.approx(ece([y for y, _ in pooled], [p for _, p in pooled]))
+
+
+def test_clustered_interval_is_wider_than_naive_on_correlated_decisions():
+    items = random_items(np.random.default_rng(4), 40, 15, runs=1)
+    clustered = judge_ci(items)
+    naive = judge_ci([Item(("t", "a", i, "r"), it.label, it.decisions, it.p_true) for i, it in enumerate(items)])
+    for m in ("accuracy_mean", "kappa"):
+        wide, narrow = np.diff(clustered[m])[0], np.diff(naive[m])[0]
+        assert wide > 1.3 * narrow, (m, wide, narrow)
+
+
+def test_rank_correlations_per_row_match_scipy():
+    rng = np.random.default_rng(8)
+    x = rng.integers(0, 4, size=(50, 6)).astype(float)  # many ties
+    y = rng.integers(0, 4, size=(50, 6)).astype(float)
+    rho, tau = spearman_rows(x, y), kendall_rows(x, y)
+    for i in range(50):
+        want_rho, want_tau = spearmanr(x[i], y[i]).statistic, kendalltau(x[i], y[i]).statistic
+        assert (np.isnan(rho[i]) and np.isnan(want_rho)) or rho[i] == pytest.approx(want_rho)
+        assert (np.isnan(tau[i]) and np.isnan(want_tau)) or tau[i] == pytest.approx(want_tau)
+
+
+def test_a_judge_against_its_copy_and_against_a_worse_one():
+    from lifesearch_local.analysis.agreement_ci import judge_vs_judge
+
+    items = random_items(np.random.default_rng(6), 30, 6, runs=1)
+    flipped = [Item(it.key, it.label, [it.label if k % 3 else (not it.label)], it.p_true)  # wrong on every 3rd
+               for k, it in enumerate(items)]
+    same, worse, _ = judge_vs_judge({"a": items, "copy": list(items), "flip": flipped}, n_resamples=2000)
+    assert same["diff_accuracy_mean"] == {"diff": 0.0, "ci95": [0.0, 0.0]}
+    assert same["mcnemar"]["b"] == same["mcnemar"]["c"] == 0 and same["mcnemar"]["p_value"] == 1.0
+    right = np.array([it.decisions[0] == it.label for it in items])
+    want_b = int(np.sum(right & ~np.array([it.decisions[0] == it.label for it in flipped])))
+    assert (worse["a"], worse["b"]) == ("a", "flip") and worse["mcnemar"]["b"] == want_b

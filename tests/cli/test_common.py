@@ -1,0 +1,162 @@
+"""What the commands share: the caveats (random weights, a near-constant judge) under every table
+of judge-derived numbers and in report.html, and the agreement summary.
+
+The commands run in process with a scripted engine in place of a model (the caveats depend on
+the configs and the verdicts, not on the forward pass)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+
+import pytest
+
+from lifesearch_local.cli import main
+from tests.helpers.doubles import ScriptedBackend
+from tests.helpers.inputs import AGREE, rubric, task, write_jsonl
+
+RANDOM, CONSTANT = "WARNING: random weights", "WARNING: near-constant judge"
+
+
+# -- the caveats under each command's numbers ------------------------------------------------------------
+
+N_TASKS, N_RUBRICS, AGENTS = 2, 6, ("alpha", "beta")  # 24 decisions per judge: enough to call one constant
+P_TRUE = {"varied": lambda key, i, req: 0.9 if i % 2 == 0 else 0.2, "constant": lambda key, i, req: 0.97}
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    tasks = [task(f"t{i}", [rubric(f"R{k}", 0.5) for k in range(N_RUBRICS)]) for i in range(N_TASKS)]
+    reports = [{"task_id": f"t{i}", "agent": a, "run": 0, "text": f"Report {a} {i}."} for i in range(N_TASKS) for a in AGENTS]
+    labels = [{"task_id": f"t{i}", "agent": a, "rubric_id": f"R{k}", "satisfied": k % 3 == 0, "source": "human"}
+              for i in range(N_TASKS) for a in AGENTS for k in range(N_RUBRICS)]
+    model_dir = tmp_path / "org-judge"  # a local model directory: real weights, as far as the caveats know
+    model_dir.mkdir()
+    return {"tasks": write_jsonl(tmp_path / "tasks.jsonl", tasks), "reports": write_jsonl(tmp_path / "reports.jsonl", reports),
+            "labels": write_jsonl(tmp_path / "labels.jsonl", labels), "model": str(model_dir)}
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    """Every stage's model is a scripted engine whose p_true follows `engine.kind`."""
+    class Fake:
+        kind = "varied"
+
+    def open_fake(model, ray, name):
+        p = P_TRUE[Fake.kind]
+        return contextlib.nullcontext(ScriptedBackend(texts=lambda req: '{"score": 4}', p_true_fn=p))
+
+    monkeypatch.setattr("lifesearch_local.runtime.skeleton.default_open", open_fake)
+    return Fake
+
+
+def run_cli(capsys, *argv: str) -> tuple[str, str]:
+    capsys.readouterr()
+    assert main(list(argv)) == 0
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def judge(capsys, inputs, out, model: str) -> str:
+    stdout, _ = run_cli(capsys, "judge", "--tasks", str(inputs["tasks"]), "--reports", str(inputs["reports"]),
+                        "--model", model, "--out", str(out), "--quiet")
+    return stdout
+
+
+@pytest.mark.parametrize("kind,model,expect", [
+    ("varied", "dir", []), ("constant", "dir", [CONSTANT]), ("varied", "tiny-llama", [RANDOM]),
+])
+def test_judge_score_agree_and_report(inputs, engine, tmp_path, capsys, kind, model, expect):
+    engine.kind = kind
+    model = inputs["model"] if model == "dir" else model
+    out = tmp_path / "run"
+    said = {RANDOM: False, CONSTANT: False}
+    outputs = {"judge": judge(capsys, inputs, out, model)}
+    judgments = str(out / "judgments.jsonl")
+    outputs["score"], _ = run_cli(capsys, "score", "--tasks", str(inputs["tasks"]), "--judgments", judgments)
+    outputs["agree"], _ = run_cli(capsys, "agree", "--tasks", str(inputs["tasks"]), "--judgments", judgments,
+                                  "--labels", str(inputs["labels"]))
+    assert "LifeSearch scores" in outputs["score"] and "Judge agreement" in outputs["agree"]
+    json_out, json_err = run_cli(capsys, "score", "--tasks", str(inputs["tasks"]), "--judgments", judgments, "--json")
+    json.loads(json_out)  # the caveat goes to stderr: the JSON stays parseable
+    outputs["score --json (stderr)"] = json_err
+    for name in ("tasks", "reports"):  # a judge directory holds judgments only; `report` reads a run directory
+        shutil.copy(inputs[name], out / f"{name}.jsonl")
+    run_cli(capsys, "report", str(out))
+    page = (out / "report.html").read_text(encoding="utf-8")
+    for name, text in outputs.items():
+        for caveat in said:
+            assert (caveat in text) == (caveat in expect), (name, caveat, text[-600:])
+    scores = page[page.index('<h2 id="scores">'):]
+    assert ('id="random-weights"' in scores) == (RANDOM in expect)
+    assert ("near-constant" in scores) == (CONSTANT in expect)
+    if expect:  # above the tables, not below the fold
+        assert scores.index('class="warn caveat') < scores.index("<table")
+
+
+def test_score_of_a_judgments_file_outside_its_run_directory(inputs, engine, tmp_path, capsys):
+    out = tmp_path / "run"
+    judge(capsys, inputs, out, "tiny-llama")
+    alone = tmp_path / "elsewhere" / "judgments.jsonl"  # no manifest beside it: the derived id tells
+    alone.parent.mkdir()
+    shutil.copy(out / "judgments.jsonl", alone)
+    stdout, _ = run_cli(capsys, "score", "--tasks", str(inputs["tasks"]), "--judgments", str(alone))
+    assert f"{RANDOM}: judge tiny-llama/choice/" in stdout
+
+
+def write_config(path, inputs, judges: list[str], **extra) -> str:
+    blocks = "".join(f"  - model:\n      model: {m}\n" for m in judges)
+    lines = [f"tasks: {inputs['tasks']}", f"reports: {inputs['reports']}", f"labels: {inputs['labels']}",
+             *(f"{k}: {v}" for k, v in extra.items()), f"judges:\n{blocks}"]
+    path.write_text("\n".join(lines))
+    return str(path)
+
+
+def test_sweep_names_only_the_judges_it_applies_to(inputs, engine, tmp_path, capsys):
+    engine.kind = "constant"
+    cfg = write_config(tmp_path / "sweep.yaml", inputs, [inputs["model"], "tiny-llama"], name="s")
+    stdout, _ = run_cli(capsys, "sweep", "--config", cfg, "--out", str(tmp_path / "sweep"), "--quiet")
+    [random] = [line for line in stdout.splitlines() if line.startswith(RANDOM)]
+    assert "judge tiny-llama/choice/" in random and "org-judge" not in random
+    constant = [line for line in stdout.splitlines() if line.startswith(CONSTANT)]
+    assert len(constant) == 2 and any("org-judge/choice/" in line for line in constant)
+    engine.kind = "varied"
+    cfg = write_config(tmp_path / "sweep2.yaml", inputs, [inputs["model"]], name="s2")
+    stdout, _ = run_cli(capsys, "sweep", "--config", cfg, "--out", str(tmp_path / "sweep2"), "--quiet")
+    assert "Judge agreement" in stdout and "WARNING" not in stdout
+
+
+@pytest.mark.parametrize("kind", ["varied", "constant"])
+def test_run_prints_the_caveat_under_its_scores(inputs, engine, tmp_path, capsys, kind):
+    engine.kind = kind
+    cfg = write_config(tmp_path / "run.yaml", inputs, [inputs["model"]], out=tmp_path / "run")
+    stdout, _ = run_cli(capsys, "run", "--config", cfg, "--quiet")
+    assert "LifeSearch scores" in stdout and (CONSTANT in stdout) == (kind == "constant") and RANDOM not in stdout
+    if kind == "constant":
+        assert stdout.index(CONSTANT) > stdout.index("LifeSearch scores")
+        assert "near-constant" in (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("model,json_output", [("tiny-llama", False), ("tiny-llama", True), ("dir", False)])
+def test_reporteval_says_when_its_judge_has_random_weights(inputs, engine, tmp_path, capsys, model, json_output):
+    model = inputs["model"] if model == "dir" else model
+    stdout, stderr = run_cli(capsys, "reporteval", "--reports", str(inputs["reports"]), "--tasks", str(inputs["tasks"]),
+                             "--model", model, "--out", str(tmp_path / "re"), "--metrics", "quality", "--quiet",
+                             *(["--json"] if json_output else []))
+    said = stderr if json_output else stdout
+    assert (RANDOM in said) == (model == "tiny-llama") and RANDOM not in (stdout if json_output else stderr)
+
+
+def test_print_agreement_summary(agree_records, tmp_path, capsys):
+    from lifesearch_local.cli.common import print_agreement_summary
+
+    print_agreement_summary(agree_records["tasks"], agree_records["judgments"], AGREE / "labels.jsonl")
+    out = capsys.readouterr().out
+    assert "Judge agreement with 15 labels (human)" in out and "91.11" in out
+    print_agreement_summary(agree_records["tasks"], agree_records["judgments"], tmp_path / "absent.jsonl")
+    assert capsys.readouterr().out == ""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task_id":"t1","agent":"omega","run":0,"rubric_id":"r1","satisfied":true}\n')
+    print_agreement_summary(agree_records["tasks"], agree_records["judgments"], bad)
+    assert "judge agreement not computed" in capsys.readouterr().err

@@ -1,0 +1,118 @@
+"""`lifesearch score`: JSON, table and CSV with intervals and comparisons, --limit, incomplete runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from lifesearch_local.analysis import resampling as stats
+from lifesearch_local.analysis.scoring import score_by_judge
+from lifesearch_local.records import Judgment
+from lifesearch_local.rundir.jsonl import read_records
+from lifesearch_local.tasks import load_tasks
+from tests.helpers.cli import cli_out
+from tests.helpers.inputs import AGREE, FIXTURES
+
+TASKS = FIXTURES / "score" / "tasks.jsonl"
+JUDG = FIXTURES / "score" / "judgments.jsonl"
+
+
+def test_score_json_carries_intervals_and_comparisons(capsys):
+    argv = ("score", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
+            "--judge", "choice-a#1", "--json", "--resamples", "2000")
+    first, again = cli_out(capsys, *argv), cli_out(capsys, *argv)
+    assert first == again  # byte-identical
+    out = json.loads(first)
+    assert out["bootstrap"]["seed"] == stats.DEFAULT_SEED and out["bootstrap"]["resamples"] == 2000
+    rows = score_by_judge(load_tasks(AGREE / "tasks.jsonl"), read_records(AGREE / "judgments.jsonl", Judgment),
+                          judge="choice-a#1")["choice-a#1"]
+    for agent, row in rows.items():
+        tasks = np.array(list(row.tasks.values()))
+        want = stats.percentile_ci(stats.bootstrap_means(tasks, 2000), n_units=len(tasks))[0]
+        assert out["agents"][agent]["ci95"] == want.tolist()  # the scale of overall_mean, stream 0
+        assert out["agents"][agent]["ci95"][0] <= out["agents"][agent]["overall_mean"] <= out["agents"][agent]["ci95"][1]
+    pairs = {(c["a"], c["b"]) for c in out["comparisons"]}
+    assert pairs == {("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma")}
+    assert all(set(c) >= {"a", "b", "diff", "ci95", "p_value", "p_holm", "n_tasks"} for c in out["comparisons"])
+    assert out["comparisons"][0]["diff"] == pytest.approx(rows["alpha"].overall_mean - rows["beta"].overall_mean)
+    other = json.loads(cli_out(capsys, *argv, "--seed", "1"))
+    assert other["bootstrap"]["seed"] == 1  # recorded (that the seed changes draws: test_same_input_same_output…)
+
+
+def test_score_table_and_csv(capsys):
+    import csv
+    import io
+
+    from lifesearch_local.output.csv_rows import SCORE_COLUMNS
+
+    base = ("score", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
+            "--judge", "choice-a#1", "--resamples", "500")
+    table = cli_out(capsys, *base, "--compare")
+    assert "Mean [95% CI]" in table and "68.8 [" in table and "none of the 3 pairwise differences holds" in table
+    assert "Paired comparisons" in table
+    rows = list(csv.DictReader(io.StringIO(cli_out(capsys, *base, "--csv"))))
+    assert tuple(rows[0]) == SCORE_COLUMNS
+    overall = {r["agent"]: r for r in rows if r["metric"] == "overall"}
+    assert set(overall) == {"alpha", "beta", "gamma"} and float(overall["alpha"]["value"]) == pytest.approx(0.6875)
+    assert float(overall["alpha"]["ci_lo"]) <= 0.6875 <= float(overall["alpha"]["ci_hi"])
+    assert [(r["agent"], r["other"]) for r in rows if r["metric"] == "diff"] == [
+        ("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma")]
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "lifesearch_local", *args], capture_output=True, text=True)
+
+
+def test_cli_score_json_and_table():
+    r = cli("score", "--tasks", str(TASKS), "--judgments", str(JUDG), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["judge"] == "j1"
+    alpha = out["agents"]["alpha"]
+    assert set(alpha) >= {"overall_mean", "overall_std", "runs", "domains", "tasks", "ungraded"}
+    assert len(alpha["runs"]) == 3 and out["agents"]["beta"]["ungraded"] == 1
+    assert 0 <= alpha["overall_mean"] <= 1
+    r = cli("score", "--tasks", str(TASKS), "--judgments", str(JUDG))
+    assert r.returncode == 0 and "59.32 ± 24.87" in r.stdout and "1 ungraded" in r.stdout
+
+
+def test_cli_score_limit_scores_only_the_first_tasks(tmp_path):
+    """After `judge --limit 1` only the first task has judgments: the full file is incomplete,
+    --limit 1 scores that task alone: R1 (w 0.5) passed, R2 (w 1.0) failed, so 0.5 / 1.5."""
+    tasks = tmp_path / "tasks.jsonl"
+    rub = [{"id": "R1", "criterion": "a", "type": "Objective", "necessity": "Explicit", "priority": "Must Have",
+            "weight": 0.5},
+           {"id": "R2", "criterion": "b", "type": "Objective", "necessity": "Explicit", "priority": "Must Have",
+            "weight": 1.0}]
+    tasks.write_text("".join(json.dumps({"id": t, "language": "en", "domain": "company", "question": "q",
+                                         "rubrics": rub}) + "\n" for t in ("first", "second")))
+    judg = tmp_path / "judgments.jsonl"
+    judg.write_text("".join(json.dumps({"task_id": "first", "agent": "a", "rubric_id": r, "judge": "j",
+                                        "satisfied": ok}) + "\n" for r, ok in (("R1", True), ("R2", False))))
+    r = cli("score", "--tasks", str(tasks), "--judgments", str(judg), "--json")
+    assert r.returncode == 2 and "no judgment" in r.stderr
+    r = cli("score", "--tasks", str(tasks), "--judgments", str(judg), "--json", "--limit", "1")
+    assert r.returncode == 0, r.stderr
+    assert math.isclose(json.loads(r.stdout)["agents"]["a"]["overall_mean"], 0.5 / 1.5)
+    assert "scoring the first 1 tasks" in r.stderr
+    assert cli("score", "--tasks", str(tasks), "--judgments", str(judg), "--limit", "0").returncode == 2
+
+
+def test_cli_validate_and_errors(tmp_path):
+    r = cli("validate", str(TASKS))
+    assert r.returncode == 0 and "2 tasks, 14 rubrics" in r.stdout
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(TASKS.read_text().replace('"domain": "policy"', '"domain": "cooking"'))
+    r = cli("validate", str(bad))
+    assert r.returncode == 2 and f"{bad}:2: domain: unknown domain 'cooking'" in r.stderr
+    partial = tmp_path / "j.jsonl"
+    partial.write_text("".join(JUDG.read_text().splitlines(keepends=True)[:-1]))
+    r = cli("score", "--tasks", str(TASKS), "--judgments", str(partial))
+    assert r.returncode == 2 and "incomplete run" in r.stderr
+    r = cli("score", "--tasks", str(TASKS), "--judgments", str(partial), "--allow-missing", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["agents"]["beta"]["missing"] == 1

@@ -1,0 +1,47 @@
+"""What the report reads: fetch failures from step logs, and tasks and reports found through the manifest."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from lifesearch_local.output.report import write_report
+from lifesearch_local.output.report.data import fetch_stats
+from lifesearch_local.records import Report
+from lifesearch_local.rundir.jsonl import read_records
+from tests.helpers.report_runs import make_run_dir
+
+
+def test_fetch_stats_from_step_logs(tmp_path):
+    run = make_run_dir(tmp_path / "run")
+    stats = fetch_stats(run, read_records(run / "reports.jsonl", Report))
+    assert stats["alpha"].calls == 2 and dict(stats["alpha"].failures) == {"timeout": 1}
+    assert stats["beta"].calls == 1 and dict(stats["beta"].failures) == {"paywall": 1}
+    assert stats["beta"].unreadable_lines == 1
+    assert fetch_stats(tmp_path / "nowhere", []) == {}
+
+
+def test_report_on_a_judge_out_directory(tmp_path, capsys):
+    """`judge --out DIR` keeps judgments and a manifest; the report finds tasks and reports through
+    the paths the manifest records (their hashes checked), or through --tasks / --reports."""
+    from lifesearch_local.cli import main
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.rundir.directory import open_run
+
+    inputs = make_run_dir(tmp_path / "inputs", labels=False, extras=False)
+    out = tmp_path / "judged"
+    out.mkdir()
+    shutil.copy(inputs / "judgments.jsonl", out / "judgments.jsonl")
+    with pytest.raises(LifesearchError, match="no tasks.jsonl.*pass --tasks"):
+        write_report(out)
+    assert main(["report", str(out), "--tasks", str(inputs / "tasks.jsonl")]) == 0
+    assert 'id="scores-choice-a"' in (out / "report.html").read_text()
+    # what judge / sweep / reporteval record
+    with open_run(out, "judge", inputs={"tasks": inputs / "tasks.jsonl", "reports": inputs / "reports.jsonl"}):
+        pass
+    page = write_report(out).read_text()
+    assert 'id="scores-choice-a"' in page and 'id="chart-scatter"' in page  # reports found: output tokens
+    (inputs / "tasks.jsonl").write_text((inputs / "tasks.jsonl").read_text() + "\n")
+    with pytest.raises(LifesearchError, match="changed since"):
+        write_report(out)

@@ -1,0 +1,65 @@
+"""Run configs: every shipped one validates, unknown keys are errors naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from lifesearch_local.cli import main
+from lifesearch_local.errors import InputError
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.run.config import load_run_config
+from serving.config import model_config
+from tests.helpers.inputs import ROOT, SAMPLE
+
+ALL = sorted((ROOT / "configs").glob("*.yaml"))
+CURATE = [p for p in ALL if p.name.startswith("curate_")]  # `lifesearch curate` configs, not run configs
+CONFIGS = [p for p in ALL if p not in CURATE]
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_shipped_configs_validate(path):
+    cfg = load_run_config(path)
+    assert cfg.all_judges() or cfg.agents
+
+
+def test_unknown_keys_are_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\njudge:\n  id: j\n  model:\n    model: tiny-llama\n    temprature: 0.1\n")
+    with pytest.raises(InputError, match=r"judge\.model\.temprature: Extra inputs are not permitted"):
+        load_run_config(bad)
+
+
+def test_the_tiny_sweep_uses_the_ids_judge_derives():
+    # `lifesearch judge --model tiny-llama` and the sweep record the same judge under one id
+
+    judges = load_run_config(ROOT / "configs" / "sweep_tiny.yaml").all_judges()
+    assert [j.id for j in judges] == [JudgeConfig(model=model_config(model=j.model.model)).id for j in judges]
+    assert all(j.derived and j.id.startswith(f"{j.model.model}/choice/") for j in judges)
+
+
+JUDGE = ["judge", "--tasks", str(SAMPLE / "tasks.jsonl"), "--reports", str(SAMPLE / "reports.jsonl")]
+
+
+@pytest.mark.parametrize(("yaml", "where"), [
+    ("judge:\n  id: j\n  mdoe: choice\n", "judge.mdoe"),
+    ("judge:\n  id: j\nagents:\n  - id: a\n    max_token: 5\n", "agents[0].max_token"),
+    ("judges:\n  - id: j\n  - id: k\n    runz: 2\n", "judges[1].runz"),
+    ("id: j\nmdoe: choice\n", "mdoe"),  # a bare judge config
+])
+def test_judge_config_is_validated_whole_with_block_paths(tmp_path, capsys, yaml, where):
+    cfg = tmp_path / "j.yaml"
+    cfg.write_text(yaml)
+    out = tmp_path / "o"
+    assert main([*JUDGE, "--config", str(cfg), "--out", str(out)]) == 2
+    assert f"{cfg}: {where}: Extra inputs are not permitted" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_shipped_configs_are_valid_run_configs():
+    cpu = load_run_config(ROOT / "configs" / "cpu_small.yaml")
+    assert cpu.ray.replicas == 2 and cpu.ray.address is None and cpu.judge.model.device == "cpu"
+    gpu = load_run_config(ROOT / "configs" / "single_gpu.yaml")
+    assert gpu.ray.replicas == 1 and gpu.judge.model.backend == "vllm"
+    assert load_run_config(ROOT / "configs" / "cluster.yaml").ray.address == "auto"
+    ids = [j.id for j in load_run_config(ROOT / "configs" / "judges.yaml").judges]
+    assert len(ids) == len(set(ids)) >= 7

@@ -1,0 +1,146 @@
+"""`lifesearch run` end to end with scripted models: agent phase, then judge phase, scores, report; resume."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from lifesearch_local.agent.config import AgentConfig, ToolsConfig
+from lifesearch_local.agent.trajectory import trajectory_name
+from lifesearch_local.errors import LifesearchError
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.records import Judgment, Report
+from lifesearch_local.run.config import RunConfig
+from lifesearch_local.run.pipeline import run_pipeline
+from lifesearch_local.rundir.directory import RunDir
+from lifesearch_local.web.config import SearchConfig, WebConfig
+from serving.config import model_config
+from tests.helpers.doubles import ScriptedBackend
+from tests.helpers.inputs import ROOT
+
+LATER = "https://harborlane.example/news/2026-07-rate-update"
+
+
+def agent_turns(req):
+    n = sum(m["role"] == "assistant" for m in req.messages)
+    if n == 0:
+        return '<tool_call>{"name": "web_search", "arguments": {"query": "Harbor Lane certificate APY"}}</tool_call>'
+    if n == 1:
+        calls = [{"name": "web_fetch", "arguments": {"url": u}} for u in ("https://harborlane.example/rates/certificates",
+                                                                         "https://nowhere.example/offline")]
+        return "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
+    return "Harbor Lane's 12-month certificate pays 4.10% APY (as of 30 June 2026)."
+
+
+def config(tmp_path: Path, **kw) -> RunConfig:
+    return RunConfig(
+        name="pipeline-test", out=str(tmp_path / "run"), tasks=str(ROOT / "data/sample/tasks.jsonl"),
+        task_ids=["sample-en-02", "sample-zh-04"],
+        agents=[AgentConfig(id="scripted", model=model_config(model="agent-model"), model_retries=0,
+                            tools=ToolsConfig(enabled=["web_search", "web_fetch"], offline=True))],
+        web=WebConfig(mode="replay-or-live", corpus_dirs=[ROOT / "data/web"], search=SearchConfig(backend="local")),
+        judge=JudgeConfig(id="j", model=model_config(model="judge-model")), **kw)
+
+
+class Models:
+    """open_model stand-in: scripted backends by model name, recording each phase's open and close."""
+
+    def __init__(self, agent=agent_turns):
+        self.backends = {"agent-model": ScriptedBackend(agent), "judge-model": ScriptedBackend()}
+        self.events: list[tuple[str, str]] = []
+
+    @contextlib.contextmanager
+    def __call__(self, model_cfg, ray_cfg):
+        self.events.append(("open", model_cfg.model))
+        try:
+            yield self.backends[model_cfg.model]
+        finally:
+            self.events.append(("close", model_cfg.model))
+
+
+def test_the_whole_pipeline_writes_a_complete_run_directory_and_resumes(tmp_path):
+    models = Models()
+    result = run_pipeline(config(tmp_path), open_model=models, show=False)
+    run = tmp_path / "run"
+    assert not result.stopped and result.report_html == run / "report.html"
+    # One model at a time: the agent's engine is released before the judge's is loaded.
+    assert models.events == [("open", "agent-model"), ("close", "agent-model"), ("open", "judge-model"), ("close", "judge-model")]
+    assert {p.name for p in run.iterdir()} >= {"config.yaml", "manifest.json", "tasks.jsonl", "reports.jsonl", "trajectories",
+                                              "judgments.jsonl", "scores.json", "report.html", "web_cache"}
+    rd = RunDir(run)
+    reports = rd.load("reports.jsonl", Report)
+    assert sorted(r.task_id for r in reports) == ["sample-en-02", "sample-zh-04"] and all(r.iterations == 3 for r in reports)
+    judgments = rd.load("judgments.jsonl", Judgment)
+    assert len(judgments) == 18 + 19
+    scores = json.loads((run / "scores.json").read_text())
+    assert set(scores["agents"]) == {"scripted"} and scores["judge"] == "j"
+    stages = rd.manifest().stages
+    fetch = stages["agent/scripted"]["web"]["fetch"]
+    assert fetch["corpus"] == 2 and fetch["live"] == 0 and fetch["failures"] == {"network_error": 2}
+    assert stages["judge/j"]["decisions"] == 37 and stages["run"]["wall_s"] > 0
+    html = (run / "report.html").read_text()
+    assert "network_error" in html  # the report counts the failed fetches from the trajectories
+    # The later rate page never reached the agent of a task whose cutoff is 2026-06-30.
+    traj = (run / trajectory_name("sample-en-02", "scripted", 0)).read_text()
+    assert LATER not in traj and '"ok":true' in traj
+
+    again = Models()
+    run_pipeline(config(tmp_path), open_model=again, show=False)
+    assert again.events == []  # nothing left to do: no model is loaded
+    assert len(rd.load("reports.jsonl", Report)) == 2 and len(rd.load("judgments.jsonl", Judgment)) == 37
+    with pytest.raises(LifesearchError, match="different config.yaml"):
+        run_pipeline(config(tmp_path, runs=2), open_model=Models(), show=False)
+
+
+def test_sigterm_in_the_agent_phase_stops_before_judging_and_a_rerun_finishes(tmp_path):
+    sent = []
+
+    def preempted(req):
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return agent_turns(req)
+
+    models = Models(agent=preempted)
+    result = run_pipeline(config(tmp_path), open_model=models, show=False)
+    assert result.stopped and models.events == [("open", "agent-model"), ("close", "agent-model")]
+    assert not (tmp_path / "run" / "judgments.jsonl").exists()
+    result = run_pipeline(config(tmp_path), open_model=Models(), show=False)
+    assert not result.stopped and len(RunDir(tmp_path / "run").load("reports.jsonl", Report)) == 2
+
+
+def test_task_ids_must_exist(tmp_path):
+    with pytest.raises(LifesearchError, match="not-a-task"):
+        run_pipeline(config(tmp_path).model_copy(update={"task_ids": ["not-a-task"]}), open_model=Models(), show=False)
+
+
+def test_sigterm_while_a_model_loads_stops_before_its_phase(tmp_path):
+    class SlowLoad(Models):
+        @contextlib.contextmanager
+        def __call__(self, model_cfg, ray_cfg):
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives while "loading"
+            with super().__call__(model_cfg, ray_cfg) as backend:
+                yield backend
+
+    models = SlowLoad()
+    result = run_pipeline(config(tmp_path), open_model=models, show=False)
+    assert result.stopped and models.events == [("open", "agent-model"), ("close", "agent-model")]
+    assert not (tmp_path / "run" / "reports.jsonl").exists() and models.backends["agent-model"].generate_calls == []
+
+
+def test_a_run_may_resume_without_ray_but_not_with_other_settings(tmp_path):
+    from serving.config import RayConfig
+
+    run_pipeline(config(tmp_path, ray=RayConfig(replicas=2)), open_model=Models(), show=False)
+    again = Models()
+    run_pipeline(config(tmp_path), open_model=again, show=False)  # same work, in-process now
+    assert again.events == []
+    changed = config(tmp_path)
+    changed.agents[0].max_iterations = 7
+    with pytest.raises(LifesearchError, match="different config.yaml"):
+        run_pipeline(changed, open_model=Models(), show=False)

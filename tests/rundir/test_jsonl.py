@@ -1,0 +1,65 @@
+"""JSONL reading: every bad line located by file:line:field (digits, nesting, surrogates, duplicate keys)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lifesearch_local.cli import main
+from lifesearch_local.errors import InputError
+from lifesearch_local.records import Judgment, Report
+from lifesearch_local.rundir.jsonl import read_records
+from tests.helpers.cli import run_cli
+from tests.helpers.inputs import HUGE, J, R, judge_inputs, rubric, task, write_jsonl
+
+# -- numbers, keys, text and nesting a lax parser would let through -------------------------------------------
+
+def test_a_5000_digit_integer_is_a_located_error_in_validate_score_judge(tmp_path, capsys):
+    tasks, reports = judge_inputs(tmp_path)
+    bad_tasks = tmp_path / "bad_tasks.jsonl"
+    bad_tasks.write_text(tasks.read_text() + '{"id": "t9", "x": ' + HUGE + "}\n")
+    code, _, err = run_cli(["validate", str(bad_tasks)], capsys)
+    assert code == 2 and f"{bad_tasks}:3:" in err and "Traceback" not in err, err
+    bad_reports = tmp_path / "bad_reports.jsonl"
+    bad_reports.write_text(reports.read_text() + '{"task_id": "t0", "agent": "b", "run": ' + HUGE + ', "text": "x"}\n')
+    code, _, err = run_cli(["judge", "--tasks", str(tasks), "--reports", str(bad_reports), "--model", "tiny-llama",
+                            "--out", str(tmp_path / "j"), "--quiet"], capsys)
+    assert code == 2 and f"{bad_reports}:3:" in err, err
+    judgments = tmp_path / "judgments.jsonl"
+    judgments.write_text(json.dumps(J) + "\n" + json.dumps(J)[:-1] + ', "truncated_tokens": ' + HUGE + "}\n")
+    code, _, err = run_cli(["score", "--tasks", str(tasks), "--judgments", str(judgments)], capsys)
+    assert code == 2 and f"{judgments}:2:" in err and "Traceback" not in err, err
+
+
+def test_a_duplicate_key_is_a_located_error(tmp_path, capsys):
+    path = tmp_path / "tasks.jsonl"
+    line = json.dumps(task("t0", [rubric("R0", 0.5)], language="en"))
+    path.write_text(line[:-1] + ', "language": "zh"}\n')
+    code, _, err = run_cli(["validate", str(path)], capsys)
+    assert code == 2 and f"{path}:1: language: duplicate key" in err, err
+
+
+@pytest.mark.parametrize("field", ["text", "task_id", "agent"])
+def test_lone_surrogate_in_a_report_is_located(tmp_path, field):
+    bad = json.dumps({**R, field: R[field] + "\ud800"})  # json.dumps escapes it: valid JSON, invalid text
+    path = tmp_path / "reports.jsonl"
+    path.write_text(json.dumps(R) + "\n" + bad + "\n")
+    with pytest.raises(InputError) as e:
+        read_records(path, Report)
+    assert e.value.line == 2 and e.value.field == field and "surrogate" in str(e.value)
+
+
+def test_deep_nesting_in_a_judgment_line_is_located(tmp_path):
+    path = tmp_path / "judgments.jsonl"
+    path.write_text(json.dumps(J) + "\n" + '{"raw": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    with pytest.raises(InputError) as e:
+        read_records(path, Judgment)
+    assert e.value.line == 2 and "nested deeper" in str(e.value)
+
+
+def test_tasks_pointing_at_a_directory_says_so(tmp_path, capsys):
+    write_jsonl(tmp_path / "tasks.jsonl", [task("t1", [rubric("R1", 1.0)])])
+    assert main(["validate", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path}: is a directory; pass a JSONL file (it holds tasks.jsonl)" in err and "no such file" not in err

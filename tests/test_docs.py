@@ -1,0 +1,137 @@
+"""docs/compare-judges.md, run as written: its `bash` blocks in order (a third agent, the sweep of
+smollm2-135m and two tiny judges over three agents' reports, Table 3 against the sample labels,
+Table 5 against a reference judge), in a scratch directory holding the repository's data and
+configs, with `lifesearch` on PATH. Its Gemini judge YAML is checked as a config, not run; its
+`shell` blocks (downloads and a GPU) are parsed by the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lifesearch_local.cli import build_parser
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.records import Judgment, Report
+from lifesearch_local.run.config import load_judge_configs, load_run_config
+from lifesearch_local.rundir.jsonl import read_records
+from tests.helpers.inputs import ROOT
+
+DOC = ROOT / "docs" / "compare-judges.md"
+pytestmark = pytest.mark.slow
+
+
+def blocks(lang: str) -> list[str]:
+    """The doc's fenced code blocks of one language, in order."""
+    return re.findall(rf"^```{lang}\n(.*?)^```$", DOC.read_text(encoding="utf-8"), flags=re.S | re.M)
+
+
+def table_rows(text: str, title: str) -> dict[str, list[str]]:
+    """The rows of the rich table under `title`, by first cell."""
+    lines = text[text.index(title):].splitlines()
+    rows = {}
+    for line in lines[1:]:
+        if line.startswith("└"):
+            break
+        if line.startswith("│"):
+            cells = [c.strip() for c in line.strip("│").split("│")]
+            rows[cells[0]] = cells
+    return rows
+
+
+@pytest.fixture(scope="module")
+def walkthrough(smollm2_path, tmp_path_factory) -> tuple[Path, list[str]]:
+    work = tmp_path_factory.mktemp("compare")
+    for name in ("data", "configs"):
+        (work / name).symlink_to(ROOT / name)
+    bin_dir = work / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "lifesearch"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m lifesearch_local "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    outs = []
+    for script in blocks("bash"):
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=work, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, f"{script}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+        outs.append(r.stdout)
+    return work, outs
+
+
+def test_the_doc_runs_three_steps_on_three_agents(walkthrough):
+    work, outs = walkthrough
+    assert len(outs) == 3  # agent, sweep, agree
+    reports = read_records(work / "runs/compare/agents/reports.jsonl", Report)
+    assert sorted(r.agent for r in reports) == ["sample-shallow", "sample-thorough", "tiny-qwen3-agent"]
+    assert {r.task_id for r in reports} == {"sample-en-01"}
+
+
+def test_table3_compares_every_judge_with_the_human_labels(walkthrough):
+    work, outs = walkthrough
+    ids = [j.id for j in load_run_config(ROOT / "configs/compare_judges.yaml").all_judges()]
+    assert ids[0].startswith("smollm2-135m/choice/") and len(set(ids)) == 3
+    judgments = read_records(work / "runs/compare/sweep/judgments.jsonl", Judgment)
+    rubrics = 14  # sample-en-01's rubrics with weight > 0
+    assert sorted({j.judge for j in judgments}) == sorted(ids) and len(judgments) == 3 * 3 * rubrics
+    labels = 2 * rubrics  # the sample author labelled the two sample agents
+    rows = table_rows(outs[1], f"Judge agreement with {labels} labels (sample-author)")
+    assert set(rows) == set(ids)
+    saved = json.loads((work / "runs/compare/sweep/agreement.json").read_text())
+    for judge in ids:
+        m = saved[judge]
+        assert m["n"] == labels and rows[judge][2] == f"{100 * m['accuracy_mean']:.2f}"  # Acc% as computed
+        assert rows[judge][11] == "2" and rows[judge][9] == rows[judge][10] == "—"  # two labelled agents: no ρ/τ
+    assert "WARNING: random weights: judge tiny-llama/choice/" in outs[1]  # said next to the table
+
+
+def test_table5_ranks_three_agents_against_the_reference_judge(walkthrough):
+    work, outs = walkthrough
+    reference = re.search(r"--label-judge (\S+)", blocks("bash")[2]).group(1)
+    judges = {j.model.model: j.id for j in load_run_config(ROOT / "configs/compare_judges.yaml").all_judges()}
+    assert reference == judges["tiny-qwen2"]  # the doc names the id the config derives
+    rows = table_rows(outs[2], "Judge agreement with")
+    assert set(rows) == {judges["smollm2-135m"], judges["tiny-llama"]}  # the reference is left out
+    for judge in rows.values():
+        assert judge[11] == "3"  # Agents: all three ranked
+    rho, tau = rows[judges["tiny-llama"]][9:11]
+    assert re.fullmatch(r"-?[01]\.\d{3}", rho) and re.fullmatch(r"-?[01]\.\d{3}", tau)
+
+
+def test_the_gemini_judge_of_the_doc_is_a_valid_config_with_the_id_it_names(tmp_path):
+    (yaml_text,) = blocks("yaml")
+    path = tmp_path / "judge_gemini.yaml"
+    path.write_text(yaml_text)
+    (gemini,) = load_judge_configs(path)
+    assert gemini.model.backend == "openai" and gemini.model.api_key_env == "GEMINI_API_KEY"
+    assert gemini.model.base_url.startswith("https://") and gemini.mode == "generate"
+    (sh,) = blocks("sh")
+    assert f"--label-judge {gemini.id}" in sh and "--config configs/judge_gemini.yaml" in sh
+    # the endpoint's address and key are where it runs, not what judges: same id pointed elsewhere
+    local = gemini.updated(model={"base_url": "http://127.0.0.1:8000/v1", "api_key_env": "OTHER"})
+    assert local.id == gemini.id and isinstance(local, JudgeConfig)
+
+
+def test_the_real_data_route_of_compare_judges_parses(tmp_path):
+    """docs/compare-judges.md's `shell` blocks (they need downloads and a GPU, so they are not run):
+    every `lifesearch` line parses with the real CLI and the judge YAML is a valid vLLM judge config."""
+    doc = (ROOT / "docs" / "compare-judges.md").read_text(encoding="utf-8")
+    shell = re.findall(r"^```shell\n(.*?)^```$", doc, flags=re.S | re.M)
+    # `shell`, not bash/sh/yaml: the tests above run the walkthrough's 3 bash blocks
+    # and checks its one sh and one yaml block
+    assert len(shell) == 2 and len(re.findall(r"^```(?:bash|sh|yaml)\n", doc, flags=re.M)) == 5
+    commands = [c for block in shell for c in block.replace("\\\n", " ").splitlines() if c.startswith("lifesearch ")]
+    assert [shlex.split(c)[1] for c in commands] == ["import", "judge", "agree", "import", "judge", "agree"]
+    for c in commands:
+        build_parser().parse_args(shlex.split(c)[1:])  # SystemExit on an unknown flag or a missing one
+    (yaml_text,) = re.findall(r"<<'END'\n(.*?)^END$", shell[0], flags=re.S | re.M)
+    (tmp_path / "judge.yaml").write_text(yaml_text)
+    (judge,) = load_judge_configs(tmp_path / "judge.yaml")
+    assert judge.id == "qwen3-8b-choice" and judge.model.backend == "vllm" and judge.mode == "choice"
