@@ -22,15 +22,9 @@ from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.records import Manifest
 from lifesearch_local.rundir.jsonl import check_text, validation_field
 from lifesearch_local.rundir.lock import hold
+from serving.affects import result_settings
 
 MANIFEST = "manifest.json"
-# Settings that change where or how fast a stage runs, never what it writes: a stage resumes
-# across them (on a GPU after a CPU, with larger batches, with more judge repetitions).
-EXECUTION_ONLY = frozenset({"runs", "groups_per_call", "concurrency", "batch", "batch_size"})
-MODEL_EXECUTION_ONLY = frozenset({
-    "device", "kernel", "generate_form", "token_budget", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching",
-    "enforce_eager", "base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency", "retry_base_delay_s",
-})
 # One process writes a run directory (its lock); its threads take turns on the manifest.
 _WRITE = threading.Lock()
 
@@ -58,11 +52,8 @@ def config_hash(cfg: BaseModel) -> str:
 
 def resume_config(cfg: BaseModel) -> dict[str, Any]:
     """A stage's config as the manifest records it for resume checks: without the settings
-    that only change where and how fast it runs (EXECUTION_ONLY, MODEL_EXECUTION_ONLY)."""
-    data = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in EXECUTION_ONLY}
-    if isinstance(data.get("model"), dict):
-        data["model"] = {k: v for k, v in data["model"].items() if k not in MODEL_EXECUTION_ONLY}
-    return data
+    marked as changing only where and how fast it runs (serving.affects)."""
+    return result_settings(cfg)
 
 
 def settings_hash(config: dict[str, Any]) -> str:
