@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
 from serving.affects import Execution, Result
 
@@ -119,42 +119,17 @@ class OpenAIConfig(_EngineConfig):
     A candidate outside the top-k counts as probability 0."""
 
 
-# Every field of the single flat model block used before the per-backend blocks, at its default:
-# a config.yaml or manifest written then still loads (another backend's fields at their
-# default are dropped; set to anything else they are an error as for a new config).
-_FLAT_DEFAULTS: dict[str, Any] = {
-    "revision": None, "dtype": "auto", "device": "auto", "kernel": "auto", "token_budget": 8192,
-    "trust_remote_code": False, "tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "kv_cache_gib": None,
-    "enable_prefix_caching": True, "load_format": "auto", "base_url": None, "api_key_env": None, "timeout_s": 600.0,
-    "max_retries": 4, "max_concurrency": 32, "retry_base_delay_s": 1.0, "choice_top_k": 20, "enforce_eager": False,
-    "generate_form": "shared_prefix",
-}
-
-
-def _drop_flat_defaults(value: Any) -> Any:
-    if not isinstance(value, dict):
-        return value
-    cls = _BY_BACKEND.get(value.get("backend", "hf"))
-    if cls is None:
-        return value
-    return {k: v for k, v in value.items()
-            if k in cls.model_fields or k not in _FLAT_DEFAULTS or _FLAT_DEFAULTS[k] != v}
-
-
 def _backend_of(value: Any) -> str:
     if isinstance(value, dict):
         return value.get("backend", "hf")
     return getattr(value, "backend", "hf")
 
 
-_BY_BACKEND: dict[str, type[_EngineConfig]] = {"hf": HFConfig, "vllm": VLLMConfig, "openai": OpenAIConfig}
-
 # One model block: its `backend` (default hf) names the engine that hosts the model and decides
 # which fields the block may have. (In code the word is "engine"; `backend` is the YAML key.)
 ModelConfig = Annotated[
     Annotated[HFConfig, Tag("hf")] | Annotated[VLLMConfig, Tag("vllm")] | Annotated[OpenAIConfig, Tag("openai")],
     Discriminator(_backend_of),
-    BeforeValidator(_drop_flat_defaults),
 ]
 _ADAPTER: TypeAdapter[ModelConfig] = TypeAdapter(ModelConfig)
 

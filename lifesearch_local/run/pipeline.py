@@ -187,12 +187,19 @@ def _check_same_run(path: Path, cfg: RunConfig) -> None:
     """Refuse a run directory whose config.yaml differs from `cfg` in a setting that changes a
     result (serving.affects): where models run and where the run lives may change (`ray`, `out`,
     a judge's device, an agent's concurrency), so a run may resume on Ray after starting in-process."""
+    from lifesearch_local.errors import InputError
     from lifesearch_local.run.config import load_run_config
     from serving.affects import result_settings
 
     if not path.exists():
         return
-    if result_settings(load_run_config(path)) != result_settings(cfg):
+    try:
+        old = load_run_config(path)
+    except InputError as e:
+        raise LifesearchError(f"{path.parent}: its config.yaml does not load in this version of lifesearch "
+                              f"({e.field + ': ' if e.field else ''}{e.message}); use another `out` (or --fresh to "
+                              "start this one over)") from None
+    if result_settings(old) != result_settings(cfg):
         raise LifesearchError(f"{path.parent}: holds a run with a different config.yaml; use another `out` "
                               "(or --fresh to start this one over, or --force-config to continue it)")
 
