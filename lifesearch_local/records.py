@@ -193,10 +193,11 @@ class Judgment(_Record):
     settings: str | None = None
     """Hash (16 hex) of the judge settings the decision was made with (the manifest's
     `resume/judge/<id>`): a resume under the same id with other settings is refused from the
-    records themselves, even when the manifest is lost. Null in records written before it."""
+    records themselves, even when the manifest is lost. Null in imported judgments (another
+    evaluator's); the judge stage refuses to add to such records under their id."""
     rubric_hash: str | None = None
     """Hash (16 hex) of what the judge read of the task and rubric (question, language, criterion,
-    type, necessity, priority): a verdict on a rubric edited since is stale. Null in older records."""
+    type, necessity, priority): a verdict on a rubric edited since is stale. Null in imported judgments."""
 
     @property
     def key(self) -> tuple[str, int, str, str, int, str]:

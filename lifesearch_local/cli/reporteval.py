@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "the config's quality_max_tokens)")
     p.add_argument("--web-mode", choices=["replay", "replay-or-live", "record", "live"],
                    help="how cited sources are obtained (default replay: corpus and cache only)")
-    p.add_argument("--cache", help="web cache directory (default: the config's, else DIR/webcache)")
+    p.add_argument("--cache", help="web cache directory (default: the config's, else DIR/web_cache)")
     p.add_argument("--corpus", action="append", help="local corpus directory (repeatable; default the bundled data/web)")
     p.add_argument("--seed", type=int, help="base seed of the redundancy pair sampler (default 0)")
     p.add_argument("--max-pairs", type=int, help="redundancy pairs per report (default 30)")

@@ -135,13 +135,11 @@ def curate_stage(
     """
     with open_stage(rd, "curate", command="curate", settings=resume_config(cfg),
                     recorded=lambda: rd.load(RECORDS, CurationRecord), resuming=bool,
-                    legacy=("config/curate", config_hash(cfg)), force=force_config, model=cfg.model,
+                    force=force_config, model=cfg.model,
                     engine=backend, open_model=open_model, honour_stop=False) as st:
         records = st.recorded  # extended with each chunk, never read again
         done = {r.id for r in records}
         todo = [q for q in queries if q.id not in done]
-        if todo:  # before any record, so that a run killed midway still says what config it had
-            rd.update_manifest(hashes={"config/curate": config_hash(cfg)})
         new, stopped = _curate_all(st, cfg, todo, records, show)
         st.close_engine()
         write_records(rd.file(DRAFTS), draft_tasks(records))

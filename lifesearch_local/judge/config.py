@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from serving.affects import ChoiceOnly, Execution, GenerateOnly, Result, result_settings
 from serving.config import HFConfig, ModelConfig
 
 
@@ -18,24 +19,24 @@ class JudgeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str | None = None
+    id: Result[str | None] = None
     """Name recorded in judgments and every table; default `<model name>/<mode>/<6 hex>`, the hex
     hashing the settings that change verdicts (`derived_judge_id`). A given id is kept as written."""
-    model: ModelConfig = Field(default_factory=HFConfig)
+    model: Result[ModelConfig] = Field(default_factory=HFConfig)
     """The model and the engine hosting it."""
-    mode: Literal["choice", "generate"] = "choice"
+    mode: Result[Literal["choice", "generate"]] = "choice"
     """choice: one forward pass reading p(true) vs p(false); generate: full JSON with a reason."""
-    runs: int = Field(1, ge=1)
+    runs: Execution[int] = Field(1, ge=1)
     """Repetitions over the same reports (self-consistency); the paper grades with one."""
-    threshold: float = Field(0.5, ge=0.0, le=1.0)
+    threshold: ChoiceOnly[float] = Field(0.5, ge=0.0, le=1.0)
     """choice mode: satisfied when p_true ≥ threshold."""
-    max_tokens: int = Field(512, ge=8)
+    max_tokens: GenerateOnly[int] = Field(512, ge=8)
     """generate mode: token cap of the JSON answer (reasoning judges need more)."""
-    temperature: float = Field(0.0, ge=0.0)
+    temperature: GenerateOnly[float] = Field(0.0, ge=0.0)
     """generate mode: sampling temperature of the first attempt."""
-    retries: int = Field(2, ge=0, le=10)
+    retries: GenerateOnly[int] = Field(2, ge=0, le=10)
     """generate mode: extra attempts (new seed) after unparseable JSON; then ungraded."""
-    groups_per_call: int = Field(8, ge=1)
+    groups_per_call: Execution[int] = Field(8, ge=1)
     """Reports sent to the engine per call (the kernel packs them up to its token budget)."""
     _derived: bool = PrivateAttr(default=False)
 
@@ -60,8 +61,6 @@ class JudgeConfig(BaseModel):
         return JudgeConfig.model_validate(data)
 
 
-# Settings that do not change a verdict in the other mode, left out of the derived id's hash.
-_MODE_ONLY = {"choice": {"max_tokens", "temperature", "retries"}, "generate": {"threshold"}}
 # Leaf directory names that say nothing about the model: the parent is named as well.
 _GENERIC_DIRS = {"hf", "model", "models", "weights", "checkpoint", "final", "latest", "main", "merged", "export"}
 
@@ -89,15 +88,17 @@ def model_ref(model: str) -> str:
 
 
 def derived_judge_id(cfg: JudgeConfig) -> str:
-    """`<model name>/<mode>/<6 hex>`: the hex hashes the judge settings that can change a verdict,
-    those set to other than their defaults (so a new setting with a default keeps existing ids);
-    where and how fast it runs (device, kernel, batching, endpoint, runs) is left out."""
-    from lifesearch_local.rundir.manifest import EXECUTION_ONLY, MODEL_EXECUTION_ONLY
-
-    skip = {"id", "model", "mode", *EXECUTION_ONLY, *_MODE_ONLY[cfg.mode]}
-    data = cfg.model_dump(mode="json", exclude_defaults=True, exclude=skip)
-    data["model"] = cfg.model.model_dump(mode="json", exclude_defaults=True, exclude=set(MODEL_EXECUTION_ONLY))
+    """`<model name>/<mode>/<6 hex>`: the hex hashes the judge settings that can change a verdict
+    in its mode (the fields marked so, serving.affects), those set to other than their defaults
+    (so a new setting with a default keeps existing ids), and in generate mode the verdict's
+    schema; where and how fast it runs (device, kernel, batching, endpoint, runs) is left out."""
+    data = result_settings(cfg, mode=cfg.mode, exclude_defaults=True, exclude={"id", "model", "mode"})
+    data["model"] = result_settings(cfg.model, exclude_defaults=True)
     data["model"]["model"] = model_ref(cfg.model.model)
     data["mode"] = cfg.mode
+    if cfg.mode == "generate":
+        from lifesearch_local.judge.verdict import verdict_schema_hash
+
+        data["verdict_schema"] = verdict_schema_hash()
     digest = hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:6]
     return f"{model_name(cfg.model.model)}/{cfg.mode}/{digest}"

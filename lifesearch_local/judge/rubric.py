@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.judge.verdict import VERDICT_SCHEMA
 from lifesearch_local.llm.generate import generate_parsed_fitted, judge_template_kwargs, parse_object
 from lifesearch_local.llm.prompts import render_span
 from lifesearch_local.records import Judgment, Report, Rubric, Task
@@ -154,19 +155,6 @@ def parse_verdict(text: str) -> tuple[bool, str] | None:
     thinking (up to `</think>`) is skipped: its braces are not the verdict.
     """
     return parse_object(text.rpartition("</think>")[2], _verdict)
-
-
-# The verdict the judge prompt asks for, as the schema generate mode decodes under: a weak judge
-# that would write prose still answers with it, in one attempt. The prompt asks for a reason of at
-# most 30 words; 240 characters bound it (and so the tokens decoded per answer).
-REASON_MAX_CHARS = 240
-VERDICT_SCHEMA = {
-    "type": "object",
-    "properties": {"satisfied": {"type": "boolean"},
-                   "reason": {"type": "string", "maxLength": REASON_MAX_CHARS}},
-    "required": ["satisfied", "reason"],
-    "additionalProperties": False,
-}
 
 
 def judge_generate(backend: Engine, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:

@@ -52,11 +52,11 @@ def judge_stage(
 
     def check(recorded: list[Judgment]) -> None:
         mine = [j for j in recorded if j.judge == cfg.id]
-        rd.check_record_settings(name, Counter(j.settings for j in mine if j.settings), stamp, force=force_config)
+        rd.check_record_settings(name, Counter(j.settings for j in mine), stamp, force=force_config)
         _refuse_stale(rd, name, by_id, mine, force_config)
 
     with open_stage(rd, name, command="judge", settings=settings, recorded=lambda: rd.load(JUDGMENTS, Judgment),
-                    resuming=lambda recs: any(j.judge == cfg.id for j in recs), legacy=(f"config/judge/{cfg.id}", config_hash(cfg)),
+                    resuming=lambda recs: any(j.judge == cfg.id for j in recs),
                     force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model, check=check) as st:
         done = {j.key for j in st.recorded}
         decisions = _judge_all(st, by_id, reports, cfg, done, show, stamp)
@@ -68,19 +68,6 @@ def judge_stage(
                                      "prompts/judge_zh": load_template("judge_zh")[1]},
                       seeds={f"judge/{cfg.id}": cfg.model.seed}, model_key=cfg.id)
     return stats
-
-
-def keep_legacy_id(rd: RunDir, cfg: JudgeConfig, legacy: str | None) -> JudgeConfig:
-    """The config under its pre-derivation default id when the run directory holds judgments
-    under that id and none under the derived one, so that a rerun resumes them instead of
-    judging everything again under a new id (the stage's config check still applies)."""
-    if legacy is None or not cfg.derived or legacy == cfg.id or not rd.file(JUDGMENTS).is_file():
-        return cfg
-    judges = {j.judge for j in rd.load(JUDGMENTS, Judgment)}
-    if legacy not in judges or cfg.id in judges:
-        return cfg
-    print(f"judge {cfg.id}: {rd.path} holds judgments under the earlier default id {legacy}; continuing under it")
-    return cfg.updated(id=legacy)
 
 
 def _refuse_stale(rd: RunDir, stage: str, by_id: dict[str, Task], mine: list[Judgment], force: bool) -> None:

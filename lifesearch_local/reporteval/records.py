@@ -197,7 +197,7 @@ class ReportEvaluation(_Rec):
     settings: str | None = None
     """Hash of the judge and ReportEval settings the record was made with (the manifest's
     `resume/reporteval/<id>`): a resume with other settings is refused from the records even when
-    the manifest is lost. Null in records written before it."""
+    the manifest is lost."""
 
     @property
     def key(self) -> tuple[str, str, str, str, int]:

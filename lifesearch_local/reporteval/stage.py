@@ -113,12 +113,12 @@ def reporteval_stage(
     name, stamp = f"reporteval/{cfg.id}", settings_hash(settings)
 
     def check(done: dict) -> None:  # what the records themselves say, when the manifest is lost
-        rd.check_record_settings(name, Counter(h for (jid, *_), h in done.items() if jid == cfg.id and h), stamp,
+        rd.check_record_settings(name, Counter(h for (jid, *_), h in done.items() if jid == cfg.id), stamp,
                                  force=force_config)
 
     with open_stage(rd, name, command="reporteval", settings=settings,
                     recorded=lambda: {r.key: r.settings for r in rd.load(RECORDS, ReportEvaluation)},
-                    resuming=lambda done: any(k[0] == cfg.id for k in done), legacy=(f"config/reporteval/{cfg.id}", config_digest),
+                    resuming=lambda done: any(k[0] == cfg.id for k in done),
                     force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model, check=check) as st:
         stats: dict[str, Any] = {"mode": cfg.mode, "model": cfg.model.model, "backend": cfg.model.backend,
                                  "web_mode": web.mode, "stopped_early": False}

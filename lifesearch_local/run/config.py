@@ -11,6 +11,7 @@ from lifesearch_local.configfile import load_yaml, validate_config
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.reporteval.config import ReportEvalConfig
 from lifesearch_local.web.config import WebConfig
+from serving.affects import Execution, Result
 from serving.config import RayConfig
 
 
@@ -34,34 +35,34 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = "run"
+    name: Execution[str] = "run"
     """Run name; the default output directory is runs/<name>."""
-    out: str | None = None
+    out: Execution[str | None] = None
     """Run directory (default runs/<name>); reused to resume."""
-    tasks: str = "data/sample/tasks.jsonl"
+    tasks: Result[str] = "data/sample/tasks.jsonl"
     """Tasks JSONL (the real LifeSearch release, or the bundled samples)."""
-    task_ids: list[str] | None = None
+    task_ids: Result[list[str] | None] = None
     """Only these tasks (default: all)."""
-    runs: int = Field(1, ge=1)
+    runs: Result[int] = Field(1, ge=1)
     """Independent agent runs per task (the paper uses 3)."""
-    reports: str | None = None
+    reports: Result[str | None] = None
     """Existing reports JSONL to judge (sweeps, re-judging) instead of running agents."""
-    agents: list[AgentConfig] = Field(default_factory=list)
+    agents: Result[list[AgentConfig]] = Field(default_factory=list)
     """Agent configurations: model, budgets, tools, concurrency (each id tags its reports)."""
-    web: WebConfig = Field(default_factory=WebConfig)
+    web: Result[WebConfig] = Field(default_factory=WebConfig)
     """Web layer settings shared by the agents: search backend, cache mode, corpus, limits."""
-    judge: JudgeConfig | None = None
+    judge: Result[JudgeConfig | None] = None
     """The judge that grades the reports."""
-    judges: list[JudgeConfig] = Field(default_factory=list)
+    judges: Result[list[JudgeConfig]] = Field(default_factory=list)
     """Several judges (sweeps); `judge` is shorthand for one."""
-    ray: RayConfig | None = None
+    ray: Execution[RayConfig | None] = None
     """Ray cluster settings; absent means models run in-process."""
-    reporteval: ReportEvalConfig | None = None
+    reporteval: Result[ReportEvalConfig | None] = None
     """ReportEval metrics (quality, redundancy, factuality) of every report with each judge;
     absent means the stage is skipped."""
-    labels: str | None = None
+    labels: Result[str | None] = None
     """Reference labels for the agreement table in the report."""
-    seed: int = 0
+    seed: Result[int] = 0
     """Base seed of the run."""
 
     def all_judges(self) -> list[JudgeConfig]:

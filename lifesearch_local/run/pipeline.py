@@ -183,19 +183,25 @@ def _copy_labels(src: Path, dst: Path, task_ids: set[str] | None) -> None:
     dst.write_text("".join(x for x in lines if x.strip() and not other_task(x)), encoding="utf-8")
 
 
-# Where models run and where the run lives do not change what it computes: a run may resume
-# in-process after starting on Ray, or the other way round.
-_EXECUTION_ONLY = {"ray", "out", "name"}
-
-
 def _check_same_run(path: Path, cfg: RunConfig) -> None:
+    """Refuse a run directory whose config.yaml differs from `cfg` in a setting that changes a
+    result (serving.affects): where models run and where the run lives may change (`ray`, `out`,
+    a judge's device, an agent's concurrency), so a run may resume on Ray after starting in-process."""
+    from lifesearch_local.errors import InputError
     from lifesearch_local.run.config import load_run_config
+    from serving.affects import result_settings
 
-    if path.exists():
-        old = load_run_config(path).model_dump(mode="json", exclude=_EXECUTION_ONLY)
-        if old != cfg.model_dump(mode="json", exclude=_EXECUTION_ONLY):
-            raise LifesearchError(f"{path.parent}: holds a run with a different config.yaml; use another `out` "
-                                  "(or --fresh to start this one over, or --force-config to continue it)")
+    if not path.exists():
+        return
+    try:
+        old = load_run_config(path)
+    except InputError as e:
+        raise LifesearchError(f"{path.parent}: its config.yaml does not load in this version of lifesearch "
+                              f"({e.field + ': ' if e.field else ''}{e.message}); use another `out` (or --fresh to "
+                              "start this one over)") from None
+    if result_settings(old) != result_settings(cfg):
+        raise LifesearchError(f"{path.parent}: holds a run with a different config.yaml; use another `out` "
+                              "(or --fresh to start this one over, or --force-config to continue it)")
 
 
 def _write_once(path: Path, text: str, what: str) -> None:

@@ -37,10 +37,10 @@ def limit_work(tasks: list[Task], reports: list[Report], limit: int | None) -> t
 
 def judge_run(out: str | Path, tasks_path: str | Path, reports_path: str | Path, judges: Sequence[JudgeConfig], *,
               after: AfterJudge, ray: RayConfig | None = None, limit: int | None = None, show: bool = True,
-              force_config: bool = False, legacy_id: Callable[[JudgeConfig], str | None] = lambda c: None) -> None:
+              force_config: bool = False) -> None:
     """`lifesearch judge`: every judge config over the reports (resumable), in `out`. Models are
-    checked before the directory exists; `legacy_id(cfg)` names an earlier default id to resume under."""
-    from lifesearch_local.judge.stage import judge_stage, keep_legacy_id
+    checked before the directory exists."""
+    from lifesearch_local.judge.stage import judge_stage
     from lifesearch_local.run.preflight import preflight
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks
@@ -51,7 +51,6 @@ def judge_run(out: str | Path, tasks_path: str | Path, reports_path: str | Path,
     with open_run(out, "judge", inputs={"tasks": tasks_path, "reports": reports_path}, keep=(JUDGMENTS,)) as rd, \
             ray_session(ray):
         for cfg in judges:
-            cfg = keep_legacy_id(rd, cfg, legacy_id(cfg))
             stats = judge_stage(rd, tasks, reports, cfg, show=show, ray=ray, force_config=force_config)
             if not after(cfg, stats, rd):
                 return
@@ -113,10 +112,14 @@ def sweep_run(config_path: str, *, out: str | None = None, reports: str | None =
 
 
 def default_web_cache(out: str | Path) -> Path:
-    """The web cache of a run directory: `web_cache/`, or `webcache/` where an earlier
-    `lifesearch reporteval` made that one (its recorded sources stay usable)."""
-    old = Path(out) / "webcache"
-    return old if old.is_dir() and not (Path(out) / WEB_CACHE).exists() else Path(out) / WEB_CACHE
+    """The web cache of a run directory, `web_cache/`; a directory holding an earlier version's
+    `webcache/` instead is refused (LifesearchError), not silently given a second, empty cache."""
+    from lifesearch_local.errors import LifesearchError
+
+    if (Path(out) / "webcache").is_dir() and not (Path(out) / WEB_CACHE).exists():
+        raise LifesearchError(f"{out}: holds webcache/, the web cache of an earlier version of lifesearch; "
+                              f"pass it as --cache {Path(out) / 'webcache'}, or use a fresh directory")
+    return Path(out) / WEB_CACHE
 
 
 def reporteval_run(out: str | Path, reports_path: str | Path, tasks_path: str | Path | None, judges: Sequence[JudgeConfig],
@@ -132,7 +135,7 @@ def reporteval_run(out: str | Path, reports_path: str | Path, tasks_path: str | 
     tasks = load_tasks(tasks_path) if tasks_path else None
     items = report_items(read_records(reports_path, Report), tasks)
     preflight([(f"judge {c.id}", c.model) for c in judges])  # before the output directory exists
-    with open_run(out, "reporteval", inputs={"reports": reports_path, "tasks": tasks_path}, keep=(REPORTEVAL, WEB_CACHE, "webcache")) as rd:
+    with open_run(out, "reporteval", inputs={"reports": reports_path, "tasks": tasks_path}, keep=(REPORTEVAL, WEB_CACHE)) as rd:
         for cfg in judges:
             res = reporteval_stage(rd, items, cfg, rcfg, web, ray=ray, show=show, force_config=force_config)
             if not after(cfg, res, rd):

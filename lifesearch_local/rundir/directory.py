@@ -126,7 +126,7 @@ class RunDir:
         """Create or merge into manifest.json (`manifest.update_manifest`), holding the lock."""
         return _manifest.update_manifest(self.path, **fields)
 
-    def check_record_settings(self, stage: str, found: dict[str, int], now: str, *, force: bool = False) -> None:
+    def check_record_settings(self, stage: str, found: dict[str | None, int], now: str, *, force: bool = False) -> None:
         """The records' own settings hashes against `now` (`manifest.check_record_settings`)."""
         _manifest.check_record_settings(self.path, stage, found, now, force=force)
 

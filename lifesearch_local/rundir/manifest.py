@@ -22,15 +22,9 @@ from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.records import Manifest
 from lifesearch_local.rundir.jsonl import check_text, validation_field
 from lifesearch_local.rundir.lock import hold
+from serving.affects import result_settings
 
 MANIFEST = "manifest.json"
-# Settings that change where or how fast a stage runs, never what it writes: a stage resumes
-# across them (on a GPU after a CPU, with larger batches, with more judge repetitions).
-EXECUTION_ONLY = frozenset({"runs", "groups_per_call", "concurrency", "batch", "batch_size"})
-MODEL_EXECUTION_ONLY = frozenset({
-    "device", "kernel", "generate_form", "token_budget", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching",
-    "enforce_eager", "base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency", "retry_base_delay_s",
-})
 # One process writes a run directory (its lock); its threads take turns on the manifest.
 _WRITE = threading.Lock()
 
@@ -58,11 +52,8 @@ def config_hash(cfg: BaseModel) -> str:
 
 def resume_config(cfg: BaseModel) -> dict[str, Any]:
     """A stage's config as the manifest records it for resume checks: without the settings
-    that only change where and how fast it runs (EXECUTION_ONLY, MODEL_EXECUTION_ONLY)."""
-    data = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in EXECUTION_ONLY}
-    if isinstance(data.get("model"), dict):
-        data["model"] = {k: v for k, v in data["model"].items() if k not in MODEL_EXECUTION_ONLY}
-    return data
+    marked as changing only where and how fast it runs (serving.affects)."""
+    return result_settings(cfg)
 
 
 def settings_hash(config: dict[str, Any]) -> str:
@@ -187,14 +178,21 @@ def update_manifest(
         return m
 
 
-def check_record_settings(directory: Path, stage: str, found: dict[str, int], now: str, *, force: bool = False) -> None:
+def check_record_settings(directory: Path, stage: str, found: dict[str | None, int], now: str, *,
+                          force: bool = False) -> None:
     """Refuse (ConfigChanged) to add to records that carry another settings hash than `now`
     (`found`: hash -> records) unless `force`: the records' own word, which holds when the
     manifest was lost or set aside by `repair`. Hashes accepted by an earlier --force-config
-    (kept in the manifest) pass."""
+    (kept in the manifest) pass. Records without a hash (None: an earlier version's, or
+    imported) cannot say what they were made with: refused too, unless `force`."""
+    unstamped = found.get(None, 0)
+    if unstamped and not force:
+        raise ConfigChanged(f"{directory}: {stage} has {unstamped} record(s) without a settings hash (made by an "
+                            "earlier version of lifesearch, or imported); continue in a fresh directory, or pass "
+                            "--force-config to add to them anyway")
     m = read_manifest(directory)
     accepted = set((m.stages.get(stage) or {}).get("settings_accepted") or []) if m else set()
-    other = {h: n for h, n in found.items() if h != now and h not in accepted}
+    other = {h: n for h, n in found.items() if h is not None and h != now and h not in accepted}
     if not other:
         return
     what = ", ".join(f"{n} made with settings {h}" for h, n in sorted(other.items()))
@@ -206,27 +204,29 @@ def check_record_settings(directory: Path, stage: str, found: dict[str, int], no
 
 
 def check_config(directory: Path, stage: str, config: dict[str, Any], *, resuming: bool, force: bool = False,
-                 legacy: tuple[str, str] | None = None, records_check: Callable[[], None] | None = None) -> None:
+                 records_check: Callable[[], None] | None = None) -> None:
     """Refuse to add to a stage's records with other settings than they were made with
     (ConfigChanged naming both hashes and what differs) unless `force`; then record `config`.
 
-    `resuming`: the stage already has records. `legacy`: (manifest hash key, full config
-    hash) compared instead for a run written before the per-stage configs were recorded.
-    `records_check()` runs after the manifest's comparison and before `config` is recorded:
-    what the records themselves say (their settings hashes) when the manifest has nothing to say.
+    `resuming`: the stage already has records. `records_check()` runs after the manifest's
+    comparison and before `config` is recorded: what the records themselves say (their settings
+    hashes) when the manifest has nothing to say.
     """
     m = read_manifest(directory)
-    recorded = _without_foreign_model_fields(m.stage_configs.get(stage), config) if m else None
+    recorded = m.stage_configs.get(stage) if m else None
     now = _hash_obj(config)
-    changed = ""
+    changed, fix = "", "give the new config its own id"
     if resuming and recorded is not None and recorded != config:
         diffs = _differences(recorded, config)
         changed = f"hash {_hash_obj(recorded)}, now {now}: {'; '.join(diffs[:3])}{'; …' if len(diffs) > 3 else ''}"
-    elif resuming and recorded is None and m and legacy and m.hashes.get(legacy[0]) not in (None, legacy[1]):
-        changed = f"hash {m.hashes[legacy[0]]}, now {legacy[1]}"
+        one_sided = _one_sided(recorded, config)
+        if one_sided:  # a setting added or removed since: the records are another version's
+            changed = (f"recorded by another version of lifesearch; settings only one version has: "
+                       f"{', '.join(one_sided[:3])}{', …' if len(one_sided) > 3 else ''}")
+            fix = "continue in a fresh directory"
     if changed and not force:
-        raise ConfigChanged(f"{directory}: {stage} has records made with another config ({changed}); give the "
-                            "new config its own id, or pass --force-config to add to those records anyway")
+        raise ConfigChanged(f"{directory}: {stage} has records made with another config ({changed}); {fix}, "
+                            "or pass --force-config to add to those records anyway")
     if records_check is not None:
         records_check()
     if changed:
@@ -236,15 +236,12 @@ def check_config(directory: Path, stage: str, config: dict[str, Any], *, resumin
                     stage=(stage, {"config_forced_over": changed}) if changed else None)
 
 
-def _without_foreign_model_fields(old: Any, new: Any) -> Any:
-    """`old` without the model-block fields `new`'s backend does not have: a stage recorded when one
-    flat model block held every backend's fields (at their defaults) resumes under the same settings."""
-    if not (isinstance(old, dict) and isinstance(new, dict)):
-        return old
-    out = {}
-    for k, v in old.items():
-        if k == "model" and isinstance(v, dict) and isinstance(new.get(k), dict):
-            out[k] = {f: x for f, x in v.items() if f in new[k]}
-        else:
-            out[k] = _without_foreign_model_fields(v, new.get(k))
+def _one_sided(old: Any, new: Any, where: str = "") -> list[str]:
+    """The settings (dotted paths) that only one of two recorded configs has (model blocks of two
+    backends have different settings by design: not counted)."""
+    if not (isinstance(old, dict) and isinstance(new, dict)) or old.get("backend") != new.get("backend"):
+        return []
+    out = [f"{where}{k}" for k in sorted(old.keys() ^ new.keys(), key=str)]
+    for k in sorted(old.keys() & new.keys(), key=str):
+        out += _one_sided(old[k], new[k], f"{where}{k}.")
     return out

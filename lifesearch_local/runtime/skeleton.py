@@ -97,7 +97,7 @@ class Stage:
 
 @contextlib.contextmanager
 def open_stage(rd: RunDir, name: str, *, command: str, settings: dict[str, Any], recorded: Callable[[], Any],
-               resuming: Callable[[Any], bool], legacy: tuple[str, str] | None, force: bool, model: ModelConfig, ray: RayConfig | None = None,
+               resuming: Callable[[Any], bool], force: bool, model: ModelConfig, ray: RayConfig | None = None,
                engine: Engine | None = None, open_model: OpenModel | None = None,
                honour_stop: bool = True, check: Callable[[Any], None] | None = None) -> Iterator[Stage]:
     """Lock the run directory (as `command`), refuse records made under other `settings` unless
@@ -108,7 +108,7 @@ def open_stage(rd: RunDir, name: str, *, command: str, settings: dict[str, Any],
     block ends. `check(recorded())` may refuse first (the records' own settings hashes). Record the stage inside the block: `stage.close_engine()`, then `stage.record(...)`."""
     with rd.locked(command):
         records = recorded()
-        rd.check_config(name, settings, resuming=resuming(records), force=force, legacy=legacy,
+        rd.check_config(name, settings, resuming=resuming(records), force=force,
                         records_check=None if check is None else lambda: check(records))
         with graceful_stop() as stop, (honoured(stop.event) if honour_stop else contextlib.nullcontext()):
             with contextlib.ExitStack() as models:

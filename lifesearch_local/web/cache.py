@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import hmac
@@ -23,16 +22,13 @@ from lifesearch_local.web.records import FETCH_RESULT, Document, Failure, Search
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pages (
     key TEXT PRIMARY KEY, url TEXT NOT NULL, as_of TEXT NOT NULL,
-    result TEXT NOT NULL, body_sha256 TEXT, created TEXT NOT NULL);
+    result TEXT NOT NULL, body_sha256 TEXT, created TEXT NOT NULL, row_sha256 TEXT, row_mac TEXT);
 CREATE TABLE IF NOT EXISTS searches (
     key TEXT PRIMARY KEY, backend TEXT NOT NULL, query TEXT NOT NULL, params TEXT NOT NULL,
-    as_of TEXT NOT NULL, results TEXT NOT NULL, created TEXT NOT NULL);
+    as_of TEXT NOT NULL, results TEXT NOT NULL, created TEXT NOT NULL, row_sha256 TEXT, row_mac TEXT);
 CREATE INDEX IF NOT EXISTS searches_by_query ON searches (query, params, as_of);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL, mac TEXT NOT NULL);
 """
-# Columns added after the first release: row_sha256 (unkeyed, what the second release checked) and
-# row_mac (keyed, see cache_key.py; required on every row since the third).
-_ADDED_COLUMNS = [(t, c) for t in ("pages", "searches") for c in ("row_sha256", "row_mac")]
 _PAGE_COLUMNS = "key, url, as_of, result, body_sha256, created, row_sha256, row_mac"
 _SEARCH_COLUMNS = "key, backend, query, params, as_of, results, created, row_sha256, row_mac"
 _TABLES = {"pages": _PAGE_COLUMNS, "searches": _SEARCH_COLUMNS}
@@ -81,13 +77,6 @@ def read_blob_file(path: Path, name: str) -> bytes:
         os.close(fd)
 
 
-def _legacy_ok(table: str, row: tuple) -> bool:
-    """A row of an older version's cache passes that version's check: no row checksum (the first
-    release wrote none), or a matching one. Only such rows are adopted (given a MAC)."""
-    checksum = row[-2]
-    return checksum is None or checksum == row_sha256(*row[:-3])
-
-
 def normalize_url(url: str) -> str:
     """Lower-case scheme and host, no default port or fragment, path at least "/", sorted query."""
     parts = urlsplit(url.strip())
@@ -129,11 +118,7 @@ class WebCache:
         try:
             con = self._db()
             con.executescript(_SCHEMA)
-            for table, column in _ADDED_COLUMNS:
-                if column not in {r[1] for r in con.execute(f"PRAGMA table_info({table})")}:
-                    with contextlib.suppress(sqlite3.OperationalError):  # another handle added it first
-                        con.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
-            self._key = open_keyed(con, self.root, _TABLES, _legacy_ok)
+            self._key = open_keyed(con, self.root, _TABLES)
         except sqlite3.DatabaseError as e:
             raise CacheCorrupt(f"cache index {self.db_path} cannot be read ({e}); check it with "
                                f"`lifesearch cache verify {self.root}` or move the cache away") from None
@@ -191,11 +176,11 @@ class WebCache:
 
     def _check_mac(self, table: str, row: tuple, what: str) -> None:
         """CacheCorrupt unless the row carries its MAC under this cache's key: a row without one
-        is not one this program wrote (rows of older caches got theirs when first opened)."""
+        is not one this program wrote."""
         mac = row[-1]
         if mac is None:
             raise CacheCorrupt(f"cache index row {row[0]} ({what}) has no row MAC: forged or damaged "
-                               "(every row written or adopted by this version has one)")
+                               "(every row this version writes has one)")
         if not hmac.compare_digest(mac, row_mac(self._key, table, *row[:-3])):
             raise CacheCorrupt(f"cache index row {row[0]} ({what}) was edited: it fails its row MAC")
 
@@ -265,8 +250,6 @@ class WebCache:
         report = CacheReport()
         db = self._db()
         report.integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
-        adopted = db.execute("SELECT value FROM meta WHERE name = 'adopted_rows'").fetchone()
-        report.legacy = int(adopted[0]) if adopted and adopted[0].isdigit() else 0
         referenced: set[str] = set()
         for row in db.execute(f"SELECT {_PAGE_COLUMNS} FROM pages ORDER BY key"):
             report.pages += 1
@@ -303,7 +286,6 @@ class CacheReport:
     searches: int = 0
     blobs: int = 0
     unreferenced: int = 0
-    legacy: int = 0
     integrity: str = "ok"
     problems: list[str] = field(default_factory=list)
 
@@ -312,7 +294,6 @@ class CacheReport:
         return not self.problems and self.integrity == "ok"
 
     def summary(self) -> str:
-        legacy = (f", {self.legacy} rows adopted from an older version (keyed when first opened)" if self.legacy else "")
         state = "ok" if self.ok else f"CORRUPT: {len(self.problems)} problem(s)" + ("" if self.integrity == "ok" else f"; sqlite: {self.integrity}")
         return (f"{self.pages} pages, {self.searches} searches, {self.blobs} blobs ({self.unreferenced} unreferenced)"
-                f"{legacy}: {state}")
+                f": {state}")

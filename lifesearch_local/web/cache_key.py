@@ -1,4 +1,4 @@
-"""The web cache's row MACs: a per-cache secret key file, keyed row checksums, adopting older caches.
+"""The web cache's row MACs: a per-cache secret key file, keyed row checksums, the index's format marker.
 
 Threat model (docs/reliability.md): a plain checksum guards against accidents only, since whoever
 edits a row can recompute it. Rows are therefore keyed (HMAC-SHA256) with a 32-byte secret kept
@@ -16,7 +16,6 @@ import os
 import secrets
 import sqlite3
 import stat
-from collections.abc import Callable
 from pathlib import Path
 
 from lifesearch_local.errors import LifesearchError
@@ -86,19 +85,17 @@ def load_key(root: Path, *, create: bool) -> bytes | None:
     return _read_key(path)
 
 
-def open_keyed(con: sqlite3.Connection, root: Path, tables: dict[str, str],
-               check_legacy: Callable[[str, tuple], bool]) -> bytes:
-    """The key of the cache whose index is `con`, adopting an index from an older version once.
+def open_keyed(con: sqlite3.Connection, root: Path, tables: dict[str, str]) -> bytes:
+    """The key of the cache whose index is `con`; a new (empty) index gets one and its format marker.
 
     `tables`: table -> its column list (the MAC covers all but the last three: created,
-    row_sha256, row_mac). An index without the `meta` marker and without a key file is a new cache or one written by an
-    older version: a key is made and every row that passes its older check (`check_legacy(table,
-    row)`) is given its MAC, in one transaction; rows that fail stay without one, so they read as
-    corrupt. A key file without the marker, or the marker without the key file, is refused: that
-    is how a forger would make a cache look older than it is.
+    row_sha256, row_mac). An index with rows or other columns but no marker is refused in one
+    line: an earlier version's cache, or one whose marker was dropped to pass off rows without
+    their MACs. So is a marker without the key file.
     """
     marked = con.execute("SELECT value FROM meta WHERE name = 'format'").fetchone() is not None
-    existed = os.path.lexists(root / KEY_FILE)
+    if not marked and not _empty_and_current(con, tables):
+        raise _unmarked(root)
     key = load_key(root, create=not marked)
     if marked and key is None:
         raise CacheKeyError(f"{root / KEY_FILE} is missing: the rows of this cache cannot be verified; "
@@ -108,11 +105,10 @@ def open_keyed(con: sqlite3.Connection, root: Path, tables: dict[str, str],
     try:
         row = con.execute("SELECT value, mac FROM meta WHERE name = 'format'").fetchone()
         if row is None:
-            if existed and any(con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in tables):
-                raise CacheKeyError(f"{root}: the index has rows and a key but no format marker: it was made to "
-                                    "look like an older version's (whose rows would be adopted unchecked); "
-                                    "record the pages again into a new cache")
-            _adopt(con, key, tables, check_legacy)
+            if not _empty_and_current(con, tables):  # rows written since the first look
+                raise _unmarked(root)
+            con.execute("INSERT OR REPLACE INTO meta (name, value, mac) VALUES (?, ?, ?)",
+                        ("format", FORMAT, row_mac(key, "meta", "format", FORMAT)))
         elif not hmac.compare_digest(row[1], row_mac(key, "meta", "format", row[0])):
             raise CacheKeyError(f"{root}: the index's format marker fails its MAC (edited, or another cache's key)")
         con.execute("COMMIT")
@@ -122,14 +118,15 @@ def open_keyed(con: sqlite3.Connection, root: Path, tables: dict[str, str],
     return key
 
 
-def _adopt(con: sqlite3.Connection, key: bytes, tables: dict[str, str], check_legacy: Callable[[str, tuple], bool]) -> None:
-    adopted = 0
+def _unmarked(root: Path) -> CacheKeyError:
+    return CacheKeyError(f"{root}: the index holds rows or another schema but no format marker (a cache of an earlier "
+                         "version of lifesearch, or its marker was removed); record the pages again into a fresh cache directory")
+
+
+def _empty_and_current(con: sqlite3.Connection, tables: dict[str, str]) -> bool:
+    """Whether every table is empty and has this version's columns (a cache about to be made)."""
     for table, columns in tables.items():
-        n_fields = len(columns.split(",")) - 3
-        for row in con.execute(f"SELECT {columns} FROM {table} WHERE row_mac IS NULL").fetchall():
-            if check_legacy(table, row):
-                con.execute(f"UPDATE {table} SET row_mac = ? WHERE key = ?", (row_mac(key, table, *row[:n_fields]), row[0]))
-                adopted += 1
-    for name, value in (("format", FORMAT), ("adopted_rows", str(adopted))):
-        con.execute("INSERT OR REPLACE INTO meta (name, value, mac) VALUES (?, ?, ?)",
-                    (name, value, row_mac(key, "meta", name, value)))
+        have = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        if have != [c.strip() for c in columns.split(",")] or con.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
+            return False
+    return True

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from serving.affects import Execution, Result
+
 CacheMode = Literal["live", "record", "replay", "replay-or-live"]
 
 
@@ -18,79 +20,79 @@ class _Cfg(BaseModel):
 class FetchLimits(_Cfg):
     """Caps on one fetch."""
 
-    max_bytes: int = Field(10_000_000, gt=0)
+    max_bytes: Result[int] = Field(10_000_000, gt=0)
     """Largest body accepted, counted both on the wire and after decompression."""
-    timeout_s: float = Field(30.0, gt=0)
+    timeout_s: Result[float] = Field(30.0, gt=0)
     """Total wall time for one fetch, from its first request: redirects, retries and body together."""
-    connect_timeout_s: float = Field(10.0, gt=0)
+    connect_timeout_s: Result[float] = Field(10.0, gt=0)
     """Time to open one connection."""
-    max_redirects: int = Field(5, ge=0)
+    max_redirects: Result[int] = Field(5, ge=0)
     """Redirects followed before failing with too_many_redirects."""
-    retries: int = Field(2, ge=0)
+    retries: Result[int] = Field(2, ge=0)
     """Extra attempts after a 429, a 5xx or a connection error."""
-    backoff_s: float = Field(0.5, ge=0)
+    backoff_s: Execution[float] = Field(0.5, ge=0)
     """First backoff delay; doubles each retry (Retry-After overrides it)."""
-    max_backoff_s: float = Field(10.0, ge=0)
+    max_backoff_s: Result[float] = Field(10.0, ge=0)
     """Longest wait between attempts; a larger Retry-After fails at once instead."""
 
 
 class SearchConfig(_Cfg):
     """Which search backend to use and its settings."""
 
-    backend: str = "local"
+    backend: Result[str] = "local"
     """A name in the search registry: searxng, serper, local or replay."""
-    num: int = Field(10, gt=0)
+    num: Result[int] = Field(10, gt=0)
     """Results per query."""
-    searxng_url: str = "http://127.0.0.1:8888"
+    searxng_url: Result[str] = "http://127.0.0.1:8888"
     """Base URL of a self-hosted SearXNG with the JSON format enabled."""
-    serper_url: str = "https://google.serper.dev/search"
+    serper_url: Result[str] = "https://google.serper.dev/search"
     """Serper endpoint (used only when the key variable is set)."""
-    serper_key_env: str = "SERPER_API_KEY"
+    serper_key_env: Execution[str] = "SERPER_API_KEY"
     """Environment variable holding the Serper API key."""
-    index_dir: Path | None = None
+    index_dir: Result[Path | None] = None
     """Saved local BM25 index (from `lifesearch corpus build`); built from `corpus_dirs` if absent."""
-    replay_backend: str | None = None
+    replay_backend: Result[str | None] = None
     """For `replay`: serve only results recorded from this backend (any backend when unset)."""
-    timeout_s: float = Field(20.0, gt=0)
+    timeout_s: Result[float] = Field(20.0, gt=0)
     """Total time for one search request."""
-    retries: int = Field(2, ge=0)
+    retries: Result[int] = Field(2, ge=0)
     """Extra attempts after a 429, a 5xx or a connection error."""
-    backoff_s: float = Field(0.5, ge=0)
+    backoff_s: Execution[float] = Field(0.5, ge=0)
     """First backoff delay; doubles each retry."""
 
 
 class WebConfig(_Cfg):
     """Fetching, caching, as-of enforcement and search."""
 
-    mode: CacheMode = "live"
+    mode: Result[CacheMode] = "live"
     """live (no cache), record (fetch and store), replay (cache only; a miss is an error), replay-or-live."""
-    cache_dir: Path | None = None
+    cache_dir: Result[Path | None] = None
     """Directory of the cache (blobs/ + index.sqlite); required unless mode is live."""
-    allow_private: bool = False
+    allow_private: Result[bool] = False
     """Allow private and loopback addresses (never link-local, multicast or reserved). Lab use only."""
-    allow_networks: list[str] = Field(default_factory=list)
+    allow_networks: Result[list[str]] = Field(default_factory=list)
     """CIDR ranges allowed although not global, e.g. 127.0.0.0/8 for loopback test servers."""
-    user_agent: str = "lifesearch-local/0.1 (research benchmark; offline replay)"
+    user_agent: Result[str] = "lifesearch-local/0.1 (research benchmark; offline replay)"
     """User-Agent header, also the agent name matched in robots.txt."""
-    respect_robots: bool = True
+    respect_robots: Result[bool] = True
     """Check robots.txt (cached per origin) before fetching a live page."""
-    concurrency: int = Field(16, gt=0)
+    concurrency: Execution[int] = Field(16, gt=0)
     """Requests in flight at once, over all hosts."""
-    per_host: int = Field(4, gt=0)
+    per_host: Execution[int] = Field(4, gt=0)
     """Requests in flight at once to one host."""
-    http2: bool = False
+    http2: Execution[bool] = False
     """Offer HTTP/2 (needs the h2 package)."""
-    limits: FetchLimits = Field(default_factory=FetchLimits)
+    limits: Result[FetchLimits] = Field(default_factory=FetchLimits)
     """Caps on size, time, redirects and retries."""
-    wayback_url: str = "https://web.archive.org"
+    wayback_url: Result[str] = "https://web.archive.org"
     """Base of the Wayback Machine (CDX API at /cdx/search/cdx, captures at /web/)."""
-    verify_archive_digest: bool = True
+    verify_archive_digest: Result[bool] = True
     """Check an archived body against the CDX digest (base32 SHA-1)."""
-    corpus_dirs: list[Path] = Field(default_factory=list)
+    corpus_dirs: Result[list[Path]] = Field(default_factory=list)
     """Local corpora (manifest.jsonl + pages) whose URLs are served from disk instead of the web."""
-    drop_undated: bool = False
+    drop_undated: Result[bool] = False
     """With a cutoff, also refuse undated search results and corpus pages (default: keep them)."""
-    search: SearchConfig = Field(default_factory=SearchConfig)
+    search: Result[SearchConfig] = Field(default_factory=SearchConfig)
     """Search backend settings."""
 
     @field_validator("allow_networks")

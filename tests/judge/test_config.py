@@ -109,17 +109,3 @@ def test_two_local_judges_get_their_own_ids_in_judgments_and_tables(two_local_ju
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│ ")]
     assert any(r.split("│")[1].strip() == ids[0] for r in rows)  # the Table 3 row names the judge
     assert "qwen2-hf/choice" in out and "hf-choice" not in out
-
-
-def test_a_run_made_under_the_old_default_id_resumes_under_it(tmp_path, capsys, root, monkeypatch, short_reports):
-    monkeypatch.chdir(root)
-    base = ["judge", "--tasks", "data/sample/tasks.jsonl", "--reports", str(short_reports), "--model",
-            "tiny-llama", "--limit", "1", "--out", str(tmp_path / "run"), "--quiet"]
-    assert main([*base, "--id", "tiny-llama-choice"]) == 0  # what `judge --model tiny-llama` used to record
-    n = len(read_records(tmp_path / "run" / "judgments.jsonl", Judgment))
-    capsys.readouterr()
-    assert main(base) == 0
-    out = capsys.readouterr().out
-    assert "earlier default id tiny-llama-choice" in out and "judge tiny-llama-choice: 0 decisions" in out
-    judgments = read_records(tmp_path / "run" / "judgments.jsonl", Judgment)
-    assert len(judgments) == n and {j.judge for j in judgments} == {"tiny-llama-choice"}

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from lifesearch_local.errors import LifesearchError
 from lifesearch_local.records import Judgment
 from lifesearch_local.resources import resource_path
+from lifesearch_local.run.standalone import default_web_cache
 from lifesearch_local.rundir.jsonl import read_records
 from tests.helpers.inputs import R, rubric, task, write_jsonl
 from tests.helpers.tolerances import P_TOL
@@ -192,3 +194,17 @@ def test_sweep_repeats_only_the_judge_that_samples(tmp_path):
         lo, hi = m["ci95"]["accuracy_mean"]
         assert lo <= m["accuracy_mean"] <= hi, judge
     assert saved == result
+
+
+def test_the_web_cache_of_a_run_directory_is_web_cache(tmp_path):
+    assert default_web_cache(tmp_path) == tmp_path / "web_cache"
+    (tmp_path / "web_cache").mkdir()
+    (tmp_path / "webcache").mkdir()  # beside the current one it is not read, and not in the way
+    assert default_web_cache(tmp_path) == tmp_path / "web_cache"
+
+
+def test_an_earlier_versions_webcache_is_refused_naming_how_to_use_it(tmp_path):
+    (tmp_path / "webcache").mkdir()
+    with pytest.raises(LifesearchError, match=r"earlier version.*--cache .*webcache, or use a fresh directory") as e:
+        default_web_cache(tmp_path)
+    assert "\n" not in str(e.value)

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from lifesearch_local.judge.rubric import REASON_MAX_CHARS, VERDICT_SCHEMA, parse_verdict
+from lifesearch_local.judge.rubric import parse_verdict
+from lifesearch_local.judge.verdict import REASON_MAX_CHARS, VERDICT_SCHEMA
 from lifesearch_local.llm.models import tiny_model_dir
 from serving.config import model_config
 from serving.engines.openai import chat_body

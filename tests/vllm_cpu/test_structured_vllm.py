@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from lifesearch_local.judge.rubric import REASON_MAX_CHARS, VERDICT_SCHEMA, parse_verdict
+from lifesearch_local.judge.rubric import parse_verdict
+from lifesearch_local.judge.verdict import REASON_MAX_CHARS, VERDICT_SCHEMA
 from serving.protocol import ChatRequest
 
 PROSE = [{"role": "user", "content": "Write a long poem about the sea, in verse, with no JSON at all."}]

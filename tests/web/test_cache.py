@@ -275,7 +275,9 @@ def test_verify_refuses_a_directory_that_is_not_a_cache(tmp_path, capsys):
     assert not (tmp_path / "blobs").exists()  # verifying creates nothing
 
 
-def test_cache_written_before_row_checksums_still_replays_with_its_blob_checked(tmp_path):
+def test_a_cache_of_an_earlier_version_is_refused_in_one_line(tmp_path, capsys):
+    from lifesearch_local.cli import main
+
     root = tmp_path / "cache"
     cache = WebCache(root)
     doc = _doc(1).model_copy(update={"body_sha256": cache.put_blob(b"body 1")})
@@ -289,12 +291,12 @@ def test_cache_written_before_row_checksums_still_replays_with_its_blob_checked(
         con.execute("INSERT INTO pages VALUES (?, ?, '', ?, ?, '')", (doc.cache_key, doc.url, doc.model_dump_json(), doc.body_sha256))
     con.close()
     (root / "cache.key").unlink()
-    legacy = WebCache(root)  # adopted: the row gets its MAC when first opened
-    assert legacy.get_page(doc.cache_key).text == "text 1"
-    report = legacy.verify()
-    assert report.ok and report.legacy == 1
-    legacy.blob_path(doc.body_sha256).write_bytes(b"body 2")
-    assert legacy.get_page(doc.cache_key).kind == "cache_corrupt"
+    with pytest.raises(LifesearchError, match="earlier version.*fresh cache directory"):
+        WebCache(root)
+    assert not (root / "cache.key").exists()  # refused before anything is made
+    assert main(["cache", "verify", str(root)]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "fresh cache directory" in err and "Traceback" not in err, err
 
 
 def test_a_garbage_index_is_one_error_and_verify_says_corrupt(tmp_path, capsys):
