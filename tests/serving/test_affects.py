@@ -115,7 +115,7 @@ JUDGE_ALT = {"model": "tiny-qwen2", "mode": "generate", "runs": 2, "threshold": 
              "temperature": 0.5, "retries": 0, "groups_per_call": 1}
 HF_ALT = {"backend": "vllm", "model": "tiny-qwen2", "seed": 1, "chat_template_kwargs": {"enable_thinking": False},
           "max_model_len": 4096, "revision": "abc", "dtype": "float32", "trust_remote_code": True, "device": "cpu",
-          "kernel": "dense", "token_budget": 512, "generate_form": "padded"}
+          "kernel": "shared", "token_budget": 512, "generate_form": "padded"}
 
 
 def _inputs() -> tuple[list[Task], list[Report]]:
@@ -166,7 +166,7 @@ def test_a_judge_resumes_across_execution_settings_and_refuses_result_settings(t
 
 def _execution_variants() -> list[dict]:
     """One model block per execution-only setting of each backend, changed from its default."""
-    values = {"device": "cpu", "kernel": "dense", "token_budget": 512, "generate_form": "padded", "tensor_parallel_size": 2,
+    values = {"device": "cpu", "kernel": "shared", "token_budget": 512, "generate_form": "padded", "tensor_parallel_size": 2,
               "gpu_memory_utilization": 0.5, "kv_cache_gib": 4.0, "enable_prefix_caching": False, "enforce_eager": True,
               "cpu_cores": "0-1", "base_url": "http://127.0.0.1:8000/v1", "api_key_env": "KEY", "timeout_s": 5.0,
               "max_retries": 1, "max_concurrency": 2, "retry_base_delay_s": 0.1}
@@ -212,7 +212,7 @@ def test_a_run_directory_takes_execution_changes_and_refuses_result_changes(tmp_
     first = _run(tmp_path)
     prepare_run_dir(first)
     for same in (first.model_copy(update={"ray": RayConfig(replicas=2), "name": "other"}),
-                 _run(tmp_path, model={"model": "tiny-llama", "device": "cpu", "kernel": "dense"}, groups_per_call=1)):
+                 _run(tmp_path, model={"model": "tiny-llama", "device": "cpu", "kernel": "shared"}, groups_per_call=1)):
         prepare_run_dir(same)  # where and how fast: no refusal
     for other in (_run(tmp_path, threshold=0.6), _run(tmp_path, model={"model": "tiny-llama", "seed": 1}),
                   first.model_copy(update={"seed": 1})):
