@@ -61,7 +61,7 @@ def legacy_id(args: argparse.Namespace, cfg) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.run.standalone import judge_run
 
-    judge_run(args.out, args.tasks, args.reports, judge_configs(args), after=report, ray=ray_config(args),
+    judge_run(args.out, args.tasks, args.reports, judge_configs(args), after=report, say=print, ray=ray_config(args),
               limit=args.limit, show=not args.quiet, force_config=args.force_config, legacy_id=lambda c: legacy_id(args, c))
     return 0
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.judge.config import JudgeConfig
@@ -20,6 +20,8 @@ from serving.config import RayConfig
 from serving.progress_hook import reporting
 from serving.protocol import Engine
 from serving.stop import until_stopped
+
+log = logging.getLogger(__name__)
 
 
 def judge_stage(
@@ -70,16 +72,17 @@ def judge_stage(
     return stats
 
 
-def keep_legacy_id(rd: RunDir, cfg: JudgeConfig, legacy: str | None) -> JudgeConfig:
+def keep_legacy_id(rd: RunDir, cfg: JudgeConfig, legacy: str | None, say: Callable[[str], None]) -> JudgeConfig:
     """The config under its pre-derivation default id when the run directory holds judgments
     under that id and none under the derived one, so that a rerun resumes them instead of
-    judging everything again under a new id (the stage's config check still applies)."""
+    judging everything again under a new id (the stage's config check still applies); `say`
+    tells the command's reader so."""
     if legacy is None or not cfg.derived or legacy == cfg.id or not rd.file(JUDGMENTS).is_file():
         return cfg
     judges = {j.judge for j in rd.load(JUDGMENTS, Judgment)}
     if legacy not in judges or cfg.id in judges:
         return cfg
-    print(f"judge {cfg.id}: {rd.path} holds judgments under the earlier default id {legacy}; continuing under it")
+    say(f"judge {cfg.id}: {rd.path} holds judgments under the earlier default id {legacy}; continuing under it")
     return cfg.updated(id=legacy)
 
 
@@ -98,7 +101,7 @@ def _refuse_stale(rd: RunDir, stage: str, by_id: dict[str, Task], mine: list[Jud
     if not force:
         raise ConfigChanged(f"{msg}; judge the edited tasks under a new --id (those verdicts are not re-judged under "
                             "the same id), or pass --force-config to keep them")
-    print(f"warning: --force-config: {msg}; they are kept", file=sys.stderr)
+    log.warning("warning: --force-config: %s; they are kept", msg)
 
 
 def _judge_all(st: Stage, by_id: dict[str, Task], reports: Sequence[Report], cfg: JudgeConfig, done: set,
