@@ -225,8 +225,8 @@ class Label(_Record):
         return (self.task_id, self.agent, self.run, self.rubric_id)
 
 
-class JudgeFingerprint(BaseModel):
-    """What makes two judge runs "the same judge": compared before their verdicts are put together
+class JudgeIdentity(BaseModel):
+    """A judge's fingerprint, what makes two judge runs "the same judge": compared before their verdicts are put together
     (`certify`, `leaderboard`), shown in report.html, written to the manifest by the judge stage."""
 
     model_config = ConfigDict(extra="forbid")
@@ -248,7 +248,7 @@ class JudgeFingerprint(BaseModel):
     kernel_form: str | None = None
     """The choice-scoring form that ran (shared, two_stage, …; None for engines without the packed kernel)."""
 
-    def differences(self, other: JudgeFingerprint) -> list[str]:
+    def differences(self, other: JudgeIdentity) -> list[str]:
         """`field: a != b` for every field that differs between two fingerprints (the id aside)."""
         mine, theirs = self.model_dump(exclude={"judge"}), other.model_dump(exclude={"judge"})
         return [f"{k}: {mine[k]!r} != {theirs[k]!r}" for k in mine if mine[k] != theirs[k]]
@@ -284,7 +284,7 @@ class Manifest(BaseModel):
     stage_configs: dict[str, Any] = Field(default_factory=dict)
     """Per stage (`judge/<id>`, …): the settings its records were made with, less the ones that
     only change where and how fast it runs; a resume with other settings is refused."""
-    fingerprints: dict[str, JudgeFingerprint] = Field(default_factory=dict)
+    fingerprints: dict[str, JudgeIdentity] = Field(default_factory=dict)
     """Per judge id: the fingerprint of the judge that made its judgments in this directory."""
 
     @field_validator("hashes")

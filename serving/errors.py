@@ -12,20 +12,23 @@ class EndpointError(RuntimeError):
     """An endpoint failed, answered in a shape we cannot read, or retries ran out.
 
     `endpoint` is the URL asked, `status` the last HTTP status (None without a response);
-    `config_error` is True for 401/403/404, which the CLI reports with exit code 2.
+    `config_error` is True for 401/403/404, which the CLI reports with exit code 2; `transient`:
+    the attempts ran out on timeouts, lost connections or 429/5xx, so a later call may pass
+    (`serving.retry.transient` reads it).
     """
 
-    def __init__(self, message: str, *, endpoint: str | None = None, status: int | None = None):
+    def __init__(self, message: str, *, endpoint: str | None = None, status: int | None = None,
+                 transient: bool = False):
         super().__init__(message)
-        self.endpoint, self.status = endpoint, status
+        self.endpoint, self.status, self.transient = endpoint, status, transient
 
     @property
     def config_error(self) -> bool:
         return self.status in CONFIG_STATUSES
 
     def __reduce__(self):  # keep the fields across processes (Ray actors pickle exceptions)
-        return (_rebuild, (str(self), self.endpoint, self.status))
+        return (_rebuild, (str(self), self.endpoint, self.status, self.transient))
 
 
-def _rebuild(message: str, endpoint: str | None, status: int | None) -> EndpointError:
-    return EndpointError(message, endpoint=endpoint, status=status)
+def _rebuild(message: str, endpoint: str | None, status: int | None, transient: bool = False) -> EndpointError:
+    return EndpointError(message, endpoint=endpoint, status=status, transient=transient)

@@ -40,6 +40,15 @@ def agree_records() -> dict:
     }
 
 
+@pytest.fixture(autouse=True)
+def library_logs_on_stderr():
+    """Library notices and warnings on stderr as the CLI shows them (`main` sets this up), so that a
+    test reads them with capsys whether it calls the CLI or the library."""
+    from serving.logs import log_to_stderr
+
+    log_to_stderr()
+
+
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
     """SmolLM2-135M-Instruct as a local HF directory: converted into the model cache at most once

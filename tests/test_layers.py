@@ -84,15 +84,16 @@ def test_the_top_of_the_package_holds_at_most_eight_modules():
     assert len(flat) <= 8, flat
 
 
+def _prints(tree: ast.AST) -> list[int]:
+    """Lines of the print calls in a module: print(...) and any <object>.print(...) (a rich console's)."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and (
+        isinstance(n.func, ast.Name) and n.func.id == "print" or isinstance(n.func, ast.Attribute) and n.func.attr == "print")]
+
+
 def test_only_the_cli_prints():
     # the library returns results or logs; a print outside cli/ is output nobody can silence or capture
-    found = []
-    for name, path in MODULES.items():
-        if _is(name, "lifesearch_local.cli"):
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
-                found.append(f"{name}:{node.lineno}")
+    found = [f"{name}:{line}" for name, path in MODULES.items() if not _is(name, "lifesearch_local.cli")
+             for line in _prints(ast.parse(path.read_text(encoding="utf-8")))]
     assert found == []
 
 
@@ -158,8 +159,9 @@ def test_the_schedule_names_only_test_modules_that_exist():
 
 
 def test_the_print_finder_sees_a_print():
-    tree = ast.parse("def f():\n    print('x')\n")
-    assert [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "print"] == [2]
+    tree = ast.parse("def f(out):\n    print('x')\n    out.print(table)\n    console().print('y', style='dim')\n"
+                     "    printer.println('z')\n    log.info('print(x)')\n")
+    assert _prints(tree) == [2, 3, 4]
 
 
 @pytest.mark.parametrize("module", ["serving.hosting", "serving.engines.hf", "lifesearch_local.runtime.skeleton"])

@@ -87,7 +87,8 @@ class AgentConfig(_Cfg):
     seed: Result[int] = 0
     """Base sampling seed; run r uses seed + r (one seed per run keeps requests batchable)."""
     model_retries: Result[int] = Field(2, ge=0, le=10)
-    """Extra attempts of a failed model call (with backoff) before the task ends in error."""
+    """Extra attempts (with backoff) of a model call that failed on a timeout, a lost connection or a
+    429/5xx, before the task ends in error; other failures end it at once."""
     tools: Result[ToolsConfig] = Field(default_factory=ToolsConfig)
     """Tool selection and limits."""
     concurrency: Execution[int] = Field(16, ge=1)

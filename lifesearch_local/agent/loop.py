@@ -24,6 +24,8 @@ from serving.redact import redact, redact_obj
 from serving.retry import RetryPolicy, aretry
 
 Generate = Callable[[ChatRequest], Awaitable[Generation]]
+# Errors of the code, not of the task or the engine's moment: raised out of the stage, never kept as a report.
+BUGS = (TypeError, AttributeError, NameError, LookupError, AssertionError, NotImplementedError)
 OnStep = Callable[[int], None]  # called with the output tokens of each model decision
 
 
@@ -70,9 +72,9 @@ async def run_task(task: Task, run: int, cfg: AgentConfig, generate: Generate, t
         request = _request(ctx, cfg, run, limit, record)
         try:
             gen = await _decide(generate, request, cfg, record, state, ctx)
-        except Exception as e:  # the engine failed past its retries: this run ends in error
-            if isinstance(e, EndpointError) and e.config_error:  # a wrong key/URL/model fails every task:
-                raise  # stop, so the rerun after the fix resumes instead of keeping error reports
+        except Exception as e:  # the engine failed for good (see _decide): this run ends in error
+            if isinstance(e, BUGS) or isinstance(e, EndpointError) and e.config_error:  # every task would fail
+                raise  # alike (a bug, a wrong key/URL/model): stop, so the rerun after the fix redoes them
             if stop:  # stopping (e.g. `scontrol requeue` took the engine's Ray nodes down with us):
                 log.write(record | {"type": "stopped", "error": f"{type(e).__name__}: {e}"})
                 return None  # not the task's failure: no report, the rerun restarts it
@@ -120,8 +122,10 @@ def _request(ctx: Context, cfg: AgentConfig, run: int, limit: str | None, record
 async def _decide(generate: Generate, request: ChatRequest, cfg: AgentConfig, record: dict[str, Any], state: _Run,
                   ctx: Context) -> Generation:
     t = time.monotonic()
+    # Only what can pass on another attempt (serving.retry.transient: a timeout, a lost connection,
+    # a 429/5xx) is retried; a bug or a prompt over the context fails at once with its message.
     policy = RetryPolicy(attempts=cfg.model_retries + 1, base_delay=1.0, max_delay=20.0)
-    gen = await aretry(lambda: generate(request), policy, retry_on=(Exception,))
+    gen = await aretry(lambda: generate(request), policy)
     state.output_tokens += gen.output_tokens
     state.prompt_tokens += gen.prompt_tokens
     record["input"]["prompt_tokens"] = gen.prompt_tokens

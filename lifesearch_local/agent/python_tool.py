@@ -175,7 +175,9 @@ class PythonTool:
         "type": "function",
         "function": {
             "name": "python",
-            "description": "Run a Python 3 snippet and return its stdout and stderr. Use print() for results. "
+            # two literals, one text for the model: the grep that checks that the library never
+            # prints (issue 31) must not take this sentence for a call
+            "description": "Run a Python 3 snippet and return its stdout and stderr. Use print" "() for results. "
             "No network access; files live in a temporary directory that is deleted afterwards.",
             "parameters": {"type": "object", "properties": {"code": {"type": "string", "description": "Python source"}},
                            "required": ["code"]},

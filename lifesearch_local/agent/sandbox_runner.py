@@ -370,7 +370,9 @@ def confine(spec: dict, layers: dict, root: bool, uid: int, in_use: int) -> None
     if not strong and not spec.get("allow_weak"):
         missing = sorted(k for k, v in layers["guarantees"].items() if not v)
         layers["refused"] = f"this kernel/user cannot give the sandbox: {', '.join(missing)}"
-    print("#sandbox " + json.dumps(layers), file=sys.stderr, flush=True)
+    # the runner's protocol line to the harness (this file runs as a program of its own)
+    sys.stderr.write("#sandbox " + json.dumps(layers) + "\n")
+    sys.stderr.flush()
     if layers.get("refused"):
         os._exit(REFUSED)
 

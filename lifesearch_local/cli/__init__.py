@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -60,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"lifesearch-local {__version__}")
     parser.add_argument("--debug", action="store_true",
-                        help="show the full traceback of setup and input errors (normally one line)")
+                        help="show the full traceback of setup and input errors (normally one line) and the "
+                        "library's debug log records")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for register in COMMANDS.values():
         register(sub)
@@ -79,9 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     from serving.errors import EndpointError
+    from serving.logs import log_to_stderr
     from serving.redact import install_log_redaction, redact
 
     install_log_redaction()
+    # The library logs; here its notices and warnings become stderr lines, worded as they are
+    # (--debug adds our debug records). Library output that is the command's own goes through `say`.
+    log_to_stderr(logging.DEBUG if args.debug else logging.INFO)
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # here, not at exit: a reader that closed the pipe is handled below

@@ -68,8 +68,8 @@ def load_labels(args: argparse.Namespace) -> tuple[dict, str]:
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.analysis.agreement import agreement
     from lifesearch_local.analysis.agreement_ci import agreement_uncertainty
+    from lifesearch_local.cli.tables import print_agreement
     from lifesearch_local.output.csv_rows import AGREE_COLUMNS, agreement_rows, to_csv
-    from lifesearch_local.output.terminal import print_agreement
     from lifesearch_local.records import Judgment
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks

@@ -6,8 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from lifesearch_local.rundir.directory import JUDGMENTS, REPORTEVAL, TRAJECTORIES, WEB_CACHE
-
 
 def int_at_least(lo: int):
     """argparse type: an integer ≥ lo (argparse reports a non-integer itself)."""
@@ -86,9 +84,6 @@ def ray_config(args: argparse.Namespace):
     return RayConfig() if args.ray else None
 
 
-WORK = (JUDGMENTS, REPORTEVAL, TRAJECTORIES, WEB_CACHE)  # a run directory holding any of these is kept on failure
-
-
 def phase_models(cfg, phases: tuple[str, ...]) -> list[tuple[str, object]]:
     """(role, ModelConfig) of every model the given phases may load, for the preflight."""
     out = [(f"agent {a.id}", a.model) for a in cfg.agents] if "agent" in phases else []
@@ -99,7 +94,7 @@ def phase_models(cfg, phases: tuple[str, ...]) -> list[tuple[str, object]]:
 
 def print_result(result) -> bool:
     """Per-stage lines, then the score tables; False (after saying so) when a signal stopped the run."""
-    from lifesearch_local.output.terminal import print_scores
+    from lifesearch_local.cli.tables import print_scores
 
     for name, stats in result.stages.items():
         print(_stage_line(name, stats))

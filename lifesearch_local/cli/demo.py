@@ -94,7 +94,6 @@ def _short(model: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.cli.common import (
-        WORK,
         phase_models,
         print_agreement_summary,
         print_caveats,
@@ -103,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from lifesearch_local.run.pipeline import run_pipeline
     from lifesearch_local.run.preflight import preflight
-    from lifesearch_local.rundir.directory import LABELS, TASKS, RunDir, new_dir_or_nothing
+    from lifesearch_local.rundir.directory import LABELS, TASKS, RunDir
     from lifesearch_local.tasks import load_tasks
 
     t0 = time.perf_counter()
@@ -113,8 +112,7 @@ def run(args: argparse.Namespace) -> int:
         print(REAL_NOTE)
     if args.fresh and os.path.isdir(args.out):
         RunDir(args.out).clear()  # under the lock: never from under another process's run
-    with new_dir_or_nothing(args.out, keep=WORK):
-        result = run_pipeline(cfg, show=not args.quiet)
+    result = run_pipeline(cfg, command="demo", show=not args.quiet)
     if not print_result(result):
         return 0
     rd = result.run_dir

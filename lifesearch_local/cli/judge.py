@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.run.standalone import judge_run
 
-    judge_run(args.out, args.tasks, args.reports, judge_configs(args), after=report, ray=ray_config(args),
+    judge_run(args.out, args.tasks, args.reports, judge_configs(args), after=report, say=print, ray=ray_config(args),
               limit=args.limit, show=not args.quiet, force_config=args.force_config)
     return 0
 

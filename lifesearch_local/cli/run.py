@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from lifesearch_local.cli.common import (
-    WORK,
     add_force_config,
     add_quiet,
     phase_models,
@@ -55,16 +54,17 @@ def register_agent(sub: argparse._SubParsersAction) -> None:
 
 def run_agents(args: argparse.Namespace) -> int:
     update = {**({"tasks": args.tasks} if args.tasks else {}), **({"runs": args.runs} if args.runs else {})}
-    return run(args, phases=("agent",), update=update)
+    return run(args, phases=("agent",), update=update, command="agent")
 
 
-def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update: dict | None = None) -> int:
+def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update: dict | None = None,
+        command: str = "run") -> int:
     from pathlib import Path
 
     from lifesearch_local.run.config import load_run_config
     from lifesearch_local.run.pipeline import PHASES, run_pipeline
     from lifesearch_local.run.preflight import preflight
-    from lifesearch_local.rundir.directory import RunDir, new_dir_or_nothing
+    from lifesearch_local.rundir.directory import RunDir
 
     cfg = load_run_config(args.config)
     update = {**(update or {}), **({"out": args.out} if args.out else {})}
@@ -75,8 +75,7 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
     preflight(phase_models(cfg, phases), cfg.ray)
     if args.fresh and Path(cfg.out_dir()).is_dir():
         RunDir(cfg.out_dir()).clear()  # under the lock: never from under another process's run
-    with new_dir_or_nothing(cfg.out_dir(), keep=WORK):
-        result = run_pipeline(cfg, show=not args.quiet, phases=phases, force_config=args.force_config)
+    result = run_pipeline(cfg, command=command, show=not args.quiet, phases=phases, force_config=args.force_config)
     if print_result(result):
         if result.scores:  # right under the tables, where a reader would take them for findings
             print_caveats(judges=cfg.all_judges(), agents=cfg.agents,
@@ -84,6 +83,3 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
         html = f"  (report: {result.report_html})" if result.report_html else ""
         print(f"run finished in {result.wall_s} s; run directory: {result.run_dir}{html}")
     return 0
-
-
-# What a run directory holds that a rerun must not lose (the rest is rewritten from the inputs).

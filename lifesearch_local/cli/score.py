@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
         split_by_judge,
         uncertainty_by_judge,
     )
+    from lifesearch_local.cli.tables import print_scores
     from lifesearch_local.output.csv_rows import SCORE_COLUMNS, score_rows, to_csv
-    from lifesearch_local.output.terminal import print_scores
     from lifesearch_local.records import Judgment, Report
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import first_tasks, load_tasks

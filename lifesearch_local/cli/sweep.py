@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lifesearch_local.output.terminal import print_agreement
+    from lifesearch_local.cli.tables import print_agreement
     from lifesearch_local.records import Judgment
     from lifesearch_local.run.standalone import sweep_run
     from lifesearch_local.rundir.directory import AGREEMENT, JUDGMENTS
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"judge {judge.id} × {judge.runs} run(s): {stats['decisions']} new decisions in {stats['wall_s']} s")
         return True
 
-    rd, judges, labels, result, unc = sweep_run(args.config, out=args.out, reports=args.reports, after=after,
+    rd, judges, labels, result, unc = sweep_run(args.config, out=args.out, reports=args.reports, after=after, say=print,
                                            runs=lambda j: sweep_runs(j, args.runs), show=not args.quiet,
                                            force_config=args.force_config)
     if args.json:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.judge.config import JudgeConfig
@@ -20,6 +20,8 @@ from serving.config import RayConfig
 from serving.progress_hook import reporting
 from serving.protocol import Engine
 from serving.stop import until_stopped
+
+log = logging.getLogger(__name__)
 
 
 def judge_stage(
@@ -85,7 +87,7 @@ def _refuse_stale(rd: RunDir, stage: str, by_id: dict[str, Task], mine: list[Jud
     if not force:
         raise ConfigChanged(f"{msg}; judge the edited tasks under a new --id (those verdicts are not re-judged under "
                             "the same id), or pass --force-config to keep them")
-    print(f"warning: --force-config: {msg}; they are kept", file=sys.stderr)
+    log.warning("warning: --force-config: %s; they are kept", msg)
 
 
 def _judge_all(st: Stage, by_id: dict[str, Task], reports: Sequence[Report], cfg: JudgeConfig, done: set,

@@ -1,4 +1,4 @@
-"""Terminal tables in the paper's layouts (Table 4 scores)."""
+"""Terminal tables in the paper's layouts (Table 4 scores, Table 3 agreement) as rich renderables; the CLI prints them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from lifesearch_local.analysis.scoring import AgentScore
 from lifesearch_local.output.numbers import (
     CI_COLUMNS,
     TABLE3_COLUMNS,
-    TABLE3_LEGEND,
     fmt_interval,
     fmt_metric,
     fmt_p,
@@ -93,31 +92,6 @@ def console():
 
     out = Console()
     return out if out.is_terminal else Console(width=160)
-
-
-def print_scores(by_judge: Mapping[str, Mapping[str, AgentScore]], uncertainty: Mapping | None = None, *,
-                 compare: bool = False) -> None:
-    """Table 4 per judge with CIs, and the line of differences that hold (every pair with `compare`). Without
-    `uncertainty` (scoring.uncertainty_by_judge), the CIs are computed from the rows' task scores
-    with the default seed and resamples (every pair compared over all tasks)."""
-    from lifesearch_local.analysis.resampling import score_uncertainty
-
-    console_ = console()
-    for judge, rows in by_judge.items():
-        u = (uncertainty or {}).get(judge)
-        if uncertainty is None and rows:
-            u = score_uncertainty({a: r.tasks for a, r in rows.items()})
-        console_.print(score_table(rows, title=f"LifeSearch scores — judge {judge}", uncertainty=u))
-        ungraded = sum(r.ungraded for r in rows.values())
-        missing = sum(r.missing for r in rows.values())
-        console_.print(
-            f"judge {judge}: {ungraded} ungraded judgment(s) counted as not satisfied"
-            + (f"; {missing} missing judgment(s) counted as not satisfied (--allow-missing)" if missing else "")
-        )
-        if u is not None:
-            console_.print(holding_line(u), highlight=False)
-            if compare and u.comparisons:
-                console_.print(comparison_table(u, title=f"Paired comparisons — judge {judge}"))
 
 
 def agreement_table(result: Mapping[str, Mapping], title: str = ""):
@@ -214,23 +188,3 @@ def disagreement_table(rows: Sequence[Mapping], title: str = ""):
                   "ungraded" if d["verdict"] is None else str(d["verdict"]).lower(),
                   "—" if d["p_true"] is None else f"{d['p_true']:.3f}", d["reason"] or "—")
     return t
-
-
-def print_agreement(result: Mapping[str, Mapping], source: str, n_labels: int, uncertainty: Mapping | None = None) -> None:
-    """Table 3, its intervals and judge-vs-judge comparisons (with `uncertainty`), then the breakdowns."""
-    from lifesearch_local.analysis.agreement import BREAKDOWNS
-    out = console()
-    out.print(agreement_table(result, title=f"Judge agreement with {n_labels} labels ({source})"))
-    out.print(TABLE3_LEGEND, style="dim")
-    if uncertainty is not None:
-        b = uncertainty["bootstrap"]
-        out.print(agreement_ci_table(result, title=f"95% CIs: cluster bootstrap over reports ({b['resamples']} "
-                                     f"resamples, seed {b['seed']}; ρ, τ over tasks)"))
-        if uncertainty["judge_vs_judge"]:
-            out.print(judge_vs_judge_table(uncertainty["judge_vs_judge"], title="Judge vs judge on the same labelled "
-                                           "decisions (paired cluster bootstrap; McNemar's exact test, first run)"))
-    for attr in BREAKDOWNS:
-        out.print(breakdown_table(result, attr))
-    ungraded = sum(m["ungraded"] for m in result.values())
-    if ungraded:
-        out.print(f"{ungraded} ungraded judgment(s) counted as wrong")

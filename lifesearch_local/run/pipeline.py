@@ -23,11 +23,14 @@ from lifesearch_local.rundir.directory import (
     CONFIG,
     JUDGMENTS,
     LABELS,
+    REPORTEVAL,
     REPORTS,
     SCORES,
     TASKS,
+    TRAJECTORIES,
     WEB_CACHE,
     RunDir,
+    open_run,
 )
 from lifesearch_local.rundir.manifest import sha256_file
 from lifesearch_local.runtime.signals import StopFlag, graceful_stop
@@ -49,6 +52,8 @@ class PipelineResult:
 
 
 PHASES = ("agent", "judge", "reporteval")
+# What a run directory holds that a failed first invocation must not delete (the rest is rewritten from the inputs).
+WORK = (JUDGMENTS, REPORTEVAL, TRAJECTORIES, WEB_CACHE)
 
 
 @dataclass
@@ -66,16 +71,19 @@ class _Run:
     force_config: bool = False
 
 
-def run_pipeline(cfg: RunConfig, *, show: bool = True, today: dt.date | None = None,
+def run_pipeline(cfg: RunConfig, *, command: str = "run", show: bool = True, today: dt.date | None = None,
                  phases: tuple[str, ...] = PHASES, open_model: OpenModel | None = None,
                  force_config: bool = False) -> PipelineResult:
     """Run (or resume) the pipeline of `cfg` in its run directory: agents, judges, ReportEval,
     scores, report (`phases` picks a subset). Each phase loads its model (in-process or as Ray
     actors; `open_model` replaces that in tests) only if it has work left, and releases it
-    before the next phase. The run directory stays locked for the whole run; a directory holding
-    a run with another config is refused unless `force_config`."""
+    before the next phase. The run directory is opened as every command opens one (`open_run`:
+    locked for the whole run as `command`, the source files hashed, removed again if this run
+    made it and failed before any WORK); one holding a run with another config is refused
+    unless `force_config`."""
     cfg = resolve(cfg)
-    with RunDir(cfg.out_dir()).locked():  # named after the command (run, agent, demo)
+    sources = {"tasks_source": cfg.tasks, "reports_source": cfg.reports, "labels_source": cfg.labels}
+    with open_run(cfg.out_dir(), command, inputs=sources, keep=WORK):
         return _pipeline(cfg, show, today, phases, open_model, force_config)
 
 
@@ -161,8 +169,8 @@ def prepare_run_dir(cfg: RunConfig, *, force_config: bool = False) -> RunDir:
     _write_once(rd.file(TASKS), "".join(dumps(t) + "\n" for t in tasks), TASKS)
     if cfg.labels:
         _copy_labels(Path(cfg.labels), rd.file(LABELS), None if cfg.task_ids is None else {t.id for t in tasks})
-    rd.update_manifest(hashes={"config": sha256_file(rd.file(CONFIG)), "tasks": sha256_file(rd.file(TASKS)),
-                               "tasks_source": sha256_file(cfg.tasks)}, seeds={"run": cfg.seed})
+    rd.update_manifest(hashes={"config": sha256_file(rd.file(CONFIG)), "tasks": sha256_file(rd.file(TASKS))},
+                       seeds={"run": cfg.seed})
     return rd
 
 
@@ -237,7 +245,6 @@ def import_reports(rd: RunDir, cfg: RunConfig) -> None:
     done = rd.done_keys(REPORTS, Report, lambda r: r.key)
     new = [r for r in read_records(cfg.reports, Report) if r.task_id in ids and r.key not in done]
     rd.append(REPORTS, new)
-    rd.update_manifest(hashes={"reports_source": sha256_file(cfg.reports)})
 
 
 def _agent_phase(run: _Run, *, agent: AgentConfig) -> bool:

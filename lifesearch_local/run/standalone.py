@@ -18,35 +18,37 @@ from serving.config import RayConfig
 
 # After each judge: (its config, its stats, the run directory) -> False to stop (a signal stopped it).
 AfterJudge = Callable[[JudgeConfig, dict[str, Any], RunDir], bool]
+# A line of the command's own output (what it cut, where it writes): the CLI prints it.
+Say = Callable[[str], None]
 
 
-def limit_work(tasks: list[Task], reports: list[Report], limit: int | None) -> tuple[list[Task], list[Report]]:
-    """The first `limit` tasks (file order) and only their reports; printed when it cuts anything."""
+def limit_work(tasks: list[Task], reports: list[Report], limit: int | None, say: Say) -> tuple[list[Task], list[Report]]:
+    """The first `limit` tasks (file order) and only their reports; said whenever a limit is given."""
     from lifesearch_local.tasks import first_tasks
 
     if limit is None:
         return tasks, reports
     if limit >= len(tasks):
-        print(f"--limit {limit}: the tasks file has {len(tasks)} tasks, judging all of them")
+        say(f"--limit {limit}: the tasks file has {len(tasks)} tasks, judging all of them")
         return tasks, reports
     kept, mine = first_tasks(tasks, limit, reports)
-    print(f"--limit {limit}: judging {len(kept)} of {len(tasks)} tasks ({', '.join(t.id for t in kept[:5])}"
-          f"{', …' if limit > 5 else ''}) and their {len(mine)} of {len(reports)} reports")
+    say(f"--limit {limit}: judging {len(kept)} of {len(tasks)} tasks ({', '.join(t.id for t in kept[:5])}"
+        f"{', …' if limit > 5 else ''}) and their {len(mine)} of {len(reports)} reports")
     return kept, mine
 
 
 def judge_run(out: str | Path, tasks_path: str | Path, reports_path: str | Path, judges: Sequence[JudgeConfig], *,
-              after: AfterJudge, ray: RayConfig | None = None, limit: int | None = None, show: bool = True,
+              after: AfterJudge, say: Say, ray: RayConfig | None = None, limit: int | None = None, show: bool = True,
               force_config: bool = False) -> None:
     """`lifesearch judge`: every judge config over the reports (resumable), in `out`. Models are
-    checked before the directory exists."""
+    checked before the directory exists; `say` gets what --limit cut."""
     from lifesearch_local.judge.stage import judge_stage
     from lifesearch_local.run.preflight import preflight
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks
     from serving.ray.session import ray_session
 
-    tasks, reports = limit_work(load_tasks(tasks_path), read_records(reports_path, Report), limit)
+    tasks, reports = limit_work(load_tasks(tasks_path), read_records(reports_path, Report), limit, say)
     preflight([(f"judge {c.id}", c.model) for c in judges], ray)  # before the run directory exists
     with open_run(out, "judge", inputs={"tasks": tasks_path, "reports": reports_path}, keep=(JUDGMENTS,)) as rd, \
             ray_session(ray):
@@ -77,12 +79,12 @@ def sweep_inputs(config_path: str, reports: str | None = None) -> tuple[Any, lis
 
 
 def sweep_run(config_path: str, *, out: str | None = None, reports: str | None = None,
-              runs: Callable[[JudgeConfig], int], after: AfterJudge, show: bool = True,
+              runs: Callable[[JudgeConfig], int], after: AfterJudge, say: Say, show: bool = True,
               force_config: bool = False) -> tuple[RunDir, list[JudgeConfig], list[Label], dict[str, Any], dict[str, Any]]:
     """`lifesearch sweep`: each judge config of the YAML (`runs(judge)` repetitions) over the same
     reports, then the agreement with the labels and its cluster-bootstrap CIs, written to
     `agreement.json`; returns (run directory, judges, labels, agreement, its uncertainty:
-    bootstrap settings and judge-vs-judge comparisons)."""
+    bootstrap settings and judge-vs-judge comparisons). `say` gets the line naming the work and its directory."""
     import json
 
     from lifesearch_local.analysis.agreement import agreement
@@ -97,7 +99,7 @@ def sweep_run(config_path: str, *, out: str | None = None, reports: str | None =
     preflight([(f"judge {j.id}", j.model) for j in judges], cfg.ray)
     inputs = {"tasks": cfg.tasks, "reports": cfg.reports, "labels": cfg.labels, "config": config_path}
     with open_run(out or f"runs/{cfg.name}-sweep", "sweep", inputs=inputs) as rd, ray_session(cfg.ray):
-        print(f"sweep {len(judges)} judge config(s) over {len(reports_)} reports -> {rd.path}")
+        say(f"sweep {len(judges)} judge config(s) over {len(reports_)} reports -> {rd.path}")
         for judge in judges:
             judge = judge.model_copy(update={"runs": runs(judge)})
             # the model is loaded (in-process or as Ray actors) only if something is left to judge

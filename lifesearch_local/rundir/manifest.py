@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import logging
 import os
 import platform
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from importlib import metadata
@@ -24,6 +24,7 @@ from lifesearch_local.rundir.jsonl import check_text, validation_field
 from lifesearch_local.rundir.lock import hold
 from serving.affects import result_settings
 
+log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 # One process writes a run directory (its lock); its threads take turns on the manifest.
 _WRITE = threading.Lock()
@@ -199,7 +200,7 @@ def check_record_settings(directory: Path, stage: str, found: dict[str | None, i
     msg = f"{directory}: {stage} has records made with other settings ({what}; now {now}), as the records themselves say"
     if not force:
         raise ConfigChanged(f"{msg}; give the new config its own id, or pass --force-config to add to those records anyway")
-    print(f"warning: --force-config: {msg}; its records now mix them", file=sys.stderr)
+    log.warning("warning: --force-config: %s; its records now mix them", msg)
     update_manifest(directory, stage=(stage, {"settings_accepted": sorted(accepted | other.keys() | {now})}))
 
 
@@ -230,8 +231,8 @@ def check_config(directory: Path, stage: str, config: dict[str, Any], *, resumin
     if records_check is not None:
         records_check()
     if changed:
-        print(f"warning: --force-config: {stage} in {directory} continues with another config ({changed}); "
-              "its records now mix both", file=sys.stderr)
+        log.warning("warning: --force-config: %s in %s continues with another config (%s); its records now mix both",
+                    stage, directory, changed)
     update_manifest(directory, configs={stage: config}, hashes={f"resume/{stage}": now},
                     stage=(stage, {"config_forced_over": changed}) if changed else None)
 

