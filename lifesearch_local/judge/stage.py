@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.judge.config import JudgeConfig

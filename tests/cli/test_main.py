@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from tests.helpers.inputs import rubric, task, write_jsonl
-
 from lifesearch_local.cli import main
 from serving.logs import StderrLines
+from tests.helpers.inputs import rubric, task, write_jsonl
 
 
 def without_log_setup() -> None:
