@@ -16,6 +16,7 @@ from typing import Any
 
 from lifesearch_local.agent.config import PythonToolConfig, ToolsConfig
 from lifesearch_local.agent.observation import Observation, clip
+from lifesearch_local.llm.prompts import load_template
 from lifesearch_local.records import Task
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
@@ -171,21 +172,19 @@ class PythonTool:
     """Runs Python code in a sandbox: no network, a temporary working directory, hard limits."""
 
     name = "python"
-    schema: dict[str, Any] = {
-        "type": "function",
-        "function": {
-            "name": "python",
-            # two literals, one text for the model: the grep that checks that the library never
-            # prints (issue 31) must not take this sentence for a call
-            "description": "Run a Python 3 snippet and return its stdout and stderr. Use print" "() for results. "
-            "No network access; files live in a temporary directory that is deleted afterwards.",
-            "parameters": {"type": "object", "properties": {"code": {"type": "string", "description": "Python source"}},
-                           "required": ["code"]},
-        },
-    }
 
     def __init__(self, settings: ToolsConfig, web: Any = None):
         self.cfg = settings.python
+        # the description is prompt text: a file under prompts/, hashed with the agent's prompts
+        self.schema: dict[str, Any] = {
+            "type": "function",
+            "function": {
+                "name": "python",
+                "description": load_template("tool_python")[0].strip(),
+                "parameters": {"type": "object", "properties": {"code": {"type": "string", "description": "Python source"}},
+                               "required": ["code"]},
+            },
+        }
 
     async def run(self, arguments: dict[str, Any], task: Task) -> Observation:
         res = await run_snippet(str(arguments["code"]), self.cfg)

@@ -62,7 +62,8 @@ def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: En
             stats["backend_stats"] = {k: v for k, v in engine.items() if isinstance(v, (int, float, str))}
         if work:  # a rerun with nothing left keeps the last run's figures
             st.record(stats, hashes={f"config/agent/{cfg.id}": config_hash(cfg),
-                                     "prompts/agent_system": load_template("agent_system")[1]},
+                                     "prompts/agent_system": load_template("agent_system")[1],
+                                     "prompts/tool_python": load_template("tool_python")[1]},
                       seeds={f"agent/{cfg.id}": cfg.seed}, model_key=cfg.id)
     return stats
 
