@@ -11,14 +11,21 @@ from typing import Any
 from lifesearch_local.resources import resource_path
 from serving.config import ModelConfig
 
+# The files a tiny model learns from, named: a new prompt or sample file must not silently change
+# every tiny model (and every figure and test made with one).
+TINY_PROMPTS = ("agent_system", "curate_domain_en", "curate_domain_zh", "curate_filter", "curate_rewrite", "judge_en",
+                "judge_zh", "reporteval_factuality", "reporteval_quality", "reporteval_quality_all",
+                "reporteval_quality_one", "reporteval_redundancy")
+TINY_SAMPLES = ("labels", "queries", "reports", "tasks")
+
 
 @functools.lru_cache(maxsize=1)
 def tiny_training_texts() -> tuple[str, ...]:
     """The bundled English and Chinese text a tiny model's tokenizer learns from, in a fixed order:
     the prompts, the sample tasks and reports, the sample web corpus, and the judge's JSON answer."""
     root = resource_path("prompts").parent
-    texts = [p.read_text(encoding="utf-8") for p in sorted((root / "prompts").glob("*.txt"))]
-    for p in sorted((root / "data" / "sample").glob("*.jsonl")):
+    texts = [(root / "prompts" / f"{name}.txt").read_text(encoding="utf-8") for name in TINY_PROMPTS]
+    for p in (root / "data" / "sample" / f"{name}.jsonl" for name in TINY_SAMPLES):
         for line in p.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 texts.extend(_strings(json.loads(line)))
