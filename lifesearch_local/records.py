@@ -286,6 +286,10 @@ class Manifest(BaseModel):
     only change where and how fast it runs; a resume with other settings is refused."""
     fingerprints: dict[str, JudgeIdentity] = Field(default_factory=dict)
     """Per judge id: the fingerprint of the judge that made its judgments in this directory."""
+    estimate: dict[str, Any] | None = None
+    """The latest invocation's estimate made at its start (`estimate`: `lifesearch estimate --json`'s
+    fields, from stored profiles) and, once it ended, what it actually took (`actual`: per phase its
+    seconds, decisions and tokens, and the ratio actual / estimate)."""
 
     @field_validator("hashes")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lifesearch_local.cli.common import (
+    add_calibration,
     add_device,
     add_force_config,
     add_generate_options,
@@ -49,14 +50,37 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "rerun with the same N to resume, or with a larger N to extend the run")
     add_force_config(p, "the judgments of its judge id")
     add_quiet(p)
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the estimate of this command (decisions per judge and repetition, tokens, memory, "
+                   "time: see `lifesearch estimate`) and judge nothing; OUT is read, not created")
+    add_calibration(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.run.standalone import judge_run
 
+    if args.dry_run:
+        return dry_run(args)
+
     judge_run(args.out, args.tasks, args.reports, judge_configs(args), after=report, say=print, ray=ray_config(args),
               limit=args.limit, show=not args.quiet, force_config=args.force_config)
+    return 0
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    from lifesearch_local.cli.common import calibration
+    from lifesearch_local.cli.estimate import show
+    from lifesearch_local.run.dry_run import estimate_judge
+    from lifesearch_local.run.preflight import preflight
+    from lifesearch_local.run.standalone import judge_inputs
+
+    judges, ray = judge_configs(args), ray_config(args)
+    tasks, reports = judge_inputs(args.tasks, args.reports, args.limit, say=print)
+    if calibration(args) != "never":
+        preflight([(f"judge {c.id}", c.model) for c in judges], ray)
+    show(estimate_judge(args.out, tasks, reports, judges, ray=ray, calibrate=calibration(args)),
+         f"`judge` of {len(reports)} reports into {args.out}")
     return 0
 
 
