@@ -7,6 +7,10 @@ and its actual figures in its manifest. Printed: the estimate (point, low–high
 ratio actual / estimate, the decision counts (estimated, actual) and the load average before and after.
 
     PYTHONPATH=$PWD python scripts/estimate_accuracy.py [--drb ../shared/external/deep_research_bench] [--work DIR]
+        [--only cpu_small|drb56]
+
+Its time is the two calibrations and the two commands, each about as long as the estimate it prints (the
+calibration's seconds are printed per case, the whole at the end); --only runs one case.
 
 Nothing here is compared to a stored figure: rerun it on an idle machine for figures to quote.
 """
@@ -24,6 +28,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The release files sit in shared/external beside the checkout (/work/main) or two levels up (a worktree).
+DRB = next((d for d in (ROOT.parent / "shared/external/deep_research_bench",
+                        ROOT.parent.parent / "shared/external/deep_research_bench") if d.is_dir()),
+           ROOT.parent / "shared/external/deep_research_bench")
 
 
 def cli(*args: str, quiet: bool = True) -> float:
@@ -44,7 +52,7 @@ def measure(name: str, dry: list[str], real: list[str], out: Path) -> dict:
     """Calibrate (dry run), then run for real; the figures of both from the run's manifest."""
     shutil.rmtree(out, ignore_errors=True)
     before = load()
-    cli(*dry, "--dry-run", "--calibrate")
+    calibration_s = cli(*dry, "--dry-run", "--calibrate")
     mid = load()
     wall = cli(*real)
     block = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["estimate"]
@@ -54,7 +62,7 @@ def measure(name: str, dry: list[str], real: list[str], out: Path) -> dict:
                      (act["phases"].get(k) or {}).get("decisions" if p["kind"] != "agent" else "runs"))
                  for k, p in est["phases"].items()}
     return {"case": name, "estimate_s": total, "low_s": est["total_low_seconds"], "high_s": est["total_high_seconds"],
-            "actual_s": round(wall, 2), "ratio": round(wall / total, 3) if total else None,
+            "actual_s": round(wall, 2), "calibration_s": round(calibration_s, 1), "ratio": round(wall / total, 3) if total else None,
             "run_ratio": act.get("ratio"), "phases": {k: {"estimate_s": (p["seconds"] or {}).get("estimate"),
                                                            "actual_s": (act["phases"].get(k) or {}).get("seconds")}
                                                        for k, p in est["phases"].items()},
@@ -76,30 +84,38 @@ def drb56(drb: Path, work: Path) -> tuple[Path, Path]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--drb", default=str(ROOT.parent / "shared/external/deep_research_bench"),
+    p.add_argument("--drb", default=str(DRB),
                    help="DeepResearch Bench release files (query.jsonl, criteria.jsonl, reports-claude-3-7-sonnet.jsonl)")
     p.add_argument("--work", help="scratch directory (default: a new temporary one)")
     p.add_argument("--only", choices=["cpu_small", "drb56"], help="one case only")
     args = p.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="estimate-accuracy-"))
     work.mkdir(parents=True, exist_ok=True)
-    rows = []
+    drb = Path(args.drb)
+    if args.only != "cpu_small" and not (drb / "query.jsonl").is_file():
+        sys.exit(f"{drb}: no DeepResearch Bench release files there (--drb DIR)")
+    rows, t0 = [], time.perf_counter()
     if args.only in (None, "cpu_small"):
         run_out = work / "cpu-small"
         cmd = ["run", "--config", "configs/cpu_small.yaml", "--out", str(run_out), "--quiet"]
-        rows.append(measure("run --config configs/cpu_small.yaml", cmd, [*cmd, "--fresh"], run_out))
+        rows.append(show(measure("run --config configs/cpu_small.yaml", cmd, [*cmd, "--fresh"], run_out)))
     if args.only in (None, "drb56"):
-        tasks, reports = drb56(Path(args.drb), work)
+        tasks, reports = drb56(drb, work)
         judge_out = work / "judge-drb56"
         cmd = ["judge", "--tasks", str(tasks), "--reports", str(reports), "--model", "smollm2-135m", "--out",
                str(judge_out), "--quiet"]
-        rows.append(measure("judge drb-56 --model smollm2-135m", cmd, cmd, judge_out))
-    for r in rows:
-        print(f"{r['case']}: estimate {r['estimate_s']} s ({r['low_s']}–{r['high_s']}), actual {r['actual_s']} s, "
-              f"actual/estimate {r['ratio']}; decisions (estimated, actual) {r['decisions_estimated_actual']}; "
-              f"load average before calibration {r['load_before_calibration']}, before the run {r['load_before_run']}, "
-              f"after {r['load_after']}")
+        rows.append(show(measure("judge drb-56 --model smollm2-135m", cmd, cmd, judge_out)))
     print(json.dumps(rows, indent=1))
+    print(f"this script took {time.perf_counter() - t0:.0f} s; load average now {load()}")
+
+
+def show(r: dict) -> dict:
+    """One line per case as soon as it is measured."""
+    print(f"{r['case']}: estimate {r['estimate_s']} s ({r['low_s']}–{r['high_s']}), actual {r['actual_s']} s, "
+          f"actual/estimate {r['ratio']}; decisions (estimated, actual) {r['decisions_estimated_actual']}; "
+          f"load average before calibration {r['load_before_calibration']}, before the run {r['load_before_run']}, "
+          f"after {r['load_after']}; the calibration took {r['calibration_s']} s", flush=True)
+    return r
 
 
 if __name__ == "__main__":

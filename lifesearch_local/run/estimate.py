@@ -181,15 +181,16 @@ def choice_seconds(plan: PhasePlan, prof: EngineProfile, replicas: int, fast: bo
     return total
 
 
-def agent_seconds(plan: PhasePlan, prof: EngineProfile, batch: int, inflight: int, which: int) -> float:
-    """Seconds of an agent phase's calls: waves of `parallel` runs, each call a batch prefilled at the profile's
-    rate per prompt token and decoded at its time per step; `which` picks the low/point/high assumption."""
+def agent_seconds(plan: PhasePlan, prof: EngineProfile, which: int) -> float:
+    """Seconds of an agent phase's calls: waves of `parallel` runs, each step of a wave `parallel` requests in
+    calls of `max_batch` (`max_inflight` at once), each call prefilled at the profile's rate per prompt token
+    (it timed a call of that size) and decoded at its time per step; `which` picks the low/point/high assumption."""
     a = plan.agent
     if a is None or not a.first or prof.prefill_s is None or not plan.runs:
         return 0.0
     per_row = prof.prefill_s / max(1, prof.prefill_tokens or 1) * (prof.gen_rows or 1)
     mean_prompt = sum(u.prompt_tokens for u in a.first) / len(a.first)
-    batches = math.ceil(math.ceil(a.parallel / batch) / max(1, inflight))
+    batches = math.ceil(math.ceil(a.parallel / a.max_batch) / max(1, a.max_inflight))
     call = per_row * mean_prompt + (a.output_tokens[which] - 1) * (prof.step_s or 0.0)
     return math.ceil(plan.runs / a.parallel) * a.calls_per_run[which] * batches * (prof.call_s + call)
 
@@ -203,11 +204,7 @@ def phase_seconds(plan: PhasePlan, prof: EngineProfile | None, ray: RayConfig | 
     replicas = ray.replicas if ray is not None and plan.model.backend != "openai" else 1
     fixed = extra_s + prof.open_s + prof.warm_s + prof.close_s
     if plan.kind == "agent":
-        agent = plan.agent
-        batch = max(1, prof.gen_rows or 1)
-        inflight = replicas if ray is not None else 1
-        pts = [agent_seconds(plan, prof, batch, inflight, w) for w in (0, 1, 2)] if agent else [0.0] * 3
-        lo, mid, hi = pts
+        lo, mid, hi = (agent_seconds(plan, prof, w) for w in (0, 1, 2))
     else:
         lo, mid, hi = (choice_seconds(plan, prof, replicas, f) for f in (True, None, False))
     point = fixed + mid

@@ -38,6 +38,10 @@ class AgentWork:
     """Output tokens per call: low, point, high."""
     parallel: int
     """Runs in flight at once (concurrency, at most the runs pending)."""
+    max_batch: int = 32
+    """Requests per engine call (the agent's batch.max_batch)."""
+    max_inflight: int = 1
+    """Engine calls in flight at once (batch.max_inflight)."""
     first: list[Unit] = field(default_factory=list)
     """Each pending run's first call, from its real prompt."""
 
@@ -88,7 +92,8 @@ def agent_plan(agent: AgentConfig, pending: Sequence[tuple[Task, int]], shape: S
     point = 1 if random_weights(agent.model) else math.ceil(n / 2)
     out = agent.max_tokens
     work = AgentWork(calls_per_run=(1, point, n), output_tokens=(min(out, 128), out, out),
-                     parallel=max(1, min(len(pending), agent.concurrency)))
+                     parallel=max(1, min(len(pending), agent.concurrency)), max_batch=agent.batch.max_batch,
+                     max_inflight=agent.batch.max_inflight)
     plan.assumptions += [
         f"model calls per run: {point} (low 1, high max_iterations {n})"
         + ("; a random-weight model's first answer ends the run" if point == 1 else "; the paper's agents use 11–86"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from lifesearch_local.run.calibrate import EngineProfile
@@ -64,6 +66,9 @@ def test_an_agent_phase_counts_waves_calls_and_decoding_steps():
     call = 0.2 / 20 * 2 * 10 + 9 * 0.05
     assert s.estimate == pytest.approx(3.0 + 3 * 2 * call)
     assert s.high == pytest.approx(3.0 + 3 * 4 * call) and s.low == pytest.approx(min(3.0 + 3 * call, s.estimate * 0.85))
+    # one request per engine call, one call at a time: each step of a wave takes two calls
+    one_by_one = PhasePlan("agent/a", "agent", MODEL, runs=5, requests=5, agent=replace(work, max_batch=1))
+    assert phase_seconds(one_by_one, prof, None).estimate == pytest.approx(3.0 + 2 * 3 * 2 * call)
 
 
 def test_memory_is_weights_and_kv_at_the_budget_per_local_replica():
