@@ -21,6 +21,7 @@ from lifesearch_local.output.numbers import (
 from lifesearch_local.output.report import svg
 from lifesearch_local.output.report.data import RunData
 from lifesearch_local.output.report.drill import drilldown
+from lifesearch_local.output.report.judges import section_judges
 from lifesearch_local.output.report.markup import e, slug, table
 from lifesearch_local.output.report.uncertainty import (
     agreement_ci_tables,
@@ -71,6 +72,7 @@ def render(data: RunData) -> str:
         section_failures(data),
         section_reporteval(data),
         f"<h2 id=\"drilldown\">Per-task drill-down</h2>{drilldown(data)}",
+        section_judges(data),
         section_manifest(data),
     ]
     return (
