@@ -61,16 +61,10 @@ def rejudge(run_dir: str | Path, sample: int, *, seed: int = 0, judge: str | Non
         picked = random.Random(seed).sample(pool, min(sample, len(pool)))
         dps, flips, diffs = [], 0, {}
         for jid, rows in _by_judge(picked).items():
-            cfg = configs[jid]
             log.info("rejudge: %d decision(s) of judge %s", len(rows), jid)
-            with (open_model or _open)(cfg.model, None) as engine:
-                before = m.fingerprints.get(jid)
-                now = judge_identity(cfg, engine)
-                diffs[jid] = before.differences(now) if before else ["no fingerprint recorded"]
-                for old, new in _replay(engine, cfg, rows, tasks, reports):
-                    flips += old.satisfied != new.satisfied
-                    if old.p_true is not None and new.p_true is not None:
-                        dps.append(abs(old.p_true - new.p_true))
+            pairs, diffs[jid] = _replay_judge(configs[jid], m, rows, tasks, reports, open_model or _open)
+            flips += sum(old.satisfied != new.satisfied for old, new in pairs)
+            dps += [abs(old.p_true - new.p_true) for old, new in pairs if old.p_true is not None and new.p_true is not None]
         replay = Replay(at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), seed=seed,
                         sampled=len(picked), eligible=len(pool), max_abs_dp=max(dps) if dps else None, flips=flips,
                         judges=diffs, wall_s=round(time.perf_counter() - t0, 3))
@@ -126,6 +120,17 @@ def _by_judge(picked: Sequence[Judgment]) -> dict[str, list[Judgment]]:
     for j in sorted(picked, key=lambda j: j.key):
         out[j.judge].append(j)
     return dict(out)
+
+
+def _replay_judge(cfg: JudgeConfig, m: Manifest, rows: Sequence[Judgment], tasks: dict[str, Task],
+                  reports: dict[tuple[str, str, int], Report],
+                  open_model: OpenModel) -> tuple[list[tuple[Judgment, Judgment]], list[str]]:
+    """One judge's sampled decisions judged again on its model, and how its fingerprint now
+    differs from the recorded one."""
+    with open_model(cfg.model, None) as engine:
+        before = m.fingerprints.get(cfg.id)
+        now = judge_identity(cfg, engine)
+        return _replay(engine, cfg, rows, tasks, reports), before.differences(now) if before else ["no fingerprint recorded"]
 
 
 def _replay(engine: Engine, cfg: JudgeConfig, rows: Sequence[Judgment], tasks: dict[str, Task],
