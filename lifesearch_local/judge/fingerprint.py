@@ -15,6 +15,10 @@ from serving.protocol import Engine
 log = logging.getLogger(__name__)
 
 JUDGE_PROMPTS = ("judge_en", "judge_zh")
+# Fields that say how the judge ran, not which judge it is: the kernel forms agree within fp32
+# rounding (`kernel` is an execution setting), and a library's patch release is the same model. A
+# resume across them is recorded and said, not refused; every other difference is another judge.
+HOW_IT_RAN = ("engine_version", "kernel_form")
 
 
 def judge_identity(cfg: JudgeConfig, engine: Engine) -> JudgeIdentity:
@@ -34,12 +38,17 @@ def check_identity(rd: RunDir, stage: str, now: JudgeIdentity, *, resuming: bool
     """Refuse (ConfigChanged) to add to a judge id's judgments with another judge than made them
     (another fingerprint in the manifest) unless `force`; then record `now` as its fingerprint.
 
-    A fingerprint is a setting like the config's: another engine version, dtype, kernel form or
-    weights under the same id is another judge. `resuming`: the id already has judgments here.
+    A fingerprint is a setting like the config's: other weights, prompts, verdict schema, engine or
+    dtype under the same id is another judge; another engine version or kernel form (HOW_IT_RAN) is
+    logged and recorded. `resuming`: the id already has judgments here.
     """
     m = rd.manifest()
     before = m.fingerprints.get(now.judge) if m else None
-    diffs = before.differences(now) if resuming and before is not None else []
+    every = before.differences(now) if resuming and before is not None else []
+    diffs = [d for d in every if not d.startswith(tuple(f"{f}:" for f in HOW_IT_RAN))]
+    ran = [d for d in every if d not in diffs]
+    if ran:
+        log.info("%s: %s resumes with the same judge run another way (%s)", rd.path, stage, "; ".join(ran))
     if diffs:
         msg = f"{rd.path}: {stage} has judgments made by another judge ({'; '.join(diffs)})"
         if not force:
@@ -47,4 +56,5 @@ def check_identity(rd: RunDir, stage: str, now: JudgeIdentity, *, resuming: bool
                                 "judgments anyway")
         log.warning("warning: --force-config: %s; its judgments now mix both", msg)
     fingerprints = {**(m.fingerprints if m else {}), now.judge: now}
-    rd.update_manifest(fingerprints=fingerprints, stage=(stage, {"fingerprint_forced_over": diffs}) if diffs else None)
+    figures = {**({"fingerprint_forced_over": diffs} if diffs else {}), **({"fingerprint_ran_otherwise": ran} if ran else {})}
+    rd.update_manifest(fingerprints=fingerprints, stage=(stage, figures) if figures else None)

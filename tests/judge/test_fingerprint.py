@@ -48,7 +48,6 @@ def test_generate_mode_fingerprints_the_schema_not_the_kernel(tmp_path):
 
 @pytest.mark.parametrize(("other", "what"), [
     ({"dtype": "bfloat16"}, "dtype: 'float32' != 'bfloat16'"),
-    ({"form": "two_stage"}, "kernel_form: 'shared' != 'two_stage'"),
     ({"weights": "w2"}, "weights_hash: 'w1' != 'w2'"),
 ])
 def test_a_resume_by_another_judge_under_the_same_id_is_refused_unless_forced(tmp_path, other, what):
@@ -66,3 +65,15 @@ def test_a_resume_by_another_judge_under_the_same_id_is_refused_unless_forced(tm
     assert len(rd.load("judgments.jsonl", Judgment)) == 6
     assert m.fingerprints["j"] == judge_identity(JudgeConfig(id="j"), Engine(**other))
     assert any(what in d for d in m.stages["judge/j"]["fingerprint_forced_over"])
+
+
+def test_another_kernel_form_resumes_and_is_recorded_not_refused(tmp_path):
+    # the forms agree within fp32 rounding and `kernel` is an execution setting: the same judge run another way
+    rd = RunDir(tmp_path)
+    judge_stage(rd, TASKS[:1], REPORTS[:2], JudgeConfig(id="j"), Engine(), show=False)
+    judge_stage(rd, TASKS, REPORTS, JudgeConfig(id="j"), Engine(form="two_stage"), show=False)
+    m = rd.manifest()
+    assert len(rd.load("judgments.jsonl", Judgment)) == 6
+    assert m.fingerprints["j"].kernel_form == "two_stage"
+    assert m.stages["judge/j"]["fingerprint_ran_otherwise"] == ["kernel_form: 'shared' != 'two_stage'"]
+    assert "fingerprint_forced_over" not in m.stages["judge/j"]
