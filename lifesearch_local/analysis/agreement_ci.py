@@ -175,7 +175,7 @@ def judge_vs_judge(items: Mapping[str, Sequence[Item]], *, n_resamples: int = st
         entry = {"a": a, "b": b, "n": len(ia), "n_reports": ca.n_reports}
         for m in ("accuracy_mean", "kappa"):
             ci = stats.interval(stats.percentile_ci(ma[m] - mb[m], n_units=ca.n_reports)[0])
-            why = stats.no_interval(ci, ca.n_reports, "reports")
+            why = stats.no_interval(ci, ca.n_reports)
             entry[f"diff_{m}"] = {"diff": stats.finite(float(pa[m][0] - pb[m][0])), "ci95": None if why else ci,
                                   "ci95_reason": why}
         entry["mcnemar"] = {"b": n_b, "c": n_c, "p_value": stats.mcnemar_exact(n_b, n_c),
@@ -236,8 +236,8 @@ def _no_zero_width(metrics: Mapping, ci: dict[str, list[float] | None], n_tasks:
     zero-width interval would read as certainty. A metric with no value (—) needs no reason."""
     out, why = {}, {}
     for m, c in ci.items():
-        units, unit = (n_tasks, "tasks") if m.startswith("rank_") else (metrics["n_reports"], "reports")
-        reason = None if metrics.get(m) is None else stats.no_interval(c, units, unit)
+        units = n_tasks if m.startswith("rank_") else metrics["n_reports"]
+        reason = None if metrics.get(m) is None else stats.no_interval(c, units)
         out[m] = None if reason else c
         if reason:
             why[m] = reason

@@ -83,21 +83,22 @@ MIN_UNITS = 2
 """Fewest resampled units an interval needs: one unit resamples to itself."""
 
 
-def no_interval(ci: Sequence[float] | None, n_units: int, unit: str = "tasks") -> str | None:
-    """Why `ci` (an interval over `n_units` resampled `unit`) is no interval, or None when it is one:
-    below MIN_UNITS units, undefined on every resample, or of zero width (no spread)."""
+def no_interval(ci: Sequence[float] | None, n_units: int) -> str | None:
+    """Why `ci` (an interval over `n_units` resampled units) is no interval, or None when it is one:
+    below MIN_UNITS units, undefined on every resample, or of zero width (every resample gives the
+    same value: no spread). Short, to stand in a table cell in place of the interval."""
     if n_units < MIN_UNITS:
         return f"n={n_units}: no interval"
     if ci is None or any(math.isnan(v) for v in ci):
-        return "undefined on every resample: no interval"
+        return "undefined: no interval"
     if ci[1] - ci[0] <= _TIE * max(1.0, abs(ci[0]), abs(ci[1])):
-        return f"no spread over the {n_units} {unit}: no interval"
+        return "no spread: no interval"
     return None
 
 
-def checked(ci: Sequence[float], n_units: int, unit: str = "tasks") -> tuple[tuple[float, float], str | None]:
+def checked(ci: Sequence[float], n_units: int) -> tuple[tuple[float, float], str | None]:
     """(ci, None) for an interval; (NaN, NaN) and the reason for none (see `no_interval`)."""
-    why = no_interval(ci, n_units, unit)
+    why = no_interval(ci, n_units)
     return ((math.nan, math.nan), why) if why else ((float(ci[0]), float(ci[1])), None)
 
 

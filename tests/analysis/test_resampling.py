@@ -117,7 +117,7 @@ def test_identical_agents_give_zero_difference_and_p_one():
     same = next(c for c in u.comparisons if {c.a, c.b} == {"a", "copy"})
     assert same.diff == 0.0 and same.p_value == 1.0 and same.p_holm == 1.0
     # a copy differs by 0 on every task: no spread, so no interval rather than [0, 0] (which reads as certainty)
-    assert np.isnan(same.ci95).all() and same.ci_reason == "no spread over the 50 tasks: no interval"
+    assert np.isnan(same.ci95).all() and same.ci_reason == "no spread: no interval"
     assert same.as_json()["ci95"] is None and same.as_json()["ci95_reason"] == same.ci_reason
     assert not same.holds and same.n_tasks == 50
 
@@ -142,13 +142,13 @@ def test_one_task_gives_no_interval_and_says_why():
     assert u.domain_ci_reason["a"] == {"policy": "n=1: no interval"} and u.domain_n_tasks["a"] == {"policy": 1}
     # two tasks with the same score: an interval of zero width, so none either
     flat = stats.score_uncertainty({"a": {"t1": 1.0, "t2": 1.0}, "b": {"t1": 0.5, "t2": 0.0}})
-    assert flat.ci_reason == {"a": "no spread over the 2 tasks: no interval"} and flat.ci95["b"][0] < flat.ci95["b"][1]
+    assert flat.ci_reason == {"a": "no spread: no interval"} and flat.ci95["b"][0] < flat.ci95["b"][1]
 
 
 def test_no_interval_reasons():
     assert stats.no_interval((0.2, 0.2), 1) == "n=1: no interval"
-    assert stats.no_interval((0.2, 0.2), 5, "reports") == "no spread over the 5 reports: no interval"
-    assert stats.no_interval(None, 5) == "undefined on every resample: no interval"
+    assert stats.no_interval((0.2, 0.2), 5) == "no spread: no interval"
+    assert stats.no_interval(None, 5) == "undefined: no interval"
     assert stats.no_interval((0.1, 0.3), 5) is None
 
 

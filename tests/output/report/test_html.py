@@ -172,7 +172,7 @@ def test_report_in_browser(browser, tmp_path):
     # agreement intervals contain their point estimates; judge vs judge; the disagreement list
     ci = {r[0]: r for r in tables["agreement-ci"]}
     # a constant judge has κ = 0 on every resample: no spread, so no interval (not [0.00, 0.00])
-    assert ci["choice-a"][1] == "6" and ci["const"][4] == "no spread over the 6 reports: no interval"
+    assert ci["choice-a"][1] == "6" and ci["const"][4] == "no spread: no interval"
     vs = {(r[0], r[1]): r for r in tables["judge-vs-judge"]}
     assert vs[("choice-a", "const")][4:] == ["7", "0", "0.016"]  # McNemar: 2 / 2^7
     n_dis = len(tables["disagreements-list"]) + len(tables.get("disagreements-more", []))
