@@ -13,11 +13,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "leaderboard",
-        help="rank agents from run directories, judgments or published score tables, with 95% CIs",
+        help="rank agents from run directories, judgments or published score tables, with 95%% CIs",
         description="Rank agents from one or more sources of task scores: a run or `judge --out` directory, a "
         "judgments JSONL (with --tasks), a DeepResearch Bench II wide CSV (idx, language, theme, <system>…, "
         "avg; an empty cell = not scored) or a long CSV/JSONL (agent, task_id, score[, dimension, domain, "
-        "judge]). In points (0–100): each agent's mean with its 95%% task-bootstrap CI and task count; every "
+        "judge]). In points (0–100): each agent's mean with its 95% task-bootstrap CI and task count; every "
         "pair's paired difference on the tasks both were scored on (CI, sign-flip p, Holm p); groups of "
         "agents that cannot be told apart; per-dimension and per-domain tables where the sources have "
         "them. Sources judged by different judges or scored on different tasks are ranked separately "

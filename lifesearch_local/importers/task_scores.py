@@ -153,8 +153,11 @@ def _score(path: Path, line: int, column: str, text: str) -> float:
 def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
     with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.DictReader(f)
-        reader.fieldnames = [c.strip() for c in reader.fieldnames or []]
-        return [(reader.line_num, row) for row in reader]
+        try:
+            reader.fieldnames = [c.strip() for c in reader.fieldnames or []]
+            return [(reader.line_num, row) for row in reader]
+        except (csv.Error, UnicodeDecodeError) as e:  # a NUL byte, bytes that are not UTF-8
+            raise InputError(str(path), reader.line_num + 1, None, f"not a readable CSV ({e})") from None
 
 
 def _from_wide(path: Path) -> ScoreTable:

@@ -117,3 +117,12 @@ def test_an_unknown_source_is_one_line(tmp_path, capsys):
     p.write_text("a,b\n1,2\n")
     code, out, err = run_cli(["leaderboard", str(p)], capsys)
     assert code == 2 and err.count("\n") == 1 and "not a source of task scores" in err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["leaderboard", "--help"]])
+def test_help_prints(argv, capsys):
+    """A bare % in a help string made `lifesearch --help` end in a traceback."""
+    with pytest.raises(SystemExit) as e:
+        run_cli(argv, capsys)
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and "leaderboard" in out and "95%" in out and "95%%" not in out

@@ -139,3 +139,10 @@ def test_wide_table_needs_no_particular_file_name(tmp_path):
     p = Path(tmp_path / "x")
     p.write_text(WIDE)
     assert read_source(p)[0].scores["OpenAI"] == {"drb2-7": 0.5}
+
+
+def test_an_unreadable_csv_is_one_line(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_bytes(WIDE.encode() + b"9,en,Health,\xff\xfe,0.1,0.1\n")
+    with pytest.raises(InputError, match="not a readable CSV"):
+        read_source(p)
