@@ -87,11 +87,11 @@ def read_source(path: str | Path, *, tasks_path: str | Path | None = None, allow
 # -- judgments -------------------------------------------------------------------------------
 def _from_run_dir(run: Path, tasks_path: str | Path | None, allow_missing: bool,
                   task_ids: set[str] | None) -> list[ScoreTable]:
-    from lifesearch_local.output.report.data import _input  # the run's tasks file, as report.html finds it
+    from lifesearch_local.output.report.data import run_input  # the run's tasks file, as report.html finds it
     from lifesearch_local.rundir.manifest import read_manifest
 
     manifest = read_manifest(run)
-    tasks = _input(run, "tasks", Path(tasks_path) if tasks_path else None, manifest and manifest.model_dump())
+    tasks = run_input(run, "tasks", Path(tasks_path) if tasks_path else None, manifest and manifest.model_dump())
     if tasks is None:
         raise LifesearchError(f"{run}: no tasks.jsonl and no tasks path recorded in its manifest; pass --tasks FILE")
     identities = {} if manifest is None else dict(manifest.fingerprints)
