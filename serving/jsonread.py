@@ -66,7 +66,10 @@ def loads(raw: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
         line = raw.count(b"\n", 0, e.start) + 1 if isinstance(raw, bytes) else None
         raise JSONError(f"not UTF-8 text ({e.reason} at byte {e.start})", line=line) from None
     except _DuplicateKey as e:
-        raise JSONError(f"duplicate key {e.key!r} in one object (which one is meant?)", field=e.key) from None
+        key = repr(e.key) if len(e.key) <= 100 else f"of {len(e.key)} characters"  # whole or not at all: a
+        # key cut short could show part of a secret that redaction would have masked whole
+        raise JSONError(f"duplicate key {key} in one object (which one is meant?)",
+                        field=e.key if len(e.key) <= 100 else None) from None
     except RecursionError:
         raise JSONError(f"JSON nested deeper than {max_depth} levels") from None
     except ValueError as e:  # "Exceeds the limit (4300 digits) for integer string conversion", NaN, 1e999

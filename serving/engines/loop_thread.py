@@ -51,7 +51,7 @@ class LoopThread:
         if self.loop.is_closed():
             return
         if self._thread.is_alive():
-            for final in finals:
+            for final in (*finals, _drain):
                 with contextlib.suppress(Exception):  # closing must not fail on a connection already gone
                     asyncio.run_coroutine_threadsafe(_call(final), self.loop).result(timeout_s)
             self.loop.call_soon_threadsafe(self.loop.stop)
@@ -62,3 +62,13 @@ class LoopThread:
 
 async def _call(final: Callable[[], Awaitable[Any]]) -> Any:
     return await final()
+
+
+async def _drain() -> None:
+    """Let the calls abandoned by a stop finish their cancellation, and close open async generators
+    (a body left part-read), so that closing the loop destroys no pending task."""
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in others:
+        t.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+    await asyncio.get_running_loop().shutdown_asyncgens()

@@ -31,7 +31,7 @@ import asyncio
 import hashlib
 import math
 import weakref
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -230,16 +230,16 @@ class OpenAIEngine(Engine):
     def _post_all(self, path: str, bodies: list[dict[str, Any]]) -> list[Any]:
         """The parsed answers, in order; at most max_concurrency requests in flight. The first
         failure cancels the rest; a stop request (SIGTERM) cancels them all and raises Stopped."""
-        return self._loop.run(self._gather([self._post(path, b) for b in bodies])) if bodies else []
+        return self._loop.run(self._gather(path, bodies)) if bodies else []
 
-    async def _gather(self, calls: list[Coroutine[Any, Any, Any]]) -> list[Any]:
+    async def _gather(self, path: str, bodies: list[dict[str, Any]]) -> list[Any]:
         sem = asyncio.Semaphore(self.cfg.max_concurrency)
 
-        async def one(call: Coroutine[Any, Any, Any]) -> Any:
-            async with sem:
-                return await call
+        async def one(body: dict[str, Any]) -> Any:
+            async with sem:  # the request is made here, so a task cancelled while it waits leaves none unawaited
+                return await self._post(path, body)
 
-        tasks = [asyncio.ensure_future(one(c)) for c in calls]
+        tasks = [asyncio.ensure_future(one(b)) for b in bodies]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception()), None)
@@ -280,10 +280,11 @@ class OpenAIEngine(Engine):
     async def _exchange(self, path: str, body: dict[str, Any]) -> Any:
         from serving.retry import RetryableError, retryable_status
 
+        cap = self.cfg.max_response_mib << 20
         async with self.client.stream("POST", path, json=body) as resp:
             if retryable_status(resp.status_code):
                 self.counters["http_retries"] += 1
-                err = RetryableError(self._status(resp, await _read_capped(resp, _ERROR_BODY_BYTES, cut=True)),
+                err = RetryableError(self._status(resp, await _read_capped(resp, cap)),
                                      delay=retry_after(resp.headers.get("retry-after")))
                 err.status = resp.status_code  # type: ignore[attr-defined]
                 raise err
@@ -292,27 +293,27 @@ class OpenAIEngine(Engine):
                                     status=resp.status_code)
             if resp.status_code >= 400:
                 hint = CONFIG_STATUSES.get(resp.status_code)
-                text = self._status(resp, await _read_capped(resp, _ERROR_BODY_BYTES, cut=True))
+                text = self._status(resp, await _read_capped(resp, cap))
                 raise EndpointError(self._where(path, text + (f" ({hint})" if hint else "")),
                                     endpoint=self._url(path), status=resp.status_code)
-            cap = self.cfg.max_response_mib << 20
             raw = await _read_capped(resp, cap)
             if raw is None:
                 raise EndpointError(self._where(path, f"the answer is larger than {self.cfg.max_response_mib} MiB "
-                                                "(model.max_response_mib); refused unread"),
+                                                "(model.max_response_mib): refused, read no further"),
                                     endpoint=self._url(path), status=resp.status_code)
         try:
             return loads(raw)
         except JSONError as e:
-            preview = " ".join(redact(raw[:_ERROR_BODY_BYTES].decode("utf-8", "replace")).split())[:200]
-            raise EndpointError(self._where(path, f"malformed response: the answer is not JSON we can read ({e}); "
-                                            f"it began {preview!r}"),
+            # the whole body redacted, then cut: a cut made first could leave part of the key behind
+            preview = " ".join(redact(raw.decode("utf-8", "replace")).split())[:200]
+            raise EndpointError(self._where(path, redact(f"malformed response: the answer is not JSON we can read ({e}); ")
+                                            + f"it began {preview!r}"),
                                 endpoint=self._url(path), status=resp.status_code) from None
 
-    @staticmethod
-    def _status(resp: Any, raw: bytes | None) -> str:
+    def _status(self, resp: Any, raw: bytes | None) -> str:
         # Redact the whole body before cutting it: a cut could leave part of the key behind.
-        body = " ".join(redact((raw or b"").decode("utf-8", "replace")).split())[:300]
+        body = (" ".join(redact(raw.decode("utf-8", "replace")).split())[:300] if raw is not None
+                else f"(a body over {self.cfg.max_response_mib} MiB, not read)")
         return f"HTTP {resp.status_code} {resp.reason_phrase}".rstrip() + (f": {body}" if body else "")
 
     @staticmethod
@@ -322,20 +323,20 @@ class OpenAIEngine(Engine):
                 "followed (the API key would go along); set model.base_url to the address it names")
 
 
-_ERROR_BODY_BYTES = 64 << 10  # an error body is shown cut to 300 characters; more is never needed
-
-
-async def _read_capped(resp: Any, cap: int, *, cut: bool = False) -> bytes | None:
-    """The body, read a chunk at a time and never beyond `cap` bytes (decoded, so a compressed body
-    counts at its real size): past it, the first `cap` bytes with `cut`, else None. A Content-Length
-    above the cap is refused before any of the body is read."""
+async def _read_capped(resp: Any, cap: int) -> bytes | None:
+    """The body, read a chunk at a time, or None once it passes `cap` bytes (counted decoded, so a
+    compressed body counts at its real size); a Content-Length above the cap is refused unread."""
     declared = resp.headers.get("content-length")
-    if not cut and declared and declared.isdigit() and int(declared) > cap:
+    if declared and declared.isdigit() and int(declared) > cap:
         return None
     chunks, size = [], 0
-    async for chunk in resp.aiter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > cap:
-            return b"".join(chunks)[:cap] if cut else None
+    body = resp.aiter_bytes()
+    try:
+        async for chunk in body:
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > cap:
+                return None
+    finally:
+        await body.aclose()  # left early: close it here, not in a finalizer task the loop may never run
     return b"".join(chunks)

@@ -38,10 +38,11 @@ def json_reply(obj: Any, **kw: Any) -> Reply:
 
 class Endpoint:
     """POST /v1/chat/completions on loopback; the n-th request (1-based) gets `script(n, body)`.
-    `sent` counts the body bytes each request was sent (until the client hung up)."""
+    `sent` counts the body bytes each request was sent (until the client hung up), `arrivals` holds
+    when each request came (time.monotonic())."""
 
     def __init__(self, script: Callable[[int, dict], Reply]):
-        self.script, self.seen, self.sent, self.bodies = script, 0, [], []
+        self.script, self.seen, self.sent, self.bodies, self.arrivals = script, 0, [], [], []
         self.arrived = threading.Event()
         lock, outer = threading.Lock(), self
 
@@ -56,6 +57,7 @@ class Endpoint:
                     n = outer.seen
                     outer.bodies.append(body)
                     outer.sent.append(0)
+                    outer.arrivals.append(time.monotonic())
                 outer.arrived.set()
                 reply = outer.script(n, body)
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up

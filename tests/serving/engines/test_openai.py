@@ -308,6 +308,8 @@ HOSTILE = {  # body text -> the field (or reason) the one-line error names
     "huge integer": ('{"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": ' + "9" * 5000 + "}}",
                      "not a usable JSON value"),
     "not UTF-8": (b'{"choices": [{"message": {"content": "\xff\xfe"}}]}', "not UTF-8"),
+    "a duplicate key echoing the key": ('{"choices": [], "' + KEY + '": 1, "' + KEY + '": 2}', r"duplicate key '\*\*\*'"),
+    "the key after 70 000 spaces": ("{" + " " * 70_000 + KEY, "not JSON we can read"),
 }
 
 
@@ -327,6 +329,18 @@ def test_hostile_values_fail_in_one_line_naming_the_field_and_never_the_key(case
     msg = str(e.value)
     assert "\n" not in msg and len(msg) < 600 and ep.seen == 1
     assert KEY[-22:] not in msg and KEY[:12] not in msg and KEY[-22:] not in caplog.text
+
+
+@pytest.mark.parametrize("status", [400, 500])
+def test_an_error_body_is_redacted_whole_before_it_is_cut(status, monkeypatch):
+    monkeypatch.setenv("LS_HOSTILE_KEY", KEY)
+    body = (" " * 70_000 + KEY + " " + "x" * 1000).encode()  # collapsed to one space, the key would come first
+    with Endpoint(lambda n, b: Reply(status=status, body=body)) as ep:
+        b = real(ep.url, api_key_env="LS_HOSTILE_KEY")
+        with pytest.raises(EndpointError, match=f"HTTP {status}") as e:
+            b.generate(HI)
+        b.close()
+    assert "***" in str(e.value) and KEY[:6] not in str(e.value) and KEY[-6:] not in str(e.value)
 
 
 def test_a_redirect_is_named_with_its_location_and_not_followed():
@@ -389,4 +403,5 @@ def test_sigterm_during_a_remote_call_stops_the_judge_within_seconds(tmp_path):
             proc.kill()
     assert waited < 5.0, f"took {waited:.1f} s to stop"
     assert proc.returncode == 0 and "stopped by signal" in out and "Traceback" not in err, err
+    assert "never awaited" not in err and "destroyed but it is pending" not in err, err  # the loop closed cleanly
     assert len((tmp_path / "out" / "judgments.jsonl").read_text().splitlines()) == 2  # the first report's, whole
