@@ -17,6 +17,7 @@ from lifesearch_local.cli import (
     demo,
     importer,
     judge,
+    leaderboard,
     panel,
     rejudge,
     repair,
@@ -35,6 +36,7 @@ from lifesearch_local.errors import LifesearchError
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "validate": validate.register,
     "score": score.register,
+    "leaderboard": leaderboard.register,
     "judge": judge.register,
     "run": run.register,
     "agent": run.register_agent,

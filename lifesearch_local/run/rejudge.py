@@ -24,9 +24,9 @@ from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.judge.fingerprint import judge_identity
 from lifesearch_local.judge.rubric import Pending, is_empty_report, judge_batches, rubric_hash
 from lifesearch_local.records import Judgment, Manifest, Replay, Report, Task
-from lifesearch_local.rundir.directory import CONFIG, JUDGMENTS, REPORTS, TASKS, RunDir
+from lifesearch_local.rundir.directory import CONFIG, JUDGMENTS, REPORTS, TASKS, RunDir, recorded_input
 from lifesearch_local.rundir.jsonl import read_records
-from lifesearch_local.rundir.manifest import resume_config, sha256_file
+from lifesearch_local.rundir.manifest import resume_config
 from lifesearch_local.runtime.skeleton import OpenModel, default_open
 from serving.config import ModelConfig, RayConfig
 from serving.protocol import Engine
@@ -157,17 +157,11 @@ def _tasks(rd: RunDir, m: Manifest) -> list[Task]:
 
 
 def _input(rd: RunDir, m: Manifest, name: str) -> Path:
-    """The run directory's `name` file, else the input its manifest records (`inputs.<stem>`),
-    refused when that file changed since (its recorded hash)."""
-    if rd.file(name).is_file():
-        return rd.file(name)
+    """The run directory's `name` file, else the input its manifest records (refused when it changed since)."""
     stem = name.removesuffix(".jsonl")
-    recorded = (getattr(m, "inputs", None) or {}).get(stem)
-    if not recorded or not Path(recorded).is_file():
+    found = recorded_input(rd.path, stem, m.model_dump(),
+                           why="a replay on other inputs would not be one")
+    if found is None:
         raise LifesearchError(f"{rd.path}: no {name} and no {stem} file recorded in its manifest: the inputs the "
                               "judgments were made from are not at hand")
-    want = m.hashes.get(stem)
-    if want and sha256_file(recorded) != want:
-        raise LifesearchError(f"{recorded}: changed since {rd.path} was judged from it (manifest hash {want}): "
-                              "a replay on other inputs would not be one")
-    return Path(recorded)
+    return found
