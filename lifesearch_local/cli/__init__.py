@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         print(f"error: {redact(str(e))}", file=sys.stderr)
-        return 2
+        return e.exit_code  # 2: the user must change something; 1 (a full disk): the same command can pass later
     except EndpointError as e:  # one line; a wrong key/URL/model (401/403/404) is the user's to fix
         if args.debug:
             traceback.print_exc()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
@@ -16,6 +17,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lifesearch_local.errors import LifesearchError
+from lifesearch_local.rundir.files import disk_full, full_disk_as_error, is_disk_full
 from lifesearch_local.web.cache_key import CacheCorrupt, open_keyed, row_mac
 from lifesearch_local.web.records import FETCH_RESULT, Document, Failure, SearchResult
 
@@ -149,12 +151,29 @@ class WebCache:
         path = self.blob_path(sha)
         if path.exists():
             return sha
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        with full_disk_as_error(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException as e:  # a full disk (or anything else) leaves no temporary behind
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if is_disk_full(e):
+                raise disk_full(path) from None
+            raise
         return sha
+
+    def _write_row(self, sql: str, values: tuple) -> None:
+        """One row into the index; SQLite's "database or disk is full" is `DiskFull` naming the index."""
+        try:
+            self._db().execute(sql, values)
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(e):
+                raise disk_full(self.db_path) from None
+            raise
 
     def get_blob(self, sha256: str) -> bytes:
         """The blob's bytes; CacheCorrupt when it is missing or does not hash to its name."""
@@ -203,7 +222,7 @@ class WebCache:
         if sha:
             result.body_sha256 = sha  # type: ignore[union-attr]
         fields = (key, normalize_url(url), _as_of(as_of), result.model_dump_json(), sha)
-        self._db().execute(
+        self._write_row(
             f"INSERT OR REPLACE INTO pages ({_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (*fields, _now(), row_sha256(*fields), row_mac(self._key, "pages", *fields)),
         )
@@ -241,8 +260,8 @@ class WebCache:
         key = search_key(backend, query, params, as_of)
         payload = json.dumps([r.model_dump() for r in results], ensure_ascii=False)
         fields = (key, backend, query, json.dumps(params, sort_keys=True), _as_of(as_of), payload)
-        self._db().execute(f"INSERT OR REPLACE INTO searches ({_SEARCH_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           (*fields, _now(), row_sha256(*fields), row_mac(self._key, "searches", *fields)))
+        self._write_row(f"INSERT OR REPLACE INTO searches ({_SEARCH_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (*fields, _now(), row_sha256(*fields), row_mac(self._key, "searches", *fields)))
 
     # -- verification -------------------------------------------------------------------
     def verify(self) -> CacheReport:
