@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from lifesearch_local.errors import DiskFull, InputError, LifesearchError
+from lifesearch_local.records import id_problem, is_blank
 from lifesearch_local.rundir.files import disk_full, full_disk_as_error, write_atomic
-from lifesearch_local.rundir.jsonl import numbered_records, write_records
+from lifesearch_local.rundir.jsonl import numbered_records, validation_field, write_records
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -112,6 +114,34 @@ def _swap_in(tmp: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, out)
+
+
+def check_id(value: str, where: str | Path, line: int | None, field: str) -> str:
+    """`value` if it can be an id (agent, task, judge name): an InputError naming where it came from if it
+    is empty, only invisible characters, or holds a control character (as `validate` refuses it)."""
+    problem = id_problem(value)
+    if problem:
+        raise InputError(str(where), line, field, f"{value!r} as an id: {problem}")
+    return value
+
+
+def check_text(value: str, where: str | Path, line: int | None, field: str, what: str) -> str:
+    """`value` if it has something to read: an InputError naming where it came from if it is empty or
+    only whitespace and invisible characters (a `what`, question or rubric, a judge would see as nothing)."""
+    if is_blank(value):
+        raise InputError(str(where), line, field, f"empty {what} (or only whitespace and invisible characters)")
+    return value
+
+
+@contextlib.contextmanager
+def located(path: str | Path, line: int | None) -> Iterator[None]:
+    """Within the block, a record our own schema refuses (what `validate` would refuse) is an
+    InputError naming the source file and line, not a traceback."""
+    try:
+        yield
+    except ValidationError as e:
+        field, msg = validation_field(e)
+        raise InputError(str(path), line, field, msg) from None
 
 
 def unique_by(rows: list[tuple[int, M]], key: Callable[[M], Any], path: str | Path, field: str) -> dict[Any, tuple[int, M]]:

@@ -145,7 +145,7 @@ def validation_field(err: ValidationError) -> tuple[str, str]:
             parts.append(str(p))
     if backend and first["type"] == "extra_forbidden":
         msg += f" (not a setting of backend {backend})"
-    return ".".join(parts) or "(record)", msg
+    return ".".join(parts) or "(record)", msg.removeprefix("Value error, ")
 
 
 def require_file(path: str | Path, kind: str = "JSONL") -> None:
