@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.rundir.files import disk_full, full_disk_as_error, is_disk_full
-from lifesearch_local.web.cache_key import CacheCorrupt, open_keyed, row_mac
+from lifesearch_local.web.cache_key import CacheCorrupt, open_keyed, private_root, row_mac
 from lifesearch_local.web.records import FETCH_RESULT, Document, Failure, SearchResult
 
 _SCHEMA = """
@@ -114,8 +114,8 @@ class WebCache:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
-        (self.root / "blobs").mkdir(parents=True, exist_ok=True)
-        self.db_path = self.root / "index.sqlite"
+        self.db_path = private_root(self.root)  # ssh's rule: the user's own, no one else may write it
+        (self.root / "blobs").mkdir(mode=0o700, exist_ok=True)
         self._local = threading.local()
         try:
             con = self._db()
