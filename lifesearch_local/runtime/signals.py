@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +27,8 @@ class StopFlag:
         return self.event.is_set()
 
 
-# The flags of the graceful_stop blocks open in the main thread, outermost first.
-_OPEN: list[StopFlag] = []
+# The outermost graceful_stop block open in the main thread: its flag and its handler.
+_OPEN: list[tuple[StopFlag, Callable]] = []
 
 
 @contextlib.contextmanager
@@ -42,11 +42,11 @@ def graceful_stop(signals: tuple[int, ...] = (signal.SIGTERM,), *, armed: bool =
     inner block begins, SIGTERM ends the process as before (exit 143; nothing is written yet).
     """
     if threading.current_thread() is not threading.main_thread():
-        yield _OPEN[0] if _OPEN else StopFlag()  # handlers can only be installed from the main thread
+        yield _OPEN[0][0] if _OPEN else StopFlag()  # handlers can only be installed from the main thread
         return
     if _OPEN:
-        _OPEN[0].armed = True
-        yield _OPEN[0]
+        with _reinstalled(*_OPEN[0], signals) as flag:
+            yield flag
         return
     flag = StopFlag(armed)
 
@@ -66,12 +66,27 @@ def graceful_stop(signals: tuple[int, ...] = (signal.SIGTERM,), *, armed: bool =
         log.warning("\nsignal %d: finishing the current batch, then stopping (rerun to resume)", signum)
 
     old = {s: signal.signal(s, handler) for s in signals}
-    _OPEN.append(flag)
+    _OPEN.append((flag, handler))
     try:
         yield flag
     finally:
-        _OPEN.remove(flag)
+        _OPEN.clear()
         for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def _reinstalled(flag: StopFlag, handler: Callable, signals: tuple[int, ...]) -> Iterator[StopFlag]:
+    """An inner block: the outer flag, armed, and the outer handler back in place for the block if
+    something (Ray's driver) replaced it meanwhile."""
+    flag.armed = True
+    replaced = {s: h for s in signals if (h := signal.getsignal(s)) is not handler}
+    for s in replaced:
+        signal.signal(s, handler)
+    try:
+        yield flag
+    finally:
+        for s, h in replaced.items():
             signal.signal(s, h)
 
 

@@ -37,6 +37,15 @@ def test_once_a_stage_began_sigterm_sets_the_flag_the_stages_share():
     assert done.stdout.split("\n")[:2] == ["finished True True", "exiting"]
 
 
+def test_a_stage_puts_the_handler_back_if_something_replaced_it():
+    """Ray's driver installs a SIGTERM handler of its own; inside a stage ours holds again."""
+    done = python(PRELUDE + "with command_stop(program=False) as cmd:\n"
+                  "    signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+                  "    with graceful_stop():\n        os.kill(os.getpid(), signal.SIGTERM)\n"
+                  "    print('stopped', bool(cmd), signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)\n")
+    assert done.returncode == 0 and done.stdout.strip() == "stopped True True", done.stderr
+
+
 def test_a_stage_alone_restores_what_was_there():
     done = python(PRELUDE + "with graceful_stop() as a:\n    pass\n"
                   "print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)\n")
