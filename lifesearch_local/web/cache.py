@@ -37,6 +37,11 @@ _TABLES = {"pages": _PAGE_COLUMNS, "searches": _SEARCH_COLUMNS}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+def _sqlite_full(e: sqlite3.Error) -> bool:
+    """SQLite's "database or disk is full" (SQLITE_FULL), or the OS's ENOSPC under it."""
+    return getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(e)
+
+
 class ReplayMiss(LifesearchError):
     """Replay mode asked for something the cache does not hold."""
 
@@ -122,6 +127,8 @@ class WebCache:
             con.executescript(_SCHEMA)
             self._key = open_keyed(con, self.root, _TABLES)
         except sqlite3.DatabaseError as e:
+            if _sqlite_full(e):
+                raise disk_full(self.db_path) from None
             raise CacheCorrupt(f"cache index {self.db_path} cannot be read ({e}); check it with "
                                f"`lifesearch cache verify {self.root}` or move the cache away") from None
 
@@ -171,7 +178,7 @@ class WebCache:
         try:
             self._db().execute(sql, values)
         except sqlite3.OperationalError as e:
-            if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(e):
+            if _sqlite_full(e):
                 raise disk_full(self.db_path) from None
             raise
 

@@ -118,11 +118,18 @@ def load_key(root: Path, *, create: bool) -> bytes | None:
         if not create:
             return None
         tmp = root / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(32) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:  # a full disk: no half-written key stays behind
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if is_disk_full(e):
+                raise disk_full(path) from None
+            raise
         try:
             os.link(tmp, path)  # create-if-absent: a racing creator's key wins, ours is dropped
         except FileExistsError:

@@ -122,3 +122,17 @@ def test_cache_verify_refuses_an_open_cache_in_one_line(tmp_path, capsys):
     assert main(["cache", "verify", str(root)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cache.key: the cache key has mode 0644" in err[0] and "CORRUPT" not in err[0]
+
+
+def test_a_cache_made_on_a_full_disk_is_one_line_and_leaves_no_key_temporary(tmp_path):
+    """A real tmpfs with no room (no injection): DiskFull naming a cache file, not "cannot be read"."""
+    from lifesearch_local.errors import DiskFull
+    from tests.helpers.diskfull import fill, small_tmpfs
+
+    with small_tmpfs(tmp_path / "fs", 512) as fs:
+        filler = fill(fs)
+        with pytest.raises(DiskFull, match=r"/cache/(index\.sqlite|cache\.key|blobs): no space left on device"):
+            WebCache(fs / "cache")
+        assert [p.name for p in (fs / "cache").iterdir() if p.name.startswith(".cache.key")] == []
+        filler.unlink()
+        WebCache(fs / "cache").close()
