@@ -8,6 +8,7 @@ that no judgment is lost or duplicated and that every tamper and forgery is dete
 
     python scripts/fault_run.py                    # 10 kills, tiny-llama, the 10 sample tasks
     python scripts/fault_run.py --kills 10 --limit 10 --seed 1 --also "lifesearch cache verify DIR"
+    python scripts/fault_run.py --only disk-full    # one phase (kills, concurrent, repair, disk-full, cache)
 
 Each attempt is killed at a random time (uniform in [0, --horizon] s: during model load, inside
 model calls, between appends), and reports the work it threw away: seconds since its last saved
@@ -277,6 +278,9 @@ def extra_checks(commands: list[str], base: Path) -> bool:
     return ok
 
 
+PHASES = ("kills", "concurrent", "repair", "disk-full", "cache")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kills", type=int, default=10)
@@ -287,15 +291,23 @@ def main() -> int:
                    "(default: the time of one uninterrupted run, measured first)")
     p.add_argument("--dir", help="work directory (default: a new temp directory)")
     p.add_argument("--also", action="append", default=[], help="extra check command (DIR = the work directory)")
+    p.add_argument("--only", action="append", choices=PHASES, help="run only this phase (repeatable; default: all)")
     args = p.parse_args()
     base = Path(args.dir or tempfile.mkdtemp(prefix="fault_run-"))
     want = expected_keys(args.limit)
     t0 = time.monotonic()
-    ok = fault_kills(args, want, base)
-    ok &= concurrent(args, want, base)
-    ok &= repair_then_resume(args, want, base)
-    ok &= disk_full(args, want, base) is not False
-    ok &= extra_checks([f"{shlex.quote(sys.executable)} scripts/fault_cache.py --dir DIR", *args.also], base)
+    run = set(args.only or PHASES)
+    ok = True
+    if "kills" in run:
+        ok &= fault_kills(args, want, base)
+    if "concurrent" in run:
+        ok &= concurrent(args, want, base)
+    if "repair" in run:
+        ok &= repair_then_resume(args, want, base)
+    if "disk-full" in run:
+        ok &= disk_full(args, want, base) is not False
+    if "cache" in run:
+        ok &= extra_checks([f"{shlex.quote(sys.executable)} scripts/fault_cache.py --dir DIR", *args.also], base)
     print(f"RESULT: {'PASS' if ok else 'FAIL'} in {time.monotonic() - t0:.0f} s "
           f"({shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])})")
     return 0 if ok else 1
