@@ -3,12 +3,14 @@
 concurrent runs on one directory, then a resume with another model after `repair` set a damaged
 manifest aside (and after the manifest was deleted), then a full disk (a small tmpfs, mounted when
 run as root: `judge` and `report` run out of space, then resume), then a tampered web cache
-(scripts/fault_cache.py: altered, deleted, FIFO and /dev/zero-symlink blobs, forged rows); checks
-that no judgment is lost or duplicated and that every tamper and forgery is detected.
+(scripts/fault_cache.py: altered, deleted, FIFO and /dev/zero-symlink blobs, forged rows), then a
+hostile model endpoint (scripts/fault_endpoint.py: NaN log-probs, a key echoed back, deep and huge
+bodies, a drip, a redirect, SIGTERM mid-call); checks that no judgment is lost or duplicated and
+that every tamper and forgery is detected.
 
     python scripts/fault_run.py                    # 10 kills, tiny-llama, the 10 sample tasks
     python scripts/fault_run.py --kills 10 --limit 10 --seed 1 --also "lifesearch cache verify DIR"
-    python scripts/fault_run.py --only disk-full    # one phase (kills, concurrent, repair, disk-full, cache)
+    python scripts/fault_run.py --only disk-full    # one phase (kills, concurrent, repair, disk-full, cache, endpoint)
 
 Each attempt is killed at a random time (uniform in [0, --horizon] s: during model load, inside
 model calls, between appends), and reports the work it threw away: seconds since its last saved
@@ -278,7 +280,7 @@ def extra_checks(commands: list[str], base: Path) -> bool:
     return ok
 
 
-PHASES = ("kills", "concurrent", "repair", "disk-full", "cache")
+PHASES = ("kills", "concurrent", "repair", "disk-full", "cache", "endpoint")
 
 
 def main() -> int:
@@ -306,8 +308,11 @@ def main() -> int:
         ok &= repair_then_resume(args, want, base)
     if "disk-full" in run:
         ok &= disk_full(args, want, base) is not False
-    if "cache" in run:
-        ok &= extra_checks([f"{shlex.quote(sys.executable)} scripts/fault_cache.py --dir DIR", *args.also], base)
+    extra = [f"{shlex.quote(sys.executable)} scripts/fault_cache.py --dir DIR"] if "cache" in run else []
+    if "endpoint" in run:
+        extra.append(f"{shlex.quote(sys.executable)} scripts/fault_endpoint.py --dir DIR --limit {min(args.limit, 3)} "
+                     f"--seed {args.seed}")
+    ok &= extra_checks([*extra, *args.also], base)
     print(f"RESULT: {'PASS' if ok else 'FAIL'} in {time.monotonic() - t0:.0f} s "
           f"({shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])})")
     return 0 if ok else 1

@@ -22,6 +22,7 @@ from lifesearch_local.errors import InputError
 from lifesearch_local.importers.common import (
     check_id,
     check_text,
+    import_inputs,
     json_text,
     located,
     read_rows,
@@ -243,13 +244,11 @@ def reconstruct_rows(tasks: list[Task], reports: list[Report], labels: list[Labe
 
 def load_dir(out: str | Path) -> tuple[list[Task], list[Report], list[Label], list[ProfSource], str]:
     """The records of a `lifesearch import profbench` directory and its id prefix."""
-    import json
-
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks
 
     out = Path(out)
-    prefix = json.loads((out / "import.json").read_text("utf-8"))["inputs"]["id_prefix"]
+    prefix = import_inputs(out, "id_prefix")["id_prefix"]
     return (load_tasks(out / "tasks.jsonl"), read_records(out / "reports.jsonl", Report),
             read_records(out / "labels.jsonl", Label), [s for _, s in read_rows(out / SOURCE_FILE, ProfSource)], prefix)
 
