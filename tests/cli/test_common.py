@@ -170,6 +170,8 @@ SEEDED = {
               "--labels", str(AGREE / "labels.jsonl")],
     "reporteval": ["reporteval", "--reports", str(AGREE / "reports.jsonl"), "--model", "tiny-llama", "--out", "unused"],
     "bench judge": ["bench", "judge"],
+    "leaderboard": ["leaderboard", str(AGREE / "judgments.jsonl"), "--tasks", str(AGREE / "tasks.jsonl")],
+    "rejudge": ["rejudge", "unused", "--sample", "1"],
 }
 
 
@@ -184,6 +186,29 @@ def test_every_seed_outside_its_range_is_refused_in_one_line(command, seed, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and "argument --seed:" in err[-1] and "Traceback" not in "\n".join(err)
     assert not (tmp_path / "unused").exists()
+
+
+def test_every_seed_flag_of_every_command_is_checked():
+    """A command added later with `--seed` of type int took -1 (rejudge did, after issue 32 item 10):
+    every --seed of every subcommand goes through seed_int."""
+    import argparse
+
+    from lifesearch_local.cli import build_parser
+    from lifesearch_local.cli.common import seed_int
+
+    def seeds(parser: argparse.ArgumentParser, name: str) -> list[tuple[str, object]]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    found += seeds(subparser, f"{name} {sub}".strip())
+            elif "--seed" in action.option_strings:
+                found.append((name, action.type))
+        return found
+
+    found = seeds(build_parser(), "")
+    assert {"score", "agree", "leaderboard", "rejudge"} <= {n for n, _ in found}
+    assert [n for n, t in found if t is not seed_int] == []
 
 
 def test_the_largest_seed_is_a_seed(capsys):
