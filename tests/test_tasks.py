@@ -71,6 +71,15 @@ BAD = [
     ("surrogate_raw_bytes", 2, "question", "lone surrogate \\ud800"),
     ("deep_nesting", 2, None, "nested deeper than"),
     ("deep_field", 2, "extra", "nested deeper than"),
+    # what `validate` refuses, and the importers with it (issue 32, item 7 and "also seen")
+    ("cr_in_id", 2, "id", "control character U+000D at character 0"),
+    ("nul_in_id", 2, "id", "control character U+0000"),
+    ("c1_in_rubric_id", 2, "rubrics[0].id", "control character U+0085"),
+    ("del_in_rubric_id", 2, "rubrics[0].id", "control character U+007F"),
+    ("empty_question", 2, "question", "empty"),
+    ("invisible_question", 2, "question", "empty"),
+    ("invisible_criterion", 2, "rubrics[0].criterion", "empty"),
+    ("blank_id", 2, "id", "empty"),
 ]
 _B = '{"id": "b", "language": "en", "domain": "company", '
 _R = '"rubrics": [{"id": "R1", "criterion": "%s", "type": "Objective", "necessity": "Explicit", "priority": "Must Have", "weight": 0.5}]'
@@ -103,6 +112,14 @@ def test_bad_input_names_file_line_field(tmp_path, case, line, field, fragment):
         "no_question": {k: v for k, v in task("b", [rubric("R1", 0.5)]).items() if k != "question"},
         "bad_date": task("b", [rubric("R1", 0.5)], as_of="last tuesday"),
         "no_rubrics": task("b", []),
+        "cr_in_id": task("\r=1+1", [rubric("R1", 0.5)]),
+        "nul_in_id": task("b\x00", [rubric("R1", 0.5)]),
+        "c1_in_rubric_id": task("b", [rubric("R\x851", 0.5)]),
+        "del_in_rubric_id": task("b", [rubric("R1\x7f", 0.5)]),
+        "empty_question": task("b", [rubric("R1", 0.5)], question=""),
+        "invisible_question": task("b", [rubric("R1", 0.5)], question="\u200b\u200d\ufeff "),
+        "invisible_criterion": task("b", [rubric("R1", 0.5, criterion="\u2060\u200b")]),
+        "blank_id": task(" ", [rubric("R1", 0.5)]),
     }.get(case, good)
     raw = {2: RAW[case]} if case in RAW else None
     path = write_jsonl(tmp_path / "tasks.jsonl", [good, second], raw)

@@ -16,6 +16,7 @@ from lifesearch_local.agent.observation import Observation
 from lifesearch_local.agent.toolcalls import Decision, ToolCall, parse_decision
 from lifesearch_local.agent.tools import Tool
 from lifesearch_local.agent.trajectory import TrajectoryLog, call_record, error_record
+from lifesearch_local.errors import DiskFull
 from lifesearch_local.llm.prompts import render
 from lifesearch_local.records import Report, ReportStatus, Task
 from serving.errors import EndpointError
@@ -156,6 +157,8 @@ async def _call(tool: Tool, call: ToolCall, task: Task, timeout: float) -> tuple
         obs = await asyncio.wait_for(tool.run(call.arguments, task), timeout)
     except asyncio.TimeoutError:
         obs = Observation.fail("timeout", f"{call.name} did not finish within {timeout:g} s")
+    except DiskFull:  # not the tool's failure: no record of this run could be written either
+        raise
     except Exception as e:  # a tool bug must not end the run: the model sees it and moves on
         obs = Observation.fail("tool_error", f"{call.name} failed: {type(e).__name__}: {e}")
     # A page or an error body may echo a configured key: neither the model nor the log may see it.

@@ -20,6 +20,19 @@ def int_at_least(lo: int):
 
 
 positive_int = int_at_least(1)
+SEED_MAX = 2**64 - 1
+
+
+def seed_int(value: str) -> int:
+    """argparse type of every --seed: an integer from 0 to 2^64 - 1 (numpy's SeedSequence and torch
+    take no negative seed; a negative one used to end in a numpy traceback)."""
+    n = int(value)
+    if not 0 <= n <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"a seed is an integer from 0 to {SEED_MAX}, got {n}")
+    return n
+
+
+seed_int.__name__ = "int"  # argparse names the type in "invalid int value"
 
 
 def add_generate_options(p: argparse.ArgumentParser, max_tokens_help: str) -> None:

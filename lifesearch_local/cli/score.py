@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from lifesearch_local.cli.common import manifest_beside, positive_int, print_caveats
+from lifesearch_local.cli.common import manifest_beside, positive_int, print_caveats, seed_int
 
 
 def add_bootstrap_options(p: argparse.ArgumentParser) -> None:
@@ -15,7 +15,7 @@ def add_bootstrap_options(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--resamples", type=positive_int, default=DEFAULT_RESAMPLES, metavar="B",
                    help=f"bootstrap resamples and random sign flips (default {DEFAULT_RESAMPLES})")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
+    p.add_argument("--seed", type=seed_int, default=DEFAULT_SEED,
                    help=f"seed of the resampling; same input and seed, same output (default {DEFAULT_SEED})")
 
 

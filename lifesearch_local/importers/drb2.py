@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, StrictInt
 
 from lifesearch_local.errors import InputError, LifesearchError
-from lifesearch_local.importers.common import read_rows, unique_by
+from lifesearch_local.importers.common import check_id, check_text, located, read_rows, unique_by
 from lifesearch_local.importers.drb import DEFAULT_DOMAIN_MAP, load_domain_map
 from lifesearch_local.records import BlockedSources, Domain, Report, Rubric, Task
 
@@ -108,8 +108,7 @@ def _check_task(t: Drb2Task, path: str, lineno: int) -> None:
         if dim not in DIMENSIONS:
             raise InputError(path, lineno, f"content.rubric.{dim}", f"unknown DRB II dimension (expected one of {list(DIMENSIONS)})")
         for i, text in enumerate(items):
-            if not text.strip():
-                raise InputError(path, lineno, f"content.rubric.{dim}[{i}]", "empty rubric")
+            check_text(text, path, lineno, f"content.rubric.{dim}[{i}]", "rubric")
     if not any(t.content.rubric.values()):
         raise InputError(path, lineno, "content.rubric", "no rubrics")
 
@@ -150,7 +149,10 @@ def convert(path: str | Path, *, domain_map: dict[str, Domain] | None = None, pr
                         inputs={"tasks": str(path), "id_prefix": prefix, "question": question})
     for lineno, t in rows:
         _check_task(t, str(path), lineno)
-        task, source = convert_task(t, mapping[t.theme], prefix, question)
+        check_text(t.prompt if question == "prompt" else t.content.task, path, lineno,
+                   "prompt" if question == "prompt" else "content.task", "question")
+        with located(path, lineno):  # our id (prefix + idx) as `validate` checks it
+            task, source = convert_task(t, mapping[t.theme], prefix, question)
         result.tasks.append(task)
         result.sources.append(source)
     return result
@@ -222,6 +224,7 @@ def convert_reports(result: Drb2Import, paths: list[str | Path], agent: str | No
     seen: dict[tuple[str, str], str] = {}
     for path in paths:
         for name, reports in report_sources(path, agent):
+            check_id(name, path, None, "agent (--agent, or the folder or file name)")
             for idx, (where, text) in sorted(reports.items()):
                 if idx not in by_idx:
                     raise InputError(where, None, "idx", f"report for idx {idx}, which is not in the tasks file")

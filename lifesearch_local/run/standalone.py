@@ -92,6 +92,7 @@ def sweep_run(config_path: str, *, out: str | None = None, reports: str | None =
     from lifesearch_local.analysis.labels import label_index
     from lifesearch_local.judge.stage import judge_stage
     from lifesearch_local.run.preflight import preflight
+    from lifesearch_local.rundir.files import write_atomic
     from serving.ray.session import ray_session
 
     cfg, tasks, reports_, labels = sweep_inputs(config_path, reports)
@@ -109,7 +110,7 @@ def sweep_run(config_path: str, *, out: str | None = None, reports: str | None =
         index = label_index(labels)
         result = agreement(tasks, judgments, index)
         unc = agreement_uncertainty(tasks, judgments, index, result)  # adds each judge's ci95 to result
-        rd.file(AGREEMENT).write_text(json.dumps(result, indent=2) + "\n")
+        write_atomic(rd.file(AGREEMENT), json.dumps(result, indent=2) + "\n")
     return rd, judges, labels, result, unc
 
 

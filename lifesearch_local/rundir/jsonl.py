@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from lifesearch_local.errors import InputError
+from lifesearch_local.rundir.files import append_bytes, cut_to, open_plain, write_atomic
 from serving.jsonread import JSONError, loads
 from serving.redact import redact_obj
 
@@ -34,8 +35,7 @@ def iter_json_lines(
     if (repair_tail or skip_tail) and data and not data.endswith(b"\n"):
         cut = data.rfind(b"\n") + 1
         if repair_tail:
-            with open(path, "r+b") as f:
-                f.truncate(cut)
+            cut_to(path, cut)
         data = data[:cut]
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
@@ -106,7 +106,7 @@ def validation_field(err: ValidationError) -> tuple[str, str]:
             parts.append(str(p))
     if backend and first["type"] == "extra_forbidden":
         msg += f" (not a setting of backend {backend})"
-    return ".".join(parts) or "(record)", msg
+    return ".".join(parts) or "(record)", msg.removeprefix("Value error, ")
 
 
 def require_file(path: str | Path, kind: str = "JSONL") -> None:
@@ -146,23 +146,15 @@ def dumps(record: BaseModel | dict[str, Any]) -> str:
 
 
 def append_lines(path: str | Path, records: list[BaseModel] | list[dict[str, Any]]) -> None:
-    """Append records with one write() on an O_APPEND descriptor, then fsync.
+    """Append records with one write() on an O_APPEND descriptor, then fsync (`files.append_bytes`:
+    never through a symlink; a full disk cuts the write back and raises DiskFull).
 
     One write per batch keeps concurrent appenders from interleaving within a line, and a
     kill leaves at worst a torn last line, which `iter_json_lines(repair_tail=True)` drops.
     """
     if not records:
         return
-    payload = "".join(dumps(r) + "\n" for r in records).encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        view = memoryview(payload)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_bytes(path, "".join(dumps(r) + "\n" for r in records).encode("utf-8"))
 
 
 def write_records(path: str | Path, records: list[BaseModel] | list[dict[str, Any]]) -> None:
@@ -170,21 +162,10 @@ def write_records(path: str | Path, records: list[BaseModel] | list[dict[str, An
     write_atomic(path, "".join(dumps(r) + "\n" for r in records).encode("utf-8"))
 
 
-def write_atomic(path: str | Path, data: bytes) -> None:
-    """Replace a file's content all at once: a temp file beside it, fsynced, then renamed over it."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def cut_torn_tail(path: str | Path) -> int:
     """Cut a last line that lacks its newline (a write torn by a kill); returns the bytes cut."""
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = open_plain(path, os.O_RDWR)
     except FileNotFoundError:
         return 0
     try:

@@ -165,6 +165,27 @@ def test_agree_json_csv_and_disagreements(capsys):
     assert tuple(drows[0]) == DISAGREEMENT_COLUMNS and len(drows) == wrong
 
 
+def test_agree_csv_and_disagreements_csv_neutralise_formula_cells(tmp_path, capsys):
+    """`agree --csv` and `agree --disagreements --csv` wrote judge ids, agent names and reasons that start
+    with = + - @ verbatim (issue 32, item 6): they now start with a quote; numbers are left alone."""
+    import csv
+    import io
+
+    tasks, _ = judge_inputs(tmp_path, 1)
+    judge, agent = "=cmd|' /C calc'!A0", "@agent"
+    rows = [{**J, "agent": agent, "judge": judge, "rubric_id": r, "satisfied": r == "R0", "p_true": 0.8 if r == "R0" else 0.3,
+             "reason": "-2+3 looked fine"} for r in ("R0", "R1")]
+    judgments = write_jsonl(tmp_path / "judgments.jsonl", rows)
+    labels = write_jsonl(tmp_path / "labels.jsonl", [{"task_id": "t0", "agent": agent, "run": 0, "rubric_id": r,
+                                                      "satisfied": False} for r in ("R0", "R1")])
+    base = ("agree", "--tasks", str(tasks), "--judgments", str(judgments), "--labels", str(labels), "--resamples", "50")
+    summary = list(csv.DictReader(io.StringIO(cli_out(capsys, *base, "--csv"))))
+    assert summary and {r["judge"] for r in summary} == {"'" + judge}
+    listed = list(csv.DictReader(io.StringIO(cli_out(capsys, *base, "--disagreements", "--csv"))))
+    assert [(r["judge"], r["agent"], r["reason"]) for r in listed] == [("'" + judge, "'" + agent, "'-2+3 looked fine")]
+    assert listed[0]["p_true"] == "0.8"
+
+
 def test_one_report_gives_no_zero_width_interval(tmp_path, capsys):
     """Issue 32 item 9: on one labelled report `agree` printed `[21.4, 21.4]`; one report resamples to
     itself, so there is no interval, and the table, JSON and CSV say why."""

@@ -160,3 +160,57 @@ def test_print_agreement_summary(agree_records, tmp_path, capsys):
     bad.write_text('{"task_id":"t1","agent":"omega","run":0,"rubric_id":"r1","satisfied":true}\n')
     print_agreement_summary(agree_records["tasks"], agree_records["judgments"], bad)
     assert "judge agreement not computed" in capsys.readouterr().err
+
+
+# -- --seed ------------------------------------------------------------------------------------------------
+
+SEEDED = {
+    "score": ["score", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl")],
+    "agree": ["agree", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
+              "--labels", str(AGREE / "labels.jsonl")],
+    "reporteval": ["reporteval", "--reports", str(AGREE / "reports.jsonl"), "--model", "tiny-llama", "--out", "unused"],
+    "bench judge": ["bench", "judge"],
+    "leaderboard": ["leaderboard", str(AGREE / "judgments.jsonl"), "--tasks", str(AGREE / "tasks.jsonl")],
+    "rejudge": ["rejudge", "unused", "--sample", "1"],
+}
+
+
+@pytest.mark.parametrize("command", SEEDED)
+@pytest.mark.parametrize("seed", ["-1", str(2**64)])
+def test_every_seed_outside_its_range_is_refused_in_one_line(command, seed, capsys, tmp_path, monkeypatch):
+    """`score --seed -1` ended in a numpy traceback (issue 32, item 10): every --seed is an integer
+    from 0 to 2^64 - 1, refused by the argument parser in one line naming the flag."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main([*SEEDED[command], "--seed", seed])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and "argument --seed:" in err[-1] and "Traceback" not in "\n".join(err)
+    assert not (tmp_path / "unused").exists()
+
+
+def test_every_seed_flag_of_every_command_is_checked():
+    """A command added later with `--seed` of type int took -1 (rejudge did, after issue 32 item 10):
+    every --seed of every subcommand goes through seed_int."""
+    import argparse
+
+    from lifesearch_local.cli import build_parser
+    from lifesearch_local.cli.common import seed_int
+
+    def seeds(parser: argparse.ArgumentParser, name: str) -> list[tuple[str, object]]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    found += seeds(subparser, f"{name} {sub}".strip())
+            elif "--seed" in action.option_strings:
+                found.append((name, action.type))
+        return found
+
+    found = seeds(build_parser(), "")
+    assert {"score", "agree", "leaderboard", "rejudge"} <= {n for n, _ in found}
+    assert [n for n, t in found if t is not seed_int] == []
+
+
+def test_the_largest_seed_is_a_seed(capsys):
+    assert main([*SEEDED["score"], "--json", "--resamples", "50", "--seed", str(2**64 - 1)]) == 0
+    assert json.loads(capsys.readouterr().out)["judges"]["const"]["bootstrap"]["seed"] == 2**64 - 1

@@ -118,6 +118,36 @@ def test_cli_validate_and_errors(tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout)["agents"]["beta"]["missing"] == 1
 
 
+FORMULA_AGENT, FORMULA_JUDGE = "=cmd|' /C calc'!A0", "@SUM(1+1)*cmd"
+
+
+def formula_inputs(tmp_path):
+    """Task, agent and judge ids a spreadsheet would run as formulas (legal ids: no control character)."""
+    from tests.helpers.inputs import J, rubric, task, write_jsonl
+
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [task("+t1", [rubric("R0", 0.5), rubric("-R1", 0.5)])])
+    rows = [{**J, "task_id": "+t1", "agent": a, "judge": FORMULA_JUDGE, "rubric_id": r, "p_true": p, "satisfied": p > 0.5,
+             "reason": "=1+1"}
+            for a, p in ((FORMULA_AGENT, 0.2), ("-minus", 0.9)) for r in ("R0", "-R1")]
+    return tasks, write_jsonl(tmp_path / "judgments.jsonl", rows)
+
+
+def test_score_csv_neutralises_formula_cells(tmp_path, capsys):
+    """`score --csv` wrote `=cmd|' /C calc'!A0` verbatim (issue 32, item 6): every text cell that starts
+    with = + - @ now starts with a quote, and the numbers (negative differences too) stay numbers."""
+    import csv
+    import io
+
+    tasks, judgments = formula_inputs(tmp_path)
+    rows = list(csv.DictReader(io.StringIO(cli_out(capsys, "score", "--tasks", str(tasks), "--judgments",
+                                                   str(judgments), "--csv", "--resamples", "50"))))
+    text = [v for r in rows for k, v in r.items() if k in ("judge", "agent", "other", "metric")]
+    assert not [v for v in text if v and v[0] in "=+-@"], text
+    assert {r["agent"] for r in rows} == {"'" + FORMULA_AGENT, "'-minus"} and {r["judge"] for r in rows} == {"'" + FORMULA_JUDGE}
+    numbers = [r[k] for r in rows for k in ("value", "ci_lo", "ci_hi", "p_value", "n_tasks") if r[k]]
+    assert numbers and all(isinstance(float(v), float) for v in numbers)  # not one got a quote
+
+
 def test_one_task_prints_no_zero_width_interval(capsys):
     """Issue 32 item 9 / 33: on one task `score --compare` printed `17.9 [17.9, 17.9]` and
     `+12.8 [+12.8, +12.8]`; below 2 tasks there is no interval, and every output says why."""

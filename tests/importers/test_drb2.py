@@ -91,6 +91,16 @@ def test_bad_reports(tmp_path):
         drb2.import_drb2(TASKS, reports=[REPORTS / "sys-a", REPORTS / "sys-b"], agent="x")
     with pytest.raises(LifesearchError, match="one folder per agent"):
         drb2.import_drb2(TASKS, reports=[REPORTS], agent="x")
+    for agent in ("\u200b", "sys\x00b"):  # an empty or control-character agent name, as validate refuses it
+        with pytest.raises(InputError, match="agent .*: (empty|control character)"):
+            drb2.import_drb2(TASKS, reports=[REPORTS / "sys-b"], agent=agent)
+
+
+def test_a_control_character_in_the_ids_is_refused_where_it_comes_from():
+    with pytest.raises(InputError) as exc:
+        drb2.import_drb2(TASKS, prefix="drb2\x00-")
+    assert (exc.value.path, exc.value.line, exc.value.field) == (str(TASKS), 1, "id")
+    assert "control character U+0000" in exc.value.message
 
 
 @pytest.mark.parametrize(("change", "line", "field", "msg"), [
@@ -100,6 +110,9 @@ def test_bad_reports(tmp_path):
     (lambda d: d[0].update(language="fr"), 1, "language", "Input should be 'en' or 'zh'"),
     (lambda d: d[1].update(theme="Pets"), 2, "theme", "no domain for DRB II theme(s) 'Pets'"),
     (lambda d: d[0]["content"]["blocked"].pop("urls"), 1, "content.blocked.urls", "Field required"),
+    (lambda d: d[0]["content"]["rubric"]["analysis"].append("\u200b\u2060"), 1, "content.rubric.analysis[2]", "empty rubric"),
+    (lambda d: d[1].update(prompt=""), 2, "prompt", "empty question"),
+    (lambda d: d[1].update(prompt="\ufeff \u200c"), 2, "prompt", "empty question"),
 ])
 def test_bad_tasks_are_located(tmp_path, change, line, field, msg):
     data = rows(TASKS)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from lifesearch_local.rundir.files import write_atomic
 
 REPORT_NAME = "report.html"
 
@@ -25,7 +26,5 @@ def write_report(run_dir: Path, labels_path: Path | None = None, out: Path | Non
     run_dir = Path(run_dir)
     page = render_report(run_dir, labels_path, **inputs)
     target = Path(out) if out is not None else run_dir / REPORT_NAME
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, target)
+    write_atomic(target, page)
     return target

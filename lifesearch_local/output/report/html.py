@@ -238,7 +238,7 @@ def section_agreement(data: RunData) -> str:
          str(m["ungraded"])]
         for j, m in res.items()
     ]  # fmt: skip
-    out.append(table(head, rows, tid="agreement", cls="agreement") + f'<p class="muted">{e(TABLE3_LEGEND)}</p>')
+    out.append(table(head, rows, tid="agreement-table", cls="agreement") + f'<p class="muted">{e(TABLE3_LEGEND)}</p>')
     out.append(agreement_ci_tables(data))
     for attr in BREAKDOWNS:
         values = sorted({v for m in res.values() for v in m["by"][attr]})
@@ -285,7 +285,7 @@ def section_failures(data: RunData) -> str:
             row += [str(f.calls if f else 0), str(sum(f.failures.values()) if f else 0), e(kinds)]
         rows.append(row)
     note = "" if has_fetch else '<p class="muted">No trajectories/ step logs: fetch failures not counted.</p>'
-    return '<h2 id="failures">Failure modes</h2>' + table(head, rows, tid="failures") + note
+    return '<h2 id="failures">Failure modes</h2>' + table(head, rows, tid="failures-table") + note
 
 
 # -- ReportEval -----------------------------------------------------------------------------

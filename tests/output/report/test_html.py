@@ -56,6 +56,17 @@ class Tags(HTMLParser):
         self.text.append(data)
 
 
+def test_every_id_on_the_page_is_unique(tmp_path):
+    """Every report.html said id="agreement" and id="failures" twice, the heading and its table (issue 32):
+    a link to #agreement, or a script, found the wrong one."""
+    from collections import Counter
+
+    page = write_report(make_run_dir(tmp_path / "run")).read_text()
+    ids = Counter(attrs["id"] for _, attrs in Tags(page).tags if "id" in attrs)
+    assert {"agreement", "failures", "agreement-table", "failures-table"} <= set(ids)
+    assert [i for i, n in ids.items() if n > 1] == []
+
+
 def test_domain_chart_has_error_bars_and_n(tmp_path):
     """The domain chart had no error bars and no n: a domain resting on one task looked like the others."""
     from lifesearch_local.output.report.html import domain_chart
@@ -158,12 +169,12 @@ def test_report_in_browser(browser, tmp_path):
     assert alpha[4] == "81.2 [75.0, 87.5]"
     assert [r[3] for r in tables["scores-const"]] == ["100.00 ± 0.00"] * 3
     # the Table 3 layout, hand-computed in tests/analysis/test_agreement.py
-    agree = {r[0]: r for r in tables["agreement"]}
+    agree = {r[0]: r for r in tables["agreement-table"]}
     assert list(agree) == ["gen-b", "choice-a", "const"]
     assert agree["choice-a"][1:6] == ["3", "91.11", "80.0", "93.33", "0.824"]
     assert agree["const"][2:6] == ["46.67", "—", "46.67", "0.000"]
     assert tables["confusion-gen-b"] == [["true", "13", "1", "0"], ["false", "0", "15", "1"]]
-    fail = {r[0]: r for r in tables["failures"]}  # agent, reports, statuses…, fetches, failures, kinds
+    fail = {r[0]: r for r in tables["failures-table"]}  # agent, reports, statuses…, fetches, failures, kinds
     assert fail["gamma"][3] == "1" and fail["beta"][4] == "1" and fail["alpha"][6:] == ["2", "1", "timeout: 1"]
     assert ["judge", "decisions_per_s", "51.200"] in tables["stages"]
     # the comparison matrix: row − column, antisymmetric, an em dash on the diagonal
@@ -279,7 +290,7 @@ def test_report_layout_at_1400_px(browser, tmp_path):
     assert page.errors() == []
     got = json.loads(page.eval(LAYOUT_JS))
     assert got["page"] <= 0, got
-    fits = {"agreement", "agreement-ci", "judge-vs-judge", "disagreements-list"} | {
+    fits = {"agreement-table", "agreement-ci", "judge-vs-judge", "disagreements-list"} | {
         f"compare-{j.replace('/', '-')}" for j in ("tiny-qwen3/choice/94252f",)}
     assert not fits & set(got["scrolled"]), got["scrolled"]
     assert got["outside"] == [] and got["overlaps"] == []
