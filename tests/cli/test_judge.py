@@ -45,3 +45,14 @@ def test_generate_mode_answer_cap_and_retries_from_the_command_line(tmp_path, ca
     with pytest.raises(SystemExit):
         main([*base, "--max-tokens", "4", "--out", str(tmp_path / "x")])
     assert "--max-tokens: must be at least 8, got 4" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["judge", "--tasks", "t", "--reports", "r", "--model", "tiny-llama", "--out", "o"],
+                                     ["agent", "--config", "c", "--out", "o"], ["sweep", "--config", "c"]])
+def test_runs_0_is_refused_not_run_once(command, capsys):
+    """Issue 33: `--runs 0` silently ran once."""
+    from lifesearch_local.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main([*command, "--runs", "0"])
+    assert e.value.code == 2 and "--runs: must be at least 1, got 0" in capsys.readouterr().err
