@@ -64,8 +64,6 @@ class RunData:
     reporteval: dict[str, dict[str, dict]] | None = None
     allow_missing: bool = False
     """Whether rubrics without a judgment were counted as not satisfied (`report --allow-missing`)."""
-    task_ids: set[str] | None = None
-    """The tasks `report --task-ids` kept (None: every task of the tasks file)."""
 
 
 def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path | None = None,
@@ -96,7 +94,6 @@ def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path
         manifest=manifest,
         manifest_error=manifest_error,
         allow_missing=allow_missing,
-        task_ids=task_ids,
     )
     if tasks_file is not None:
         check_known_tasks(data.tasks, (j.task_id for j in data.judgments), tasks_file)
