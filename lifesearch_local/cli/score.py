@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
     tasks = load_tasks(args.tasks)
     judgments = read_records(args.judgments, Judgment)
+    manifest = manifest_beside(args.judgments)  # before any output: a damaged one stops the command
     reports = read_records(args.reports, Report) if args.reports else []
     check_known_tasks(tasks, (j.task_id for j in judgments), args.tasks)
     ids = selected_task_ids(args)
@@ -90,5 +91,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_scores(by_judge, unc, compare=args.compare)
     shown = [j for name, js in split_by_judge(judgments).items() if name in by_judge for j in js]
-    print_caveats(args.json or args.csv, manifest=manifest_beside(args.judgments), judgments=shown, reports=reports)
+    print_caveats(args.json or args.csv, manifest=manifest, judgments=shown, reports=reports)
     return 0
