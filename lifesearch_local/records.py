@@ -192,6 +192,11 @@ class Report(_Record):
     """Model decision steps taken (Table 4's Iter.)."""
     output_tokens: Integer | None = None
     """Tokens the model generated over the whole run, not only the report."""
+    tool_calls: Integer | None = None
+    """Tool calls the agent ran (search, fetch, python; a malformed call that never ran not counted);
+    0 means the report was written without any research. None for reports not written here (imported)."""
+    pages_read: Integer | None = None
+    """web_fetch calls that returned a page (a failed fetch not counted); None for imported reports."""
     wall_s: Number | None = None
     """Wall-clock seconds the run took."""
     trajectory: str | None = None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lifesearch_local.errors import InputError
-from lifesearch_local.records import Domain
-from lifesearch_local.tasks import load_tasks, parse_domain, summarize
+from lifesearch_local.errors import InputError, LifesearchError
+from lifesearch_local.records import Domain, Report
+from lifesearch_local.tasks import check_known_tasks, chosen_tasks, load_tasks, parse_domain, summarize
 from tests.helpers.inputs import rubric, task, write_jsonl
 
 
@@ -139,3 +139,23 @@ def test_missing_and_empty_files(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(InputError, match="no tasks"):
         load_tasks(tmp_path / "empty.jsonl")
+
+
+def test_chosen_tasks_keep_file_order_and_their_records_and_refuse_an_unknown_id(tmp_path):
+    path = write_jsonl(tmp_path / "tasks.jsonl", [task(t, [rubric("R1", 1.0)]) for t in ("a", "b", "c")])
+    tasks = load_tasks(path)
+    reports = [Report(task_id=t, agent="x", text="r") for t in ("c", "a", "b")]
+    kept, mine = chosen_tasks(tasks, {"c", "a"}, path, reports)
+    assert [t.id for t in kept] == ["a", "c"] and [r.task_id for r in mine] == ["c", "a"]
+    assert chosen_tasks(tasks, None, path, reports) == (tasks, reports)
+    with pytest.raises(LifesearchError, match=rf"--task-ids: 2 id\(s\) not in the tasks file {path}: A, d$"):
+        chosen_tasks(tasks, {"a", "A", "d"}, path)
+
+
+def test_records_of_tasks_the_tasks_file_lacks_name_the_file(tmp_path):
+    path = write_jsonl(tmp_path / "tasks.jsonl", [task("a", [rubric("R1", 1.0)])])
+    tasks = load_tasks(path)
+    check_known_tasks(tasks, ["a", "a"], path)
+    with pytest.raises(LifesearchError) as e:
+        check_known_tasks(tasks, ["a", "b", "b", *[f"z{i}" for i in range(6)]], path, "label")
+    assert str(e.value).startswith(f"8 label(s) are for 7 task(s) not in the tasks file {path}: b, z0, z1, z2, z3, … (2 more)")

@@ -268,6 +268,9 @@ def summary(result: Drb2Import, results: ResultsImport | None = None) -> dict[st
         "domain_map": {k: v.value for k, v in result.domain_map.items()},
         "counts": task_counts(result),
     }
+    if result.report_files or result.refused:  # what each report file lost on the way to text, and those refused
+        info["report_files"] = [f.model_dump() for f in result.report_files]
+        info["refused"] = result.refused
     if results is not None:
         info["results"] = results_counts(results, result.tasks)
         agents = set(info["results"]["labels_by_agent"])

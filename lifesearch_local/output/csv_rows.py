@@ -89,7 +89,7 @@ def score_rows(by_judge: Mapping[str, Mapping], uncertainty: Mapping | None = No
                 rows.append({**base, "n_tasks": dn, "metric": f"domain:{d}", "value": v, **ci, **boot})
             for r, v in sorted(s.runs.items()):
                 rows.append({**base, "metric": f"run:{r}", "value": v})
-            for m in ("ungraded", "missing", "judged", "iterations", "output_tokens"):
+            for m in ("ungraded", "missing", "judged", "iterations", "output_tokens", "tool_calls", "pages_read"):
                 rows.append({**base, "metric": m, "value": getattr(s, m)})
         for c in u.comparisons if u is not None else ():
             rows.append({"judge": judge, "agent": c.a, "other": c.b, "metric": "diff", "value": c.diff,
@@ -105,7 +105,7 @@ def agreement_rows(result: Mapping[str, Mapping], vs: Sequence[Mapping] = (), bo
     b = {"resamples": (boot or {}).get("resamples"), "seed": (boot or {}).get("seed")}
     for judge, m in result.items():
         cis, why = m.get("ci95") or {}, m.get("ci95_reason") or {}
-        for key in ("accuracy_mean", "self_consistency", "majority_accuracy", "kappa", "auroc", "ece",
+        for key in ("accuracy_mean", "chance_accuracy", "self_consistency", "majority_accuracy", "kappa", "auroc", "ece",
                     "best_threshold", "best_threshold_accuracy", "rank_spearman", "rank_kendall", "ungraded"):
             ci = cis.get(key)
             rows.append({"judge": judge, "group": "all", "metric": key, "value": m.get(key), **_ci(ci, why.get(key)),

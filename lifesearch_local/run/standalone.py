@@ -39,16 +39,21 @@ def limit_work(tasks: list[Task], reports: list[Report], limit: int | None, say:
 
 def judge_run(out: str | Path, tasks_path: str | Path, reports_path: str | Path, judges: Sequence[JudgeConfig], *,
               after: AfterJudge, say: Say, ray: RayConfig | None = None, limit: int | None = None, show: bool = True,
-              force_config: bool = False) -> None:
+              force_config: bool = False, task_ids: set[str] | None = None) -> None:
     """`lifesearch judge`: every judge config over the reports (resumable), in `out`. Models are
-    checked before the directory exists; `say` gets what --limit cut."""
+    checked before the directory exists; `say` gets what --limit or `task_ids` (--task-ids) cut."""
     from lifesearch_local.judge.stage import judge_stage
     from lifesearch_local.run.preflight import preflight
     from lifesearch_local.rundir.jsonl import read_records
-    from lifesearch_local.tasks import load_tasks
+    from lifesearch_local.tasks import chosen_tasks, load_tasks
     from serving.ray.session import ray_session
 
-    tasks, reports = limit_work(load_tasks(tasks_path), read_records(reports_path, Report), limit, say)
+    tasks, reports = load_tasks(tasks_path), read_records(reports_path, Report)
+    if task_ids is not None:
+        kept, mine = chosen_tasks(tasks, task_ids, tasks_path, reports)
+        say(f"--task-ids: judging {len(kept)} of {len(tasks)} tasks and their {len(mine)} of {len(reports)} reports")
+        tasks, reports = kept, mine
+    tasks, reports = limit_work(tasks, reports, limit, say)
     preflight([(f"judge {c.id}", c.model) for c in judges], ray)  # before the run directory exists
     with open_run(out, "judge", inputs={"tasks": tasks_path, "reports": reports_path}, keep=(JUDGMENTS,)) as rd, \
             ray_session(ray):

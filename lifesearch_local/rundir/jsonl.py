@@ -92,8 +92,9 @@ def load_unique(path: str | Path, parse: Callable[[dict[str, Any], str, int], T]
 _BACKEND_TAGS = ("hf", "vllm", "openai")
 
 
-def validation_field(err: ValidationError) -> tuple[str, str]:
-    """The first failing field of a pydantic error as `a.b[2].c` and its message."""
+def validation_field(err: ValidationError, model: type[BaseModel] | None = None) -> tuple[str, str]:
+    """The first failing field of a pydantic error as `a.b[2].c` and its message; with the `model`
+    that was validated, an unknown key gets the closest known one (`did you mean 'max_iterations'?`)."""
     first = err.errors()[0]
     parts: list[str] = []
     msg, backend = first["msg"], None
@@ -106,7 +107,61 @@ def validation_field(err: ValidationError) -> tuple[str, str]:
             parts.append(str(p))
     if backend and first["type"] == "extra_forbidden":
         msg += f" (not a setting of backend {backend})"
+    if model is not None and first["type"] == "extra_forbidden" and first["loc"]:
+        msg += close_key(str(first["loc"][-1]), known_keys(model, first["loc"][:-1]))
     return ".".join(parts) or "(record)", msg.removeprefix("Value error, ")
+
+
+def close_key(key: str, known: list[str]) -> str:
+    """`; did you mean 'x'?` naming the known key closest to a misspelt one, or ''."""
+    import difflib
+
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.7)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def known_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The field names allowed at `loc` (a pydantic error's location, less its last key) inside `model`,
+    following nested models, lists, dicts, optionals and tagged unions (the model block's `hf`)."""
+    cands = _flatten(model)
+    for part in loc:
+        cands = [c for tp, tag in cands for c in _step(tp, tag, part)]
+    return sorted({name for tp, _ in cands if _is_model(tp) for name in tp.model_fields})
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
+
+
+def _flatten(tp: Any, tag: str | None = None) -> list[tuple[Any, str | None]]:
+    """(type, union tag) of every alternative of an annotation (Annotated and unions unwrapped)."""
+    from typing import Annotated, Union, get_args, get_origin
+
+    from pydantic import Tag
+
+    origin = get_origin(tp)
+    if origin is Annotated:
+        base, *meta = get_args(tp)
+        return _flatten(base, next((m.tag for m in meta if isinstance(m, Tag)), tag))
+    if origin is Union or type(tp).__name__ == "UnionType":
+        return [x for arg in get_args(tp) for x in _flatten(arg, tag)]
+    return [(tp, tag)]
+
+
+def _step(tp: Any, tag: str | None, part: int | str) -> list[tuple[Any, str | None]]:
+    from collections.abc import Mapping, Sequence
+    from typing import get_args, get_origin
+
+    if tag is not None and part == tag:  # the location names the union member it was validated as
+        return [(tp, None)]
+    origin, args = get_origin(tp), get_args(tp)
+    if _is_model(tp) and isinstance(part, str) and part in tp.model_fields:
+        return _flatten(tp.model_fields[part].annotation)
+    if isinstance(part, int) and origin in (list, tuple, set, frozenset, Sequence) and args:
+        return _flatten(args[0])
+    if isinstance(part, str) and origin in (dict, Mapping) and len(args) == 2:
+        return _flatten(args[1])
+    return []
 
 
 def require_file(path: str | Path, kind: str = "JSONL") -> None:
@@ -129,7 +184,7 @@ def numbered_records(
         try:
             yield lineno, model.model_validate(obj)
         except ValidationError as e:
-            field, msg = validation_field(e)
+            field, msg = validation_field(e, model)
             raise InputError(str(path), lineno, field, msg) from None
 
 

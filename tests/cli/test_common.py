@@ -214,3 +214,58 @@ def test_every_seed_flag_of_every_command_is_checked():
 def test_the_largest_seed_is_a_seed(capsys):
     assert main([*SEEDED["score"], "--json", "--resamples", "50", "--seed", str(2**64 - 1)]) == 0
     assert json.loads(capsys.readouterr().out)["judges"]["const"]["bootstrap"]["seed"] == 2**64 - 1
+
+
+# -- --task-ids ------------------------------------------------------------------------------------------
+
+def test_task_ids_from_the_option_or_a_file(tmp_path):
+    import argparse
+
+    from lifesearch_local.cli.common import add_task_ids, selected_task_ids
+    from lifesearch_local.errors import InputError, LifesearchError
+
+    p = argparse.ArgumentParser()
+    p.add_argument("sources", nargs="*")
+    add_task_ids(p)
+    assert selected_task_ids(p.parse_args(["a.csv"])) is None
+    # comma-separated, repeatable, and never swallowing the positional arguments after it
+    args = p.parse_args(["--task-ids", "drb2-1, drb2-16", "--task-ids", "drb2-2", "a.csv"])
+    assert selected_task_ids(args) == {"drb2-1", "drb2-16", "drb2-2"} and args.sources == ["a.csv"]
+    ids = tmp_path / "ids.txt"
+    ids.write_text("# chosen by hand\ndrb2-1\n  drb2-40  # the HTML one\n\n")
+    assert selected_task_ids(p.parse_args(["--task-ids-file", str(ids)])) == {"drb2-1", "drb2-40"}
+    ids.write_text("# nothing\n\n")
+    with pytest.raises(InputError, match="lists no task ids"):
+        selected_task_ids(p.parse_args(["--task-ids-file", str(ids)]))
+    with pytest.raises(LifesearchError, match="no task id given"):
+        selected_task_ids(p.parse_args(["--task-ids", " , "]))
+    with pytest.raises(SystemExit):
+        p.parse_args(["--task-ids", "a", "--task-ids-file", str(ids)])
+
+
+def test_judge_task_ids_judge_only_those_tasks_reports(inputs, engine, tmp_path, capsys):
+    out = tmp_path / "run"
+    stdout, _ = run_cli(capsys, "judge", "--tasks", str(inputs["tasks"]), "--reports", str(inputs["reports"]),
+                        "--model", inputs["model"], "--out", str(out), "--quiet", "--task-ids", "t1")
+    assert "--task-ids: judging 1 of 2 tasks and their 2 of 4 reports" in stdout
+    judged = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
+    assert {j["task_id"] for j in judged} == {"t1"} and len(judged) == 2 * N_RUBRICS
+    capsys.readouterr()
+    assert main(["judge", "--tasks", str(inputs["tasks"]), "--reports", str(inputs["reports"]), "--model", inputs["model"],
+                 "--out", str(tmp_path / "other"), "--task-ids", "t1,t7"]) == 2
+    assert f"1 id(s) not in the tasks file {inputs['tasks']}: t7" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()
+
+
+def test_demo_like_agents_without_tool_calls_get_the_no_research_caveat_in_run_and_report(inputs, engine, tmp_path, capsys):
+    """Issue 33: the demo's agents made no tool call and nothing said their reports were not research."""
+    rows = [{**json.loads(line), "tool_calls": 0 if '"alpha"' in line else 5, "pages_read": 0}
+            for line in inputs["reports"].read_text().splitlines()]
+    write_jsonl(inputs["reports"], rows)
+    cfg = write_config(tmp_path / "run.yaml", inputs, [inputs["model"]], out=tmp_path / "run")
+    stdout, _ = run_cli(capsys, "run", "--config", cfg, "--quiet")
+    [line] = [x for x in stdout.splitlines() if x.startswith("WARNING: no research")]
+    assert "agent alpha made no tool call in any of its 2 report(s)" in line
+    page = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+    assert 'class="warn caveat no-research">No research: agent alpha' in page
+    assert ">Tool calls</th>" in page and ">Pages read</th>" in page

@@ -102,3 +102,14 @@ def test_judge_refuses_a_symlinked_judgments_file_and_leaves_its_target_alone(tm
     err = capsys.readouterr().err
     assert "judgments.jsonl: is a symbolic link" in err and "Traceback" not in err
     assert victim.read_text() == ""
+
+
+@pytest.mark.parametrize("command", [["judge", "--tasks", "t", "--reports", "r", "--model", "tiny-llama", "--out", "o"],
+                                     ["agent", "--config", "c", "--out", "o"], ["sweep", "--config", "c"]])
+def test_runs_0_is_refused_not_run_once(command, capsys):
+    """Issue 33: `--runs 0` silently ran once."""
+    from lifesearch_local.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main([*command, "--runs", "0"])
+    assert e.value.code == 2 and "--runs: must be at least 1, got 0" in capsys.readouterr().err

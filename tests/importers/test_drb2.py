@@ -76,13 +76,23 @@ def test_bad_reports(tmp_path):
     with pytest.raises(InputError, match="idx: report for idx 9, which is not in the tasks file"):
         drb2.import_drb2(TASKS, reports=[d])
     (d / "idx-9.md").unlink()
+    # files that give no text: refused together, one line each (report_files.py reads the rest)
     (d / "idx-1.pdf").write_bytes(b"%PDF")
-    with pytest.raises(InputError, match="convert it to markdown or text first"):
+    (d / "idx-2.md").write_bytes(b"\xff\xfe bad")
+    (d / "idx-3.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(LifesearchError) as e:
         drb2.import_drb2(TASKS, reports=[d])
-    (d / "idx-1.pdf").unlink()
-    (d / "idx-1.md").write_bytes(b"\xff\xfe bad")
-    with pytest.raises(InputError, match="not UTF-8"):
-        drb2.import_drb2(TASKS, reports=[d])
+    assert str(e.value).splitlines()[1:] == [f"  {d / 'idx-3.jpg'}: a .jpg image: our judges read text and there is no "
+                                             "OCR here (the upstream evaluator sends images to Gemini as attachments); "
+                                             "transcribe it to markdown",
+                                             f"  {d / 'idx-1.pdf'}: not a PDF file (no %PDF- header)",
+                                             f"  {d / 'idx-2.md'}: not UTF-8 text at byte 0; re-encode the report as UTF-8"]
+    (d / "idx-3.jpg").unlink()
+    (d / "idx-3.md").write_text("readable")
+    kept = drb2.import_drb2(TASKS, reports=[d], skip_unreadable=True)
+    assert [r.task_id for r in kept.reports] == ["drb2-3"] and len(kept.refused) == 2  # the others recorded
+    for name in ("idx-1.pdf", "idx-2.md", "idx-3.md"):
+        (d / name).unlink()
     (d / "idx-1.md").write_text("a")
     (d / "idx-1.txt").write_text("b")
     with pytest.raises(InputError, match="a second report for idx 1"):
