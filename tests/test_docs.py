@@ -88,7 +88,7 @@ def test_table3_compares_every_judge_with_the_human_labels(walkthrough):
     for judge in ids:
         m = saved[judge]
         assert m["n"] == labels and rows[judge][2] == f"{100 * m['accuracy_mean']:.2f}"  # Acc% as computed
-        assert rows[judge][11] == "2" and rows[judge][9] == rows[judge][10] == "—"  # two labelled agents: no ρ/τ
+        assert rows[judge][12] == "2" and rows[judge][10] == rows[judge][11] == "—"  # two labelled agents: no ρ/τ
     assert "WARNING: random weights: judge tiny-llama/choice/" in outs[1]  # said next to the table
 
 
@@ -100,8 +100,8 @@ def test_table5_ranks_three_agents_against_the_reference_judge(walkthrough):
     rows = table_rows(outs[2], "Judge agreement with")
     assert set(rows) == {judges["smollm2-135m"], judges["tiny-llama"]}  # the reference is left out
     for judge in rows.values():
-        assert judge[11] == "3"  # Agents: all three ranked
-    rho, tau = rows[judges["tiny-llama"]][9:11]
+        assert judge[12] == "3"  # Agents: all three ranked
+    rho, tau = rows[judges["tiny-llama"]][10:12]
     assert re.fullmatch(r"-?[01]\.\d{3}", rho) and re.fullmatch(r"-?[01]\.\d{3}", tau)
 
 

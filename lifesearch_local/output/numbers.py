@@ -8,16 +8,19 @@ from collections.abc import Sequence
 # (column title, short title for terminals, metric key, format); "pct" formats print shares × 100.
 TABLE3_COLUMNS: list[tuple[str, str, str, str]] = [
     ("Mean acc. (%)", "Acc%", "accuracy_mean", "pct2"),
+    ("Chance: majority-class acc. (%)", "Chance%", "chance_accuracy", "pct2"),
     ("Self-consistency (%)", "SC%", "self_consistency", "pct1"),
-    ("Majority vote (%)", "Maj%", "majority_accuracy", "pct2"),
+    ("Majority over judge runs (%)", "RunMaj%", "majority_accuracy", "pct2"),
     ("κ", "κ", "kappa", "f3"),
     ("AUROC", "AUROC", "auroc", "f3"),
     ("ECE", "ECE", "ece", "f3"),
     ("Best-threshold acc. (%)", "Thr%", "best_threshold_accuracy", "pct2"),
 ]
 TABLE3_LEGEND = (
-    "Acc = mean accuracy over judge runs, SC = self-consistency, Maj = majority-vote accuracy, "
-    "κ = Cohen's kappa, AUROC / ECE / Thr (accuracy at the best threshold) from p_true, "
+    "Acc = mean accuracy over judge runs; Chance = the chance baseline, the accuracy of always answering "
+    "the labels' majority class (κ's chance baseline is 0: a judge at or below these has learnt nothing from "
+    "the reports); SC = self-consistency; RunMaj = accuracy of the majority vote over judge runs (not the "
+    "majority-class baseline); κ = Cohen's kappa, AUROC / ECE / Thr (accuracy at the best threshold) from p_true, "
     "ρ / τ = Spearman / Kendall correlation of the agents' scores under judge and labels, over the "
     "Agents column (— below three: two agents always give ±1); "
     "ungraded judgments count as wrong; — = undefined or no p_true."
@@ -35,8 +38,13 @@ def fmt_metric(value: float | int | None, how: str) -> str:
     return str(value)
 
 # (column title, metric key, format) of the interval table under Table 3
-CI_COLUMNS = [("Acc%", "accuracy_mean", "pct1"), ("Maj%", "majority_accuracy", "pct1"), ("κ", "kappa", "f2"),
+CI_COLUMNS = [("Acc%", "accuracy_mean", "pct1"), ("RunMaj%", "majority_accuracy", "pct1"), ("κ", "kappa", "f2"),
               ("AUROC", "auroc", "f2"), ("ECE", "ece", "f2"), ("ρ", "rank_spearman", "f2"), ("τ", "rank_kendall", "f2")]
+
+
+def per_report(x: float | None) -> str:
+    """A per-report mean count (tool calls, pages read): — when the reports do not record it."""
+    return "—" if x is None else f"{x:.1f}"
 
 
 def pct(x: float | None, digits: int = 1) -> str:
@@ -47,10 +55,15 @@ def mean_pm_std(mean: float, std: float | None) -> str:
     return f"{100 * mean:.2f} ± {100 * std:.2f}" if std is not None else f"{100 * mean:.2f}"
 
 
-def mean_ci(mean: float, ci: Sequence[float] | None) -> str:
-    """`72.7 [65.1, 79.8]`: a score in percent with its 95% interval (— when undefined)."""
-    if ci is None or any(math.isnan(v) for v in ci):
-        return f"{100 * mean:.1f} [—]"
+def _no_ci(ci: Sequence[float] | None) -> bool:
+    return ci is None or any(math.isnan(v) for v in ci)
+
+
+def mean_ci(mean: float, ci: Sequence[float] | None, reason: str | None = None) -> str:
+    """`72.7 [65.1, 79.8]`: a score in percent with its 95% interval; without one, why
+    (`17.9 (n=1: no interval)`), or [—] when no reason is known."""
+    if _no_ci(ci):
+        return f"{100 * mean:.1f} " + (f"({reason})" if reason else "[—]")
     return f"{100 * mean:.1f} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
@@ -60,12 +73,12 @@ def pts(x: float, digits: int = 1) -> str:
     return "+" + out[1:] if float(out) == 0 else out
 
 
-def signed_ci(diff: float, ci: Sequence[float] | None) -> str:
-    """`+7.0 [2.1, 11.9]`: a difference in points with its 95% interval."""
+def signed_ci(diff: float, ci: Sequence[float] | None, reason: str | None = None) -> str:
+    """`+7.0 [2.1, 11.9]`: a difference in points with its 95% interval; without one, why."""
     if math.isnan(diff):
         return "—"
-    if ci is None or any(math.isnan(v) for v in ci):
-        return f"{pts(diff)} [—]"
+    if _no_ci(ci):
+        return f"{pts(diff)} " + (f"({reason})" if reason else "[—]")
     return f"{pts(diff)} [{pts(ci[0])}, {pts(ci[1])}]"
 
 
@@ -73,6 +86,8 @@ def fmt_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def fmt_interval(ci: Sequence[float] | None, how: str) -> str:
-    """`[lo, hi]` in a Table 3 format; — when undefined."""
-    return "—" if ci is None else f"[{fmt_metric(ci[0], how)}, {fmt_metric(ci[1], how)}]"
+def fmt_interval(ci: Sequence[float] | None, how: str, reason: str | None = None) -> str:
+    """`[lo, hi]` in a Table 3 format; without one, why (— when no reason is known)."""
+    if _no_ci(ci):
+        return reason or "—"
+    return f"[{fmt_metric(ci[0], how)}, {fmt_metric(ci[1], how)}]"

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.records import Manifest
 from lifesearch_local.rundir import manifest as _manifest
+from lifesearch_local.rundir.files import disk_full, is_disk_full, refuse_link
 from lifesearch_local.rundir.jsonl import append_lines, cut_torn_tail, read_records
 from lifesearch_local.rundir.lock import LOCK_FILE, RunDirBusy, hold, is_held
 from lifesearch_local.rundir.manifest import MANIFEST, sha256_file
@@ -23,7 +24,7 @@ M = TypeVar("M", bound=BaseModel)
 # The run directory's layout: every stage and command names its files through these.
 __all__ = ["MANIFEST", "CONFIG", "TASKS", "REPORTS", "JUDGMENTS", "REPORTEVAL", "REPORTEVAL_SUMMARY", "CURATION",
            "LABELS", "SCORES", "AGREEMENT", "TRAJECTORIES", "WEB_CACHE", "RunDir", "make_dir", "new_dir_or_nothing",
-           "open_run"]
+           "open_run", "recorded_input"]
 CONFIG = "config.yaml"
 TASKS = "tasks.jsonl"
 REPORTS = "reports.jsonl"
@@ -50,6 +51,8 @@ def make_dir(path: Path, what: str) -> None:
         above = next((p for p in path.parents if p.exists() and not p.is_dir()), path.parent)
         raise LifesearchError(f"{path}: {above} is a file, so no {what} can be made under it") from None
     except OSError as e:
+        if is_disk_full(e):
+            raise disk_full(path) from None
         raise LifesearchError(f"{path}: cannot make the {what}: {e.strerror or e}") from None
 
 
@@ -94,9 +97,11 @@ class RunDir:
         """Records of a stage file (empty if absent). A torn last line from a kill is dropped:
         cut off the file by the lock holder, only skipped by a reader (it may be mid-write)."""
         p = self.file(name)
+        owner = self.holds_lock()
+        if owner:  # the writer's own file: a link planted there is refused before anything is read or cut
+            refuse_link(p)
         if not p.exists():
             return []
-        owner = self.holds_lock()
         try:
             return read_records(p, model, repair_tail=owner, skip_tail=not owner)
         except InputError as e:
@@ -133,6 +138,21 @@ class RunDir:
     def check_config(self, stage: str, config: dict[str, Any], **kwargs: Any) -> None:
         """The stage's settings against those its records were made with (`manifest.check_config`)."""
         _manifest.check_config(self.path, stage, config, **kwargs)
+
+
+def recorded_input(run_dir: Path, name: str, manifest: dict[str, Any] | None, *, why: str) -> Path | None:
+    """A run's input file `name` (a stem: tasks, reports, labels): RUN_DIR/<name>.jsonl, else the path
+    its manifest records (`inputs.<name>`, written by `open_run`), refused when that file changed since
+    (its recorded hash; `why` ends the refusal: what using it anyway would mean); None when neither is at hand."""
+    if (run_dir / f"{name}.jsonl").is_file():
+        return run_dir / f"{name}.jsonl"
+    recorded = ((manifest or {}).get("inputs") or {}).get(name)
+    if not recorded or not Path(recorded).is_file():
+        return None
+    want = ((manifest or {}).get("hashes") or {}).get(name)
+    if want and sha256_file(recorded) != want:
+        raise LifesearchError(f"{recorded}: changed since {run_dir} was made from it (manifest hash {want}); {why}")
+    return Path(recorded)
 
 
 @contextlib.contextmanager

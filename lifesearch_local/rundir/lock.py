@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lifesearch_local.errors import LifesearchError
+from lifesearch_local.rundir.files import disk_full, is_disk_full
+from serving.jsonread import loads
 
 LOCK_FILE = ".lifesearch.lock"
 
@@ -66,6 +68,8 @@ def _acquire(path: Path, command: str) -> int:
     try:  # O_NOFOLLOW: a lock file planted as a symlink must not make us truncate what it points at
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as e:
+        if is_disk_full(e):
+            raise disk_full(path) from None
         why = "is a symbolic link" if path.is_symlink() else (e.strerror or str(e))
         raise LifesearchError(f"{path}: the lock file {why}; remove it (a lock file is a plain file that "
                               "lifesearch creates) and rerun") from None
@@ -82,7 +86,12 @@ def _acquire(path: Path, command: str) -> int:
         os.close(fd)
         raise
     os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps({"pid": os.getpid(), "command": command, "since": _now()}) + "\n").encode(), 0)
+    try:
+        os.pwrite(fd, (json.dumps({"pid": os.getpid(), "command": command, "since": _now()}) + "\n").encode(), 0)
+    except OSError as e:  # the flock is the lock; on a full disk it holds without the holder's name
+        if not is_disk_full(e):
+            os.close(fd)
+            raise
     return fd
 
 
@@ -100,10 +109,10 @@ def _holder(fd: int, tries: int = 20) -> str:
 
 def _busy_message(where: Path, holder: str) -> str:
     try:
-        info = json.loads(holder)
+        info = loads(holder)  # bounded: the file is in a directory others may write
         who = f"pid {info['pid']}, `lifesearch {info.get('command') or '?'}` since {info.get('since', '?')}"
         stop = f"stop it (kill {info['pid']})"
-    except (ValueError, TypeError, KeyError):  # the holder has not written its pid yet
+    except (ValueError, TypeError, KeyError, AttributeError):  # the holder has not written its pid yet (or not JSON)
         who, stop = "pid unknown", "stop it"
     return (f"{where}: in use by another lifesearch process ({who}); one process writes a run directory "
             f"at a time: wait for it to finish, or {stop} and rerun this command")

@@ -46,11 +46,16 @@ def test_demo_runs_offline_and_writes_a_complete_run_directory(demo):
     warning = next(line for line in tail.splitlines() if line.startswith("WARNING: random weights: "))
     assert f"judge {JUDGE} (tiny-qwen3)" in warning and "agent tiny-qwen3-agent (tiny-qwen3)" in warning
     assert tail.index("WARNING: random weights") < tail.index("demo finished")
+    # issue 33: the tiny agent answers at iteration 1 without a tool call, and may still rank first
+    [lazy] = [line for line in tail.splitlines() if line.startswith("WARNING: no research: ")]
+    assert lazy.startswith("WARNING: no research: agent tiny-qwen3-agent made no tool call in any of its")
+    assert "sample-thorough" not in lazy  # the sample reports record no tool calls: nothing said of them
     assert f"LifeSearch scores — judge {JUDGE}" in stdout
     page = (out / "report.html").read_text(encoding="utf-8")
     scores = page[page.index('<h2 id="scores">'):page.index('<h2 id="charts">')]
     assert 'id="random-weights"' in scores and f"judge {JUDGE} (tiny-qwen3)" in scores
     assert "agent tiny-qwen3-agent (tiny-qwen3)" in scores  # the same caveat as the terminal's
+    assert 'class="warn caveat no-research">No research: agent tiny-qwen3-agent' in scores
     assert scores.index('id="random-weights"') < scores.index('<table')  # above the scores, not below the fold
     for name in ("config.yaml", "manifest.json", "tasks.jsonl", "reports.jsonl", "labels.jsonl",
                  "judgments.jsonl", "scores.json", "report.html"):
@@ -120,3 +125,14 @@ def test_demo_limit_keeps_only_the_selected_tasks_labels(tmp_path, capsys):
     assert {lab["task_id"] for lab in labels} == {"sample-en-01"}
     assert f"Judge agreement with {len(labels)} labels" in stdout  # labels of other tasks are no mismatch
     assert [t.id for t in load_tasks(out / "tasks.jsonl")] == ["sample-en-01"]
+
+
+def test_rejudge_on_the_demo_run_directory_reproduces_the_verdicts(demo):
+    # the same engine judging sampled decisions again, the agent's reports among them: within 1e-5, nothing flips
+    out, _ = demo
+    r = subprocess.run([sys.executable, "-m", "lifesearch_local", "rejudge", str(out), "--sample", "30", "--json"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    replay = json.loads(r.stdout)
+    assert replay["sampled"] == 30 and replay["flips"] == 0 and replay["max_abs_dp"] <= 1e-5
+    assert list(replay["judges"].values()) == [[]]

@@ -60,3 +60,18 @@ def test_dry_runs_print_the_work_and_write_nothing(tmp_path, profiles, capsys):
     line = next(ln for ln in out.splitlines() if ln.startswith("judge/"))
     assert " decisions (" in line  # two repetitions, each counted
     assert not (tmp_path / "j").exists()
+
+
+def test_judge_dry_run_counts_only_the_chosen_tasks(tmp_path, profiles, capsys):
+    def decisions(extra: list[str]) -> tuple[int, str]:
+        code, out, err = run_cli(["judge", "--tasks", str(SAMPLE / "tasks.jsonl"), "--reports",
+                                  str(SAMPLE / "reports.jsonl"), "--model", "tiny-llama", "--out", str(tmp_path / "j"),
+                                  *extra, "--dry-run", "--no-calibrate"], capsys)
+        assert code == 0, err
+        line = next(ln for ln in out.splitlines() if ln.startswith("judge/"))
+        return int(line.split(" decisions")[0].split()[-1].replace(",", "")), out
+
+    everything, _ = decisions([])
+    one, out = decisions(["--task-ids", "sample-en-01"])
+    assert "--task-ids: judging 1 of" in out
+    assert 0 < one < everything

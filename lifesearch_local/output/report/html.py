@@ -17,11 +17,13 @@ from lifesearch_local.output.numbers import (
     mean_ci,
     mean_pm_std,
     pct,
+    per_report,
 )
 from lifesearch_local.output.report import svg
 from lifesearch_local.output.report.data import RunData
 from lifesearch_local.output.report.drill import drilldown
 from lifesearch_local.output.report.estimate import section_estimate
+from lifesearch_local.output.report.judges import section_judges
 from lifesearch_local.output.report.markup import e, slug, table
 from lifesearch_local.output.report.uncertainty import (
     agreement_ci_tables,
@@ -72,6 +74,7 @@ def render(data: RunData) -> str:
         section_failures(data),
         section_reporteval(data),
         f"<h2 id=\"drilldown\">Per-task drill-down</h2>{drilldown(data)}",
+        section_judges(data),
         section_estimate(data.manifest),
         section_manifest(data),
     ]
@@ -110,7 +113,7 @@ def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> st
     """The paper's Table 4 layout for one judge, with the 95% CI of each score beside its ± std."""
     doms = _domains(rows)
     head = ["Agent", *[e(DOMAIN_ABBREV[d]) for d in doms], "Score (%)", "Mean [95% CI]", "Runs", "Iter.", "Out tok (k)",
-            "Ungraded", "Missing"]  # fmt: skip
+            "Tool calls", "Pages read", "Ungraded", "Missing"]  # fmt: skip
     body = []
     for agent, r in rows.items():
         body.append(
@@ -118,10 +121,12 @@ def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> st
                 e(agent),
                 *[pct(r.domains.get(d.value)) for d in doms],
                 e(mean_pm_std(r.overall_mean, r.overall_std)),
-                e(mean_ci(r.overall_mean, u.ci95.get(agent) if u else None)),
+                e(mean_ci(r.overall_mean, u.ci95.get(agent) if u else None, u.ci_reason.get(agent) if u else None)),
                 str(len(r.runs)),
                 "—" if r.iterations is None else f"{r.iterations:.1f}",
                 "—" if r.output_tokens is None else f"{r.output_tokens / 1000:.1f}",
+                per_report(r.tool_calls),
+                per_report(r.pages_read),
                 str(r.ungraded),
                 str(r.missing),
             ]
@@ -131,11 +136,13 @@ def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> st
 
 def section_scores(data: RunData) -> str:
     # the caveats every command prints (random weights, a near-constant judge), above the tables
-    out = ['<h2 id="scores">Scores (Table 4 layout)</h2>', caveats_html(caveats(manifest=data.manifest, judgments=data.judgments))]
+    out = ['<h2 id="scores">Scores (Table 4 layout)</h2>', caveats_html(caveats(manifest=data.manifest, judgments=data.judgments,
+                                                                                   reports=data.reports))]
     if data.score_error:
         out.append(f'<p class="err">Scoring failed: {e(data.score_error)}</p>')
     if not data.scores:
         out.append('<p class="muted">No judgments in this run yet.</p>')
+    out.append(missing_note(data))
     # A judge's repetitions (name#k, k ≥ 1) fold away: the first pass is what the benchmark reports.
     reps = [j for j in data.scores if "#" in j]
     for judge, rows in data.scores.items():
@@ -148,6 +155,17 @@ def section_scores(data: RunData) -> str:
         out.append(f'<p class="muted">{e(score_caption(data))}</p>')
         out.append(section_comparisons(data, [j for j in data.scores if j not in reps]))
     return "".join(out)
+
+
+def missing_note(data: RunData) -> str:
+    """A warning naming how many rubric decisions no judge made (scored with --allow-missing), per judge."""
+    missing = {j: n for j, rows in data.scores.items() if (n := sum(r.missing for r in rows.values()))}
+    if not missing:
+        return ""
+    each = "; ".join(f"judge {j}: {n}" for j, n in missing.items())
+    return (f'<p class="warn missing" id="missing-judgments">Missing judgments counted as not satisfied '
+            f"(--allow-missing): {e(each)} rubric decision(s) were never judged, so these scores are lower bounds "
+            "until they are.</p>")
 
 
 def score_caption(data: RunData) -> str:
@@ -199,10 +217,25 @@ def section_charts(data: RunData) -> str:
         out.append(svg.scatter(pts, x_title="Output tokens per task (k)", y_title="Overall score (%)", chart_id="chart-scatter"))
     else:
         out.append('<p class="muted">No output-token counts in the reports: no score vs tokens chart.</p>')
-    doms = _domains(rows)
-    series = {a: {DOMAIN_ABBREV[d]: 100 * r.domains[d.value] for d in doms if d.value in r.domains} for a, r in rows.items()}
-    out.append(svg.grouped_bars([DOMAIN_ABBREV[d] for d in doms], series, y_title="Domain score (%)", chart_id="chart-domains"))
+    out.append(domain_chart(rows, u))
     return "".join(out) + "</div>"
+
+
+def domain_chart(rows: Mapping[str, AgentScore], u: Any = None) -> str:
+    """Domain scores per agent with their 95% CIs as error bars and each domain's task count under
+    its name; a domain resting on one task gets no error bar, and the note under the chart says so."""
+    doms = _domains(rows)
+    n_of = {d.value: max((n.get(d.value, 0) for n in (u.domain_n_tasks.values() if u else ())), default=0) for d in doms}
+    label = {d: DOMAIN_ABBREV[d] + (f" (n={n_of[d.value]})" if n_of[d.value] else "") for d in doms}
+    series = {a: {label[d]: 100 * r.domains[d.value] for d in doms if d.value in r.domains} for a, r in rows.items()}
+    cis = {a: {label[d]: (100 * c[0], 100 * c[1]) for d in doms
+               if (c := u.domain_ci95.get(a, {}).get(d.value)) is not None and c[0] == c[0]} for a in rows} if u else {}
+    chart = svg.grouped_bars([label[d] for d in doms], series, y_title="Domain score (%) with 95% CI",
+                             chart_id="chart-domains", ci=cis)
+    bare = sorted({f"{DOMAIN_ABBREV[d]}: {why}" for a in rows for d in doms
+                   if (why := (u.domain_ci_reason.get(a, {}).get(d.value) if u else None))})
+    note = f'<p class="muted">No error bar where there is no interval: {e("; ".join(bare))}.</p>' if bare else ""
+    return chart + note
 
 
 # -- agreement ------------------------------------------------------------------------------
@@ -223,7 +256,7 @@ def section_agreement(data: RunData) -> str:
          str(m["ungraded"])]
         for j, m in res.items()
     ]  # fmt: skip
-    out.append(table(head, rows, tid="agreement", cls="agreement") + f'<p class="muted">{e(TABLE3_LEGEND)}</p>')
+    out.append(table(head, rows, tid="agreement-table", cls="agreement") + f'<p class="muted">{e(TABLE3_LEGEND)}</p>')
     out.append(agreement_ci_tables(data))
     for attr in BREAKDOWNS:
         values = sorted({v for m in res.values() for v in m["by"][attr]})
@@ -270,7 +303,7 @@ def section_failures(data: RunData) -> str:
             row += [str(f.calls if f else 0), str(sum(f.failures.values()) if f else 0), e(kinds)]
         rows.append(row)
     note = "" if has_fetch else '<p class="muted">No trajectories/ step logs: fetch failures not counted.</p>'
-    return '<h2 id="failures">Failure modes</h2>' + table(head, rows, tid="failures") + note
+    return '<h2 id="failures">Failure modes</h2>' + table(head, rows, tid="failures-table") + note
 
 
 # -- ReportEval -----------------------------------------------------------------------------
@@ -316,8 +349,6 @@ def _flat(d: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 def section_manifest(data: RunData) -> str:
     out = ['<h2 id="manifest">Manifest</h2>']
-    if data.manifest_error:
-        out.append(f'<p class="err">{e(data.manifest_error)}</p>')
     m = data.manifest
     if m is None:
         out.append('<p class="muted">No manifest.json.</p>')

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from lifesearch_local.rundir.files import full_disk_as_error, write_atomic
 from lifesearch_local.web.cache import WebCache
 from lifesearch_local.web.config import WebConfig
 from lifesearch_local.web.dates import after_cutoff
@@ -73,18 +74,20 @@ class LocalIndex:
 
     def save(self, out_dir: str | Path) -> Path:
         out = Path(out_dir)
-        (out / "bm25").mkdir(parents=True, exist_ok=True)
-        self.retriever.save(str(out / "bm25"), show_progress=False)
-        lines = "".join(d.model_dump_json() + "\n" for d in self.docs)
-        (out / "docs.jsonl").write_text(lines, encoding="utf-8")
+        with full_disk_as_error(out):
+            (out / "bm25").mkdir(parents=True, exist_ok=True)
+            self.retriever.save(str(out / "bm25"), show_progress=False)
+        write_atomic(out / "docs.jsonl", "".join(d.model_dump_json() + "\n" for d in self.docs))
         return out
 
     @classmethod
     def load(cls, index_dir: str | Path) -> LocalIndex:
         import bm25s
 
+        from lifesearch_local.rundir.jsonl import read_records
+
         d = Path(index_dir)
-        docs = [IndexedDoc.model_validate_json(line) for line in (d / "docs.jsonl").read_text(encoding="utf-8").splitlines() if line]
+        docs = read_records(d / "docs.jsonl", IndexedDoc)  # a damaged line is one located error
         return cls(docs, bm25s.BM25.load(str(d / "bm25"), show_progress=False))
 
     def search(self, query: str, *, num: int, as_of: dt.date | None, drop_undated: bool = False) -> list[SearchResult]:
