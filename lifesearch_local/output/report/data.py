@@ -26,6 +26,7 @@ FETCH_TOOLS = {"web_fetch", "fetch"}
 _TOOL_KEYS = ("tool", "name", "tool_name", "function")
 _RESULT_KEYS = ("result", "observation", "output")
 _FAILED_STATUS = {"error", "failed", "failure"}
+CERTIFY_NAME = "certify.json"  # where `certify --out` puts its study for the report to show
 
 
 @dataclass
@@ -62,6 +63,8 @@ class RunData:
     """disagreements.disagreements: every labelled decision a judge got wrong, most confident first."""
     fetch: dict[str, FetchStats] = field(default_factory=dict)
     reporteval: dict[str, dict[str, dict]] | None = None
+    certify: dict | None = None
+    """The study `lifesearch certify --out RUN_DIR/certify.json` wrote, when there is one."""
 
 
 def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path | None = None,
@@ -100,6 +103,8 @@ def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path
     data.fetch = fetch_stats(run_dir, data.reports)
     if (run_dir / "reporteval_summary.json").exists():  # written by `lifesearch reporteval`
         data.reporteval = json.loads((run_dir / "reporteval_summary.json").read_text(encoding="utf-8"))
+    if (run_dir / CERTIFY_NAME).exists():
+        data.certify = json.loads((run_dir / CERTIFY_NAME).read_text(encoding="utf-8"))
     return data
 
 
