@@ -37,7 +37,7 @@ def main() -> None:
         p = rng.beta(2, 2, n + big_n)
         y = rng.binomial(10, p) / 10
         f = judge_scores(rng, case % 4, y, p)
-        ours = ppi_mean_ci(y[:n], f[:n], f[n:])
+        ours = ppi_mean_ci(y[:n], f[:n], f[n:], min_labelled=2)  # intervals on few tasks too, as ppi_py
         lo, hi = ppi_py.ppi_mean_ci(y[:n], f[:n], f[n:], alpha=0.05)
         theirs = np.array([np.ravel(lo)[0], np.ravel(hi)[0]])
         worst = max(worst, float(np.max(np.abs(np.asarray(ours.ci95) - theirs))))

@@ -234,6 +234,8 @@ def certify(tasks: Sequence[Task], items: Sequence[Item], *, category_field: str
                       "flips": flips(agents, tids, x, r, n_resamples=n_resamples, seed=seed)}
     if len(agents) < MIN_RANK_AGENTS:
         out["ranking"]["reason"] = f"{len(agents)} agent(s): τ needs {MIN_RANK_AGENTS} (two agents always give ±1)"
+    elif sh["kendall_tau"] is None:
+        out["ranking"]["reason"] = "the judge or the reference gives every agent the same score: no ranking to correlate"
     out["agents"] = sh["agents"]
     out["bias_index"] = sh["bias_index"]
     say(f"categories by {category_field}")

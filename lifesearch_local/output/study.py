@@ -74,6 +74,14 @@ def categories_table(study: Mapping[str, Any]):
     return t
 
 
+def flip_words(f: Mapping[str, Any]) -> str:
+    """One flip as a clause: how the reference and the judge order the pair, and whether the reference's holds."""
+    ref = (f"{f['a']} and {f['b']} tie under the reference" if f["reference_diff"] == 0
+           else f"{f['a']} ahead of {f['b']} under the reference ({points(f['reference_diff'])})")
+    held = "a difference that holds" if f["significant_under_reference"] else "not a difference that holds"
+    return f"{ref}, {points(f['judge_diff'])} under the judge ({held} under the reference)"
+
+
 def summary_lines(study: Mapping[str, Any]) -> list[str]:
     """Agreement, Bias Index, ranking and non-inferiority, one line each."""
     ag, bi, rk = study["agreement"], study["bias_index"], study["ranking"]
@@ -89,9 +97,7 @@ def summary_lines(study: Mapping[str, Any]) -> list[str]:
         "ranking: Kendall τ " + (plain_ci(rk["kendall_tau"], rk["ci95"]) if rk["kendall_tau"] is not None
                                  else f"{NO_CI} ({rk.get('reason', 'undefined')})")
         + f"; {len(rk['flips'])} pair(s) flip"
-        + "".join(f"; {f['a']} > {f['b']} under the reference ({points(f['reference_diff'])}), not under the judge "
-                  f"({points(f['judge_diff'])}): {'significant' if f['significant_under_reference'] else 'not significant'} "
-                  "under the reference" for f in rk["flips"]),
+        + "".join(f"; {flip_words(f)}" for f in rk["flips"]),
     ]
     ni = study.get("non_inferiority")
     if ni:

@@ -22,7 +22,7 @@ Z = 1.959963984540054
 def test_a_hand_computed_set():
     # cov(y, f) = 0.25 (1/n), var(f ∪ f~) = 0.25 (n − 1), n/N = 1 → λ = 0.25 / (2·0.25) = 0.5;
     # θ = 0.5·mean(1, 1) + mean(1 − 0.5, 0 − 0) = 0.75; se² = 0.25·0/2 + var(0.5, 0)/2 = 0.03125
-    r = ppi_mean_ci([1.0, 0.0], [1.0, 0.0], [1.0, 1.0])
+    r = ppi_mean_ci([1.0, 0.0], [1.0, 0.0], [1.0, 1.0], min_labelled=2)
     assert r.lam == pytest.approx(0.5) and r.mean == pytest.approx(0.75)
     half = Z * math.sqrt(0.03125)
     assert r.ci95 == pytest.approx((0.75 - half, 0.75 + half))
@@ -31,7 +31,7 @@ def test_a_hand_computed_set():
 
 def test_lambda_zero_is_the_labels_only_interval_and_one_is_plain_ppi():
     y, f, fu = [0.2, 0.9, 0.4, 0.7], [0.3, 0.6, 0.5, 0.9], [0.1, 0.8, 0.4]
-    r0 = ppi_mean_ci(y, f, fu, lam=0.0)
+    r0 = ppi_mean_ci(y, f, fu, lam=0.0, min_labelled=2)
     sd = np.std(y) / 2
     assert r0.mean == pytest.approx(np.mean(y)) and r0.ci95 == pytest.approx((np.mean(y) - Z * sd, np.mean(y) + Z * sd))
     r1 = ppi_mean_ci(y, f, fu, lam=1.0)
@@ -47,9 +47,11 @@ def test_a_constant_judge_gets_no_weight_and_an_all_labelled_set_is_labels_only(
 def test_no_interval_without_two_labelled_tasks_or_without_spread():
     none = ppi_mean_ci([], [], [0.3, 0.4])
     assert none.mean is None and none.ci95 is None and "no labelled task" in none.reason
-    one = ppi_mean_ci([0.5], [0.4], [0.3, 0.4])
-    assert one.ci95 is None and one.reason == "n=1 labelled task: no interval"
-    flat = ppi_mean_ci([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0])
+    one = ppi_mean_ci([0.5], [0.4], [0.3, 0.4], min_labelled=0)
+    assert one.ci95 is None and one.reason.startswith("n=1 labelled task: no interval")
+    few = ppi_mean_ci([0.2, 0.9, 0.4], [0.1, 0.8, 0.5], [0.3, 0.4])  # 3 < MIN_LABELLED: a mean, no interval
+    assert few.mean is not None and few.ci95 is None and "needs 30" in few.reason
+    flat = ppi_mean_ci([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0], min_labelled=2)
     assert flat.mean == 1.0 and flat.ci95 is None and "no spread" in flat.reason  # never a zero-width interval
 
 
@@ -65,7 +67,7 @@ def test_agent_ppi_uses_fully_labelled_tasks_and_counts_partial_ones():
               ("t1", "a", 0, "R2"): False, ("t2", "a", 0, "R1"): True}
     out = agent_ppi(tasks, row, labels)
     expect = ppi_mean_ci([0.5, 0.0], [1.0, 0.5], [0.0, 1.0])  # labelled t0, t1; unlabelled t2, t3 (judge only)
-    assert out["mean"] == pytest.approx(expect.mean) and out["ci95"] == pytest.approx(list(expect.ci95))
+    assert out["mean"] == pytest.approx(expect.mean) and out["ci95"] is None and "needs 30" in out["reason"]
     assert out["n_labelled_tasks"] == 2 and out["n_unlabelled_tasks"] == 2 and out["partly_labelled_tasks"] == 1
     assert out["judge_only"] == pytest.approx(0.625) and out["labels_only"] == pytest.approx(0.25)
 
