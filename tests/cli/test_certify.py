@@ -143,3 +143,24 @@ def test_fingerprints_from_the_manifest_are_compared(files, capsys, tmp_path):
     code, out, err = run_cli(args, capsys)
     assert code == 0, err
     assert json.loads(out)["fingerprints"]["differences"] == ["weights_hash: 'aaaa' != 'bbbb'"]
+
+
+def test_against_imported_drb2_gemini_verdicts_by_dimension(tmp_path, capsys):
+    from tests.helpers.drb2 import rows, run_import
+
+    out = run_import(tmp_path / "drb2")  # invented fixtures: Gemini's verdicts become labels with source gemini
+    capsys.readouterr()
+    labels = rows(out / "labels.jsonl")
+    cand = [{**{k: lab[k] for k in ("task_id", "agent", "run", "rubric_id")}, "judge": "open",
+             "satisfied": lab["satisfied"] if i % 4 else not lab["satisfied"]} for i, lab in enumerate(labels)]
+    judgments = write_jsonl(tmp_path / "judgments.jsonl", cand)
+    code, text, err = run_cli(["certify", "--tasks", str(out / "tasks.jsonl"), "--judgments", str(judgments),
+                               "--labels", str(out / "labels.jsonl"), "--label-source", "gemini",
+                               "--category-field", "dimension", "--json", "--resamples", "500"], capsys)
+    assert code == 0, err
+    s = json.loads(text)
+    assert s["judge"] == "open" and s["reference"] == "gemini" and s["agreement"]["n"] == len(labels)
+    assert s["agreement"]["accuracy"] == pytest.approx(1 - len(range(0, len(labels), 4)) / len(labels))  # every 4th flipped
+    dims = {r["dimension"] for t in rows(out / "tasks.jsonl") for r in t["rubrics"]}
+    assert s["category_field"] == "dimension" and set(s["categories"]) <= dims and len(s["categories"]) >= 2
+    assert sum(c["n"] for c in s["categories"].values()) == len(labels)
