@@ -79,13 +79,15 @@ def _means(counts: np.ndarray, m: np.ndarray) -> np.ndarray:
         return counts @ np.where(have, m, 0.0) / (counts @ have)
 
 
-def _wide(ci: list[float] | None, n_units: int) -> list[float] | None:
-    """The interval, or None below two resampled units or at zero width (which would claim certainty)."""
-    return None if ci is None or n_units < 2 or ci[0] == ci[1] else ci
+def _wide(ci: list[float] | None, n_units: int) -> dict:
+    """{"ci95": the interval} or {"ci95": None, "ci95_reason": why}: none below two resampled units, undefined,
+    or at zero width, which would claim certainty (resampling.no_interval)."""
+    why = stats.no_interval(ci, n_units)
+    return {"ci95": None, "ci95_reason": why} if why else {"ci95": ci}
 
 
-def _ci(samples: np.ndarray, n_units: int) -> list[float] | None:
-    """The 95% percentile interval of bootstrap samples (`_wide`'s rules)."""
+def _ci(samples: np.ndarray, n_units: int) -> dict:
+    """The 95% percentile interval of bootstrap samples, as `_wide` gives it."""
     return _wide(stats.interval(stats.percentile_ci(samples, n_units=n_units)[0]) if len(samples) else None, n_units)
 
 
@@ -100,20 +102,20 @@ def shifts(agents: Sequence[str], x: np.ndarray, r: np.ndarray, *, n_resamples: 
     out: dict = {"agents": {}}
     for i, a in enumerate(agents):
         n_a = int((~np.isnan(r[:, i])).sum())
-        out["agents"][a] = {"shift": 100 * float(point_x[i] - point_r[i]), "ci95": _ci(d[:, i], n_a),
+        out["agents"][a] = {"shift": 100 * float(point_x[i] - point_r[i]), **_ci(d[:, i], n_a),
                             "judge_score": 100 * float(point_x[i]), "reference_score": 100 * float(point_r[i]),
                             "n_tasks": n_a}
     if len(agents) >= 2:
         value = 100 * float(np.max(point_x - point_r) - np.min(point_x - point_r))
-        out["bias_index"] = {"value": value, "ci95": _ci(d.max(axis=1) - d.min(axis=1), n_t)}
+        out["bias_index"] = {"value": value, **_ci(d.max(axis=1) - d.min(axis=1), n_t)}
     else:
         out["bias_index"] = {"value": None, "ci95": None, "reason": "one agent: no spread of shifts"}
     if len(agents) >= MIN_RANK_AGENTS:
         tau = kendall_rows(point_x[None], point_r[None])[0]
         out["kendall_tau"] = stats.finite(float(tau))
-        out["kendall_ci95"] = _ci(kendall_rows(bx[ok], br[ok]), n_t)
+        out["kendall_ci95"] = _ci(kendall_rows(bx[ok], br[ok]), n_t) if out["kendall_tau"] is not None else {"ci95": None}
     else:
-        out["kendall_tau"], out["kendall_ci95"] = None, None
+        out["kendall_tau"], out["kendall_ci95"] = None, {"ci95": None}
     return out
 
 
@@ -137,13 +139,24 @@ def flips(agents: Sequence[str], tids: Sequence[str], x: np.ndarray, r: np.ndarr
 
 
 # -- agreement ------------------------------------------------------------------------------------------
+def _metric_cis(metrics: Mapping[str, tuple[float | None, list[float] | None]], n_units: int) -> dict:
+    """{"ci95": {metric: interval or None}[, "ci95_reason": {metric: why}]}; a metric with no value needs no reason."""
+    cis, why = {}, {}
+    for name, (value, ci) in metrics.items():
+        got = _wide(ci, n_units) if value is not None else {"ci95": None}
+        cis[name] = got["ci95"]
+        if "ci95_reason" in got:
+            why[name] = got["ci95_reason"]
+    return {"ci95": cis, **({"ci95_reason": why} if why else {})}
+
+
 def agreement_block(items: Sequence[Item], *, n_resamples: int, seed: int) -> dict:
     """accuracy and κ of X against R (0–1), their cluster-bootstrap intervals, n."""
     m = item_metrics(items)
     ci = judge_ci(items, n_resamples=n_resamples, seed=seed)
     n_rep = report_index(items)[1]
     return {"accuracy": m["accuracy_mean"], "kappa": m["kappa"],
-            "ci95": {"accuracy": _wide(ci["accuracy_mean"], n_rep), "kappa": _wide(ci["kappa"], n_rep)},
+            **_metric_cis({"accuracy": (m["accuracy_mean"], ci["accuracy_mean"]), "kappa": (m["kappa"], ci["kappa"])}, n_rep),
             "n": m["n"], "n_reports": n_rep, "n_runs": m["n_runs"], "ungraded": m["ungraded"]}
 
 
@@ -173,7 +186,7 @@ def categories(tasks: Sequence[Task], items: Sequence[Item], field: str, *, n_re
         agents, _, x, r = task_matrices(tasks, its)
         sh = shifts(agents, x, r, n_resamples=n_resamples, seed=seed)
         out[value] = {**agreement_block(its, n_resamples=n_resamples, seed=seed),
-                      "shift": {a: {"shift": v["shift"], "ci95": v["ci95"], "n_tasks": v["n_tasks"]}
+                      "shift": {a: {k: v[k] for k in ("shift", "ci95", "ci95_reason", "n_tasks") if k in v}
                                 for a, v in sh["agents"].items()},
                       "most_disagreed": most_disagreed(its, criteria)}
     return out
@@ -197,7 +210,8 @@ def non_inferiority(items: Sequence[Item], reference: Mapping[Key, bool], margin
     counts = stats.resample_counts(n_rep, n_resamples, stats.rng_for(seed, 0))
     b = counts @ sums
     diff_b = 100 * (b[:, 1] - b[:, 2]) / b[:, 0]
-    ci = _ci(diff_b, n_rep)
+    got = _ci(diff_b, n_rep)
+    ci = got["ci95"]
     if ci is None:
         verdict = "inconclusive"
     elif ci[0] > -margin:
@@ -206,7 +220,7 @@ def non_inferiority(items: Sequence[Item], reference: Mapping[Key, bool], margin
         verdict = "inferior"
     else:
         verdict = "inconclusive"
-    return {"diff": 100 * float(acc_x - acc_r), "ci95": ci, "margin": margin, "verdict": verdict,
+    return {"diff": 100 * float(acc_x - acc_r), **got, "margin": margin, "verdict": verdict,
             "judge_accuracy": float(acc_x), "reference_accuracy": float(acc_r), "n": len(shared), "n_reports": n_rep,
             "human_without_reference": len(items) - len(shared)}
 
@@ -230,7 +244,7 @@ def certify(tasks: Sequence[Task], items: Sequence[Item], *, category_field: str
     say("score shifts, Bias Index, ranking")
     agents, tids, x, r = task_matrices(tasks, items)
     sh = shifts(agents, x, r, n_resamples=n_resamples, seed=seed)
-    out["ranking"] = {"kendall_tau": sh["kendall_tau"], "ci95": sh["kendall_ci95"], "n_agents": len(agents),
+    out["ranking"] = {"kendall_tau": sh["kendall_tau"], **sh["kendall_ci95"], "n_agents": len(agents),
                       "flips": flips(agents, tids, x, r, n_resamples=n_resamples, seed=seed)}
     if len(agents) < MIN_RANK_AGENTS:
         out["ranking"]["reason"] = f"{len(agents)} agent(s): τ needs {MIN_RANK_AGENTS} (two agents always give ±1)"
@@ -308,4 +322,7 @@ def compare_fingerprints(judge: JudgeIdentity | None, reference: JudgeIdentity |
                        "prompts, kernel); this measures the judge against a rerun of itself")
     elif judge.judge == reference.judge:
         out["note"] = f"one judge id ({judge.judge}) with two different fingerprints: two judges, not one"
+    else:
+        fields = ", ".join(d.split(":")[0] for d in out["differences"])
+        out["note"] = f"two different judges (their fingerprints differ in {fields})"
     return out

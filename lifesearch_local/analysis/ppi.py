@@ -48,12 +48,12 @@ class PPIResult:
     n_labelled: int
     n_unlabelled: int
     reason: str | None = None
-    """Why there is no mean or no interval (None when both are there)."""
+    """Why there is no mean (JSON `reason`) or no interval (JSON `ci95_reason`); None when both are there."""
 
     def as_json(self) -> dict:
         return {"mean": self.mean, "ci95": None if self.ci95 is None else list(self.ci95),
                 "n_labelled_tasks": self.n_labelled, "n_unlabelled_tasks": self.n_unlabelled, "lambda": self.lam,
-                **({"reason": self.reason} if self.reason else {})}
+                **({("reason" if self.mean is None else "ci95_reason"): self.reason} if self.reason else {})}
 
 
 def _z(level: float) -> float:

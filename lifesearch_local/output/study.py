@@ -131,8 +131,8 @@ def ppi_table(judge: str, agents: Mapping[str, Mapping[str, Any]]):
         t.add_column(name, justify="right")
     for a, p in agents.items():
         ppi = share_ci(p["mean"], p["ci95"]) if p["mean"] is not None else NO_CI
-        if p.get("reason"):
-            ppi += f" ({p['reason']})"
+        if p.get("reason") or p.get("ci95_reason"):
+            ppi += f" ({p.get('reason') or p['ci95_reason']})"
         t.add_row(a, share_ci(p["judge_only"], None).removesuffix(" [—]"), share_ci(p["labels_only"], None).removesuffix(" [—]"),
                   ppi, str(p["n_labelled_tasks"]), str(p["n_unlabelled_tasks"]), NO_CI if p["lambda"] is None else f"{p['lambda']:.2f}")
     return t
@@ -153,7 +153,8 @@ def certify_rows(study: Mapping[str, Any]) -> list[dict[str, Any]]:
         rows.append(_row("agents", "", a, "shift", v["shift"], v["ci95"], v["n_tasks"]))
         p = v.get("ppi")
         if p:
-            rows.append(_row("agents", "", a, "ppi", p["mean"], p["ci95"], p["n_labelled_tasks"], p.get("reason")))
+            rows.append(_row("agents", "", a, "ppi", p["mean"], p["ci95"], p["n_labelled_tasks"],
+                             p.get("reason") or p.get("ci95_reason")))
     bi = study["bias_index"]
     rows.append(_row("bias_index", "", "", "bias_index", bi["value"], bi["ci95"], len(study["agents"]), bi.get("reason")))
     rk = study["ranking"]

@@ -32,7 +32,7 @@ from ..config import OpenAIConfig
 from ..decoding import json_stopped
 from ..errors import CONFIG_STATUSES, EndpointError
 from ..grammar import thinks
-from ..protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Engine, Generation
+from ..protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Engine, EngineInfo, Generation
 from ..redact import redact, redact_obj, secret_from_env
 
 __all__ = ["EndpointError", "OpenAIEngine", "retry_after"]
@@ -184,6 +184,10 @@ class OpenAIEngine(Engine):
 
     def stats(self) -> dict[str, Any]:
         return dict(self.counters)
+
+    def identity(self) -> EngineInfo:
+        """An endpoint does not say its weights, library, version or dtype: only that it is one."""
+        return EngineInfo(engine="openai")
 
     def model_hash(self) -> str:
         """Identifies the endpoint and served model name (the weights are the server's)."""

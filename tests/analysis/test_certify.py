@@ -201,3 +201,5 @@ def test_fingerprints_compared():
     other = compare_fingerprints(fp, fp.model_copy(update={"weights_hash": "bb"}))
     assert other["differences"] == ["weights_hash: 'aa' != 'bb'"] and "two judges" in other["note"]
     assert "not compared" in compare_fingerprints(fp, None)["note"]
+    two = compare_fingerprints(fp, JudgeIdentity(judge="y", engine="vllm", weights_hash="aa", kernel_form="shared"))
+    assert two["note"] == "two different judges (their fingerprints differ in engine)"

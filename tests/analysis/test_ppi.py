@@ -67,7 +67,7 @@ def test_agent_ppi_uses_fully_labelled_tasks_and_counts_partial_ones():
               ("t1", "a", 0, "R2"): False, ("t2", "a", 0, "R1"): True}
     out = agent_ppi(tasks, row, labels)
     expect = ppi_mean_ci([0.5, 0.0], [1.0, 0.5], [0.0, 1.0])  # labelled t0, t1; unlabelled t2, t3 (judge only)
-    assert out["mean"] == pytest.approx(expect.mean) and out["ci95"] is None and "needs 30" in out["reason"]
+    assert out["mean"] == pytest.approx(expect.mean) and out["ci95"] is None and "needs 30" in out["ci95_reason"]
     assert out["n_labelled_tasks"] == 2 and out["n_unlabelled_tasks"] == 2 and out["partly_labelled_tasks"] == 1
     assert out["judge_only"] == pytest.approx(0.625) and out["labels_only"] == pytest.approx(0.25)
 

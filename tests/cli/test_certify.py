@@ -82,7 +82,7 @@ def test_the_ppi_of_an_agent_is_ppi_mean_ci_on_its_task_scores(files, capsys):
     expect = ppi_mean_ci([y[t] for t in sorted(human)], [f[t] for t in sorted(human)],
                          [f[t] for t in f if t not in human])
     assert row["ppi"]["mean"] == pytest.approx(expect.mean) and row["ppi"]["lambda"] == pytest.approx(expect.lam)
-    assert row["ppi"]["ci95"] is None and "needs 30" in row["ppi"]["reason"]  # 5 labelled tasks: too few for one
+    assert row["ppi"]["ci95"] is None and "needs 30" in row["ppi"]["ci95_reason"]  # 5 labelled tasks: too few for one
     assert "random subset" in s["ppi_note"]
 
 

@@ -18,7 +18,7 @@ def test_the_ppi_table_says_why_there_is_no_interval():
     agents = {"a": {"mean": 0.5, "ci95": [0.4, 0.6], "judge_only": 0.7, "labels_only": 0.45, "n_labelled_tasks": 30,
                     "n_unlabelled_tasks": 170, "lambda": 0.62},
               "b": {"mean": 0.3, "ci95": None, "judge_only": 0.3, "labels_only": 0.3, "n_labelled_tasks": 1,
-                    "n_unlabelled_tasks": 199, "lambda": 0.0, "reason": "n=1 labelled task: no interval"}}
+                    "n_unlabelled_tasks": 199, "lambda": 0.0, "ci95_reason": "n=1 labelled task: no interval"}}
     from rich.console import Console
 
     console = Console(width=200, record=True, file=io.StringIO())

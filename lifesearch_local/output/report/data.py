@@ -79,11 +79,11 @@ def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path
     if not run_dir.is_dir():
         raise LifesearchError(f"{run_dir}: no such run directory")
     manifest, manifest_error = _read_manifest(run_dir)
-    tasks_file = _input(run_dir, "tasks", tasks_path, manifest)
+    tasks_file = run_input(run_dir, "tasks", tasks_path, manifest)
     if tasks_file is None and (run_dir / "judgments.jsonl").exists():
         raise LifesearchError(f"{run_dir}: no tasks.jsonl and no tasks path recorded in its manifest; pass --tasks FILE "
                               "(the tasks file the judgments were made from)")
-    reports_file = _input(run_dir, "reports", reports_path, manifest)
+    reports_file = run_input(run_dir, "reports", reports_path, manifest)
     data = RunData(
         run_dir=run_dir,
         tasks=load_tasks(tasks_file) if tasks_file else [],
@@ -93,7 +93,7 @@ def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path
         manifest_error=manifest_error,
     )
     if labels_path is None:
-        labels_path = _input(run_dir, "labels", None, manifest)
+        labels_path = run_input(run_dir, "labels", None, manifest)
     if labels_path is not None:
         data.labels, data.labels_path = read_records(labels_path, Label), Path(labels_path)
     if (run_dir / "config.yaml").exists():
@@ -108,23 +108,14 @@ def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path
     return data
 
 
-def _input(run_dir: Path, name: str, given: Path | None, manifest: dict | None) -> Path | None:
-    """An input file: as given, else RUN_DIR/<name>.jsonl, else the path the manifest records
-    (`inputs.<name>`, written by `rundir.directory.open_run` for judge / sweep / reporteval) when that file still has the recorded hash."""
-    from lifesearch_local.rundir.manifest import sha256_file
+def run_input(run_dir: Path, name: str, given: Path | None, manifest: dict | None) -> Path | None:
+    """An input file of a run: as given, else the run's own or the one its manifest records
+    (`rundir.directory.recorded_input`)."""
+    from lifesearch_local.rundir.directory import recorded_input
 
     if given is not None:
         return Path(given)
-    if (run_dir / f"{name}.jsonl").exists():
-        return run_dir / f"{name}.jsonl"
-    recorded = ((manifest or {}).get("inputs") or {}).get(name)
-    if not recorded or not Path(recorded).is_file():
-        return None
-    want = ((manifest or {}).get("hashes") or {}).get(name)
-    if want and sha256_file(recorded) != want:
-        raise LifesearchError(f"{recorded}: changed since {run_dir} was made from it (manifest hash {want}); "
-                              f"pass --{name} FILE to use it anyway")
-    return Path(recorded)
+    return recorded_input(run_dir, name, manifest, why=f"pass --{name} FILE to use it anyway")
 
 
 def _records(path: Path, model: type) -> list:

@@ -237,3 +237,12 @@ def test_timeouts_that_never_end_fail_with_a_clear_error(slow_server):
     with pytest.raises(EndpointError, match=r"failed after 2 attempts: timed out after 0.2 s"):
         b.generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])
     b.close()
+
+
+def test_an_endpoint_says_no_weights_so_another_url_is_the_same_judge():
+    from serving.protocol import EngineInfo
+
+    a, b = (OpenAIEngine(model_config(backend="openai", model="judge-x", base_url=url))
+            for url in ("http://a:1/v1", "http://b:2/v1"))
+    assert a.model_hash() != b.model_hash()  # the manifest's model hash names the endpoint
+    assert a.identity() == b.identity() == EngineInfo(engine="openai")  # where it runs is no part of the judge
