@@ -333,8 +333,6 @@ def _flat(d: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 def section_manifest(data: RunData) -> str:
     out = ['<h2 id="manifest">Manifest</h2>']
-    if data.manifest_error:
-        out.append(f'<p class="err">{e(data.manifest_error)}</p>')
     m = data.manifest
     if m is None:
         out.append('<p class="muted">No manifest.json.</p>')

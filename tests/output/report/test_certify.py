@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from lifesearch_local.cli import main
 from lifesearch_local.output.report import write_report
 from tests.helpers.inputs import AGREE
@@ -42,3 +44,13 @@ def test_the_section_escapes_what_it_shows(tmp_path):
     page = write_report(run).read_text()
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<b>x</b>" not in page and "&lt;i&gt;a&lt;/i&gt;" in page
+
+
+def test_a_file_that_is_not_a_study_is_one_input_error(tmp_path):
+    from lifesearch_local.errors import InputError
+
+    run = make_run_dir(tmp_path / "run", extras=False)
+    for text, where in (("[1, 2]", "a JSON object expected"), ('{"judge": "x"}', "reference"), ('{"a": NaN}', "certify.json")):
+        (run / "certify.json").write_text(text)
+        with pytest.raises(InputError, match=where):
+            write_report(run)
