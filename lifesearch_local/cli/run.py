@@ -8,9 +8,11 @@ from lifesearch_local.cli.common import (
     add_force_config,
     add_quiet,
     phase_models,
+    positive_int,
     print_caveats,
     print_result,
     run_judgments,
+    run_reports,
 )
 
 
@@ -44,7 +46,7 @@ def register_agent(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", help="tasks JSONL (default: the config's `tasks`); the config's `task_ids` still apply")
     p.add_argument("--config", required=True, help="run YAML (its tasks, task_ids, agents, web and ray blocks are used)")
     p.add_argument("--out", required=True, help="run directory")
-    p.add_argument("--runs", type=int, help="independent runs per task (the paper uses 3)")
+    p.add_argument("--runs", type=positive_int, help="independent runs per task (the paper uses 3)")
     p.add_argument("--no-ray", action="store_true", help="ignore the `ray:` block: load models in-process")
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
     add_force_config(p, "a run directory's records")
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
     if print_result(result):
         if result.scores:  # right under the tables, where a reader would take them for findings
             print_caveats(judges=cfg.all_judges(), agents=cfg.agents,
-                          judgments=run_judgments(result.run_dir, cfg.all_judges()))
+                          judgments=run_judgments(result.run_dir, cfg.all_judges()), reports=run_reports(result.run_dir))
         html = f"  (report: {result.report_html})" if result.report_html else ""
         print(f"run finished in {result.wall_s} s; run directory: {result.run_dir}{html}")
     return 0

@@ -6,7 +6,15 @@ import argparse
 import json
 import sys
 
-from lifesearch_local.cli.common import manifest_beside, positive_int, print_caveats
+from lifesearch_local.cli.common import (
+    add_task_ids,
+    manifest_beside,
+    no_limit_with_ids,
+    positive_int,
+    print_caveats,
+    seed_int,
+    selected_task_ids,
+)
 
 
 def add_bootstrap_options(p: argparse.ArgumentParser) -> None:
@@ -15,7 +23,7 @@ def add_bootstrap_options(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--resamples", type=positive_int, default=DEFAULT_RESAMPLES, metavar="B",
                    help=f"bootstrap resamples and random sign flips (default {DEFAULT_RESAMPLES})")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
+    p.add_argument("--seed", type=seed_int, default=DEFAULT_SEED,
                    help=f"seed of the resampling; same input and seed, same output (default {DEFAULT_SEED})")
 
 
@@ -37,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-missing", action="store_true", help="count unjudged rubrics as not satisfied")
     p.add_argument("--limit", type=positive_int, metavar="N",
                    help="score only the first N tasks of the tasks file (what `lifesearch judge --limit N` judged)")
+    add_task_ids(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON instead of tables (with ci95, comparisons)")
     out.add_argument("--csv", action="store_true",
@@ -96,12 +105,18 @@ def run(args: argparse.Namespace) -> int:
     from lifesearch_local.output.csv_rows import SCORE_COLUMNS, score_rows, to_csv
     from lifesearch_local.records import Judgment, Report
     from lifesearch_local.rundir.jsonl import read_records
-    from lifesearch_local.tasks import first_tasks, load_tasks
+    from lifesearch_local.tasks import check_known_tasks, chosen_tasks, first_tasks, load_tasks
 
     tasks = load_tasks(args.tasks)
     judgments = read_records(args.judgments, Judgment)
     manifest = manifest_beside(args.judgments)  # before any output: a damaged one stops the command
     reports = read_records(args.reports, Report) if args.reports else []
+    check_known_tasks(tasks, (j.task_id for j in judgments), args.tasks)
+    ids = selected_task_ids(args)
+    if ids is not None:
+        no_limit_with_ids(args)
+        tasks, judgments, reports = chosen_tasks(tasks, ids, args.tasks, judgments, reports)
+        print(f"--task-ids: scoring {len(tasks)} task(s)", file=sys.stderr)
     if args.limit is not None and args.limit < len(tasks):
         tasks, judgments, reports = first_tasks(tasks, args.limit, judgments, reports)
         print(f"--limit {args.limit}: scoring the first {len(tasks)} tasks", file=sys.stderr)
@@ -118,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         if ppi:
             print_ppi(ppi)
     shown = [j for name, js in split_by_judge(judgments).items() if name in by_judge for j in js]
-    print_caveats(args.json or args.csv, manifest=manifest, judgments=shown)
+    print_caveats(args.json or args.csv, manifest=manifest, judgments=shown, reports=reports)
     return 0
 
 

@@ -6,7 +6,6 @@ import contextlib
 import datetime as dt
 import functools
 import json
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -32,6 +31,7 @@ from lifesearch_local.rundir.directory import (
     RunDir,
     open_run,
 )
+from lifesearch_local.rundir.files import write_atomic
 from lifesearch_local.rundir.manifest import sha256_file
 from lifesearch_local.runtime.signals import StopFlag, graceful_stop
 from lifesearch_local.runtime.skeleton import OpenModel
@@ -165,7 +165,7 @@ def prepare_run_dir(cfg: RunConfig, *, force_config: bool = False) -> RunDir:
     rd = RunDir(cfg.out_dir())
     if not force_config:
         _check_same_run(rd.file(CONFIG), cfg)
-    rd.file(CONFIG).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
+    write_atomic(rd.file(CONFIG), yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
     tasks = select_tasks(load_tasks(cfg.tasks), cfg.task_ids)
     _write_once(rd.file(TASKS), "".join(dumps(t) + "\n" for t in tasks), TASKS)
     if cfg.labels:
@@ -179,7 +179,7 @@ def _copy_labels(src: Path, dst: Path, task_ids: set[str] | None) -> None:
     """The labels file, only its lines of the selected tasks when `task_ids` selects some: labels of
     tasks outside the run are not a mismatch for the agreement check."""
     if task_ids is None:
-        shutil.copyfile(src, dst)
+        write_atomic(dst, src.read_bytes())
         return
     def other_task(line: bytes) -> bool:  # a malformed line is kept for the label loader to report
         try:
@@ -189,7 +189,7 @@ def _copy_labels(src: Path, dst: Path, task_ids: set[str] | None) -> None:
         return isinstance(row, dict) and isinstance(row.get("task_id"), str) and row["task_id"] not in task_ids
 
     lines = src.read_bytes().splitlines(keepends=True)  # bytes: a line that is not UTF-8 is the loader's to report
-    dst.write_bytes(b"".join(x for x in lines if x.strip() and not other_task(x)))
+    write_atomic(dst, b"".join(x for x in lines if x.strip() and not other_task(x)))
 
 
 def _check_same_run(path: Path, cfg: RunConfig) -> None:
@@ -217,7 +217,7 @@ def _write_once(path: Path, text: str, what: str) -> None:
     if path.exists() and path.read_text(encoding="utf-8") != text:
         raise LifesearchError(f"{path.parent}: holds a run with a different {what}; use another `out` "
                               "(or --fresh to start this one over)")
-    path.write_text(text, encoding="utf-8")
+    write_atomic(path, text)
 
 
 def select_tasks(tasks: list[Task], ids: list[str] | None) -> list[Task]:
@@ -303,7 +303,7 @@ def write_scores(rd: RunDir, cfg: RunConfig, tasks: list[Task], reports: list[Re
         return None
     by_judge = score_by_judge(tasks, judgments, reports=reports)
     unc = uncertainty_by_judge(tasks, judgments, by_judge)  # the CIs `lifesearch score --json` prints
-    rd.file(SCORES).write_text(json.dumps(scores_json(by_judge, unc), indent=2, ensure_ascii=False) + "\n")
+    write_atomic(rd.file(SCORES), json.dumps(scores_json(by_judge, unc), indent=2, ensure_ascii=False) + "\n")
     return by_judge
 
 
