@@ -127,6 +127,9 @@ def test_certify_studies_the_candidate_against_the_reference_with_the_humans(wal
         assert study["agents"][agent]["ppi"]["n_labelled_tasks"] == 2
     assert study["agents"]["tiny-qwen3-agent"]["ppi"]["n_labelled_tasks"] == 0  # nobody labelled its reports
     assert f"verdict ({study['decision']})" in outs[3] and "random subset" in outs[3]
+    # the sweep recorded both judges' fingerprints: same engine, dtype, prompts and kernel, other weights
+    assert [d.split(":")[0] for d in study["fingerprints"]["differences"]] == ["weights_hash"]
+    assert "fingerprints: two different judges (their fingerprints differ in weights_hash)" in outs[3]
     page = (work / "runs/compare/sweep/report.html").read_text()
     assert 'id="certify"' in page and f'data-decision="{study["decision"]}"' in page
     # the page quotes the decision this run made
