@@ -12,6 +12,7 @@ from lifesearch_local import __version__
 from lifesearch_local.cli import (
     agree,
     bench,
+    certify,
     cluster,
     curate,
     demo,
@@ -51,6 +52,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "corpus": web_cli.register_corpus,
     "cache": web_cli.register_cache,
     "agree": agree.register,
+    "certify": certify.register,
     "panel": panel.register,
     "rejudge": rejudge.register,
     "report": report.register,

@@ -26,6 +26,9 @@ FETCH_TOOLS = {"web_fetch", "fetch"}
 _TOOL_KEYS = ("tool", "name", "tool_name", "function")
 _RESULT_KEYS = ("result", "observation", "output")
 _FAILED_STATUS = {"error", "failed", "failure"}
+CERTIFY_NAME = "certify.json"  # where `certify --out` puts its study for the report to show
+CERTIFY_KEYS = ("judge", "reference", "decision", "verdict", "agreement", "agents", "bias_index", "ranking",
+                "categories", "category_field", "bootstrap")
 
 
 @dataclass
@@ -61,6 +64,8 @@ class RunData:
     """disagreements.disagreements: every labelled decision a judge got wrong, most confident first."""
     fetch: dict[str, FetchStats] = field(default_factory=dict)
     reporteval: dict[str, dict[str, dict]] | None = None
+    certify: dict | None = None
+    """The study `lifesearch certify --out RUN_DIR/certify.json` wrote, when there is one."""
     allow_missing: bool = False
     """Whether rubrics without a judgment were counted as not satisfied (`report --allow-missing`)."""
 
@@ -109,6 +114,8 @@ def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path
     data.fetch = fetch_stats(run_dir, data.reports)
     if (run_dir / "reporteval_summary.json").exists():  # written by `lifesearch reporteval`
         data.reporteval = _reporteval_summary(run_dir / "reporteval_summary.json")
+    if (run_dir / CERTIFY_NAME).exists():  # written by `lifesearch certify --out`
+        data.certify = _certify_study(run_dir / CERTIFY_NAME)
     return data
 
 
@@ -134,6 +141,17 @@ def _reporteval_summary(path: Path) -> dict[str, dict[str, dict]]:
     except ValidationError as e:
         where, msg = validation_field(e)
         raise InputError(str(path), None, where, msg) from None
+
+
+def _certify_study(path: Path) -> dict:
+    """The study `certify --out` wrote (a JSON object), read through the bounded JSON reader."""
+    got = read_json_file(path)
+    if not isinstance(got, dict):
+        raise InputError(str(path), None, None, f"a JSON object expected (the certify study), got {type(got).__name__}")
+    missing = [k for k in CERTIFY_KEYS if k not in got]
+    if missing:
+        raise InputError(str(path), None, missing[0], "missing: not a study `certify --out` wrote")
+    return got
 
 
 def _records(path: Path, model: type) -> list:

@@ -20,6 +20,7 @@ from lifesearch_local.output.numbers import (
     per_report,
 )
 from lifesearch_local.output.report import svg
+from lifesearch_local.output.report.certify import section_certify
 from lifesearch_local.output.report.data import RunData
 from lifesearch_local.output.report.drill import drilldown
 from lifesearch_local.output.report.estimate import section_estimate
@@ -70,6 +71,7 @@ def render(data: RunData) -> str:
         section_scores(data),
         section_charts(data),
         section_agreement(data),
+        section_certify(data),
         section_disagreements(data),
         section_failures(data),
         section_reporteval(data),
