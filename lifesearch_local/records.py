@@ -377,6 +377,10 @@ class Manifest(BaseModel):
     """Per judge id: the fingerprint of the judge that made its judgments in this directory."""
     replays: list[Replay] = Field(default_factory=list)
     """Every `lifesearch rejudge` of this directory, the latest last."""
+    estimate: dict[str, Any] | None = None
+    """The latest invocation's estimate made at its start (`estimate`: `lifesearch estimate --json`'s
+    fields, from stored profiles) and, once it ended, what it actually took (`actual`: per phase its
+    seconds, decisions and tokens, and the ratio actual / estimate)."""
 
     @field_validator("hashes")
     @classmethod

@@ -212,6 +212,18 @@ def load_tasks(path: str | Path, draft: bool = False) -> list[Task]:
     return load_unique(path, lambda obj, p, n: parse_task(obj, p, n, draft=draft), "task", "tasks")
 
 
+def select_tasks(tasks: list[Task], ids: list[str] | None) -> list[Task]:
+    """The tasks named by `ids` (file order), or all (a run config's `task_ids`)."""
+    from lifesearch_local.errors import LifesearchError
+
+    if ids is None:
+        return tasks
+    unknown = sorted(set(ids) - {t.id for t in tasks})
+    if unknown:
+        raise LifesearchError(f"task_ids not in the tasks file: {', '.join(unknown)}")
+    return [t for t in tasks if t.id in set(ids)]
+
+
 def first_tasks(tasks: list[Task], limit: int | None, *records: list[Any]) -> tuple[list[Any], ...]:
     """The first `limit` tasks (file order; all when None) and, for each list of `records`, those
     of these tasks (by `task_id`): what `--limit N` selects in `judge` and in `score`."""

@@ -101,6 +101,20 @@ def add_force_config(p: argparse.ArgumentParser, records: str) -> None:
                    help=f"add to {records} that another config made (normally refused)")
 
 
+def add_calibration(p: argparse.ArgumentParser) -> None:
+    """--calibrate / --no-calibrate of an estimate (read by `calibration`)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--calibrate", action="store_true",
+                   help="estimate: time the configured engines now even where a stored profile exists")
+    g.add_argument("--no-calibrate", action="store_true",
+                   help="estimate: load no model; times only from stored profiles (unknown without one)")
+
+
+def calibration(args: argparse.Namespace) -> str:
+    """auto (stored profiles, calibrating what is missing), always, or never."""
+    return "always" if args.calibrate else "never" if args.no_calibrate else "auto"
+
+
 def add_quiet(p: argparse.ArgumentParser) -> None:
     """--quiet: no progress bars."""
     p.add_argument("--quiet", action="store_true", help="no progress bars")

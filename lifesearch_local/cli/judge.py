@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lifesearch_local.cli.common import (
+    add_calibration,
     add_device,
     add_force_config,
     add_generate_options,
@@ -53,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_task_ids(p)
     add_force_config(p, "the judgments of its judge id")
     add_quiet(p)
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the estimate of this command (decisions per judge and repetition, tokens, memory, "
+                   "time: see `lifesearch estimate`) and judge nothing; OUT is read, not created")
+    add_calibration(p)
     p.set_defaults(func=run)
 
 
@@ -62,8 +67,26 @@ def run(args: argparse.Namespace) -> int:
     ids = selected_task_ids(args)
     if ids is not None:
         no_limit_with_ids(args)
+    if args.dry_run:
+        return dry_run(args, ids)
     judge_run(args.out, args.tasks, args.reports, judge_configs(args), after=report, say=print, ray=ray_config(args),
               limit=args.limit, show=not args.quiet, force_config=args.force_config, task_ids=ids)
+    return 0
+
+
+def dry_run(args: argparse.Namespace, ids: set[str] | None) -> int:
+    from lifesearch_local.cli.common import calibration
+    from lifesearch_local.cli.estimate import show
+    from lifesearch_local.run.dry_run import estimate_judge
+    from lifesearch_local.run.preflight import preflight
+    from lifesearch_local.run.standalone import judge_inputs
+
+    judges, ray = judge_configs(args), ray_config(args)
+    tasks, reports = judge_inputs(args.tasks, args.reports, args.limit, say=print, task_ids=ids)
+    if calibration(args) != "never":
+        preflight([(f"judge {c.id}", c.model) for c in judges], ray)
+    show(estimate_judge(args.out, tasks, reports, judges, ray=ray, calibrate=calibration(args)),
+         f"`judge` of {len(reports)} reports into {args.out}")
     return 0
 
 

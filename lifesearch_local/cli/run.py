@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lifesearch_local.cli.common import (
+    add_calibration,
     add_force_config,
     add_quiet,
     phase_models,
@@ -32,7 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
     add_force_config(p, "a run directory's records")
     add_quiet(p)
+    add_dry_run(p)
     p.set_defaults(func=run)
+
+
+def add_dry_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the estimate of what this command would do (as `lifesearch estimate`) and run nothing")
+    add_calibration(p)
 
 
 def register_agent(sub: argparse._SubParsersAction) -> None:
@@ -51,6 +59,7 @@ def register_agent(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
     add_force_config(p, "a run directory's records")
     add_quiet(p)
+    add_dry_run(p)
     p.set_defaults(func=run_agents)
 
 
@@ -74,6 +83,12 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
         update["ray"] = None
     cfg = cfg.model_copy(update=update)
     phases = phases or PHASES
+    if args.dry_run:
+        from lifesearch_local.cli.common import calibration
+        from lifesearch_local.cli.estimate import print_run_estimate
+
+        print_run_estimate(cfg, args.config, calibration(args), phases=phases, fresh=args.fresh)
+        return 0
     preflight(phase_models(cfg, phases), cfg.ray)
     if args.fresh and Path(cfg.out_dir()).is_dir():
         RunDir(cfg.out_dir()).clear()  # under the lock: never from under another process's run

@@ -90,12 +90,14 @@ def run_pipeline(cfg: RunConfig, *, command: str = "run", show: bool = True, tod
 
 def _pipeline(cfg: RunConfig, show: bool, today: dt.date | None, phases: tuple[str, ...],
               open_model: OpenModel | None, force_config: bool) -> PipelineResult:
+    from lifesearch_local.run.dry_run import record_actual, record_run_estimate
     from serving.ray.session import ray_session
 
     t0 = time.perf_counter()
     rd = prepare_run_dir(cfg, force_config=force_config)
     result = PipelineResult(run_dir=rd.path)
     import_reports(rd, cfg)
+    est = record_run_estimate(rd, cfg, phases, today)  # the actual figures go beside it at the end
     # One Ray cluster for all phases; a signal while a model loads stops before its phase starts.
     with ray_session(cfg.ray), graceful_stop() as stop:
         run = _Run(rd, cfg, _load_tasks(rd), stop, show, today, result, open_model, force_config)
@@ -106,10 +108,12 @@ def _pipeline(cfg: RunConfig, show: bool, today: dt.date | None, phases: tuple[s
         for step in steps:
             result.stopped = step(run)
             if result.stopped:
+                record_actual(rd, est, result.stages, round(time.perf_counter() - t0, 3))
                 return _done(result, t0)
     result.scores = write_scores(rd, cfg, run.tasks, rd.load(REPORTS, Report))
     from lifesearch_local.output.report import write_report
 
+    record_actual(rd, est, result.stages, round(time.perf_counter() - t0, 3))  # for report.html to show
     result.report_html = write_report(rd.path)
     return _done(result, t0)
 
@@ -160,7 +164,7 @@ def prepare_run_dir(cfg: RunConfig, *, force_config: bool = False) -> RunDir:
     import yaml
 
     from lifesearch_local.rundir.jsonl import dumps
-    from lifesearch_local.tasks import load_tasks
+    from lifesearch_local.tasks import load_tasks, select_tasks
 
     rd = RunDir(cfg.out_dir())
     if not force_config:
@@ -218,16 +222,6 @@ def _write_once(path: Path, text: str, what: str) -> None:
         raise LifesearchError(f"{path.parent}: holds a run with a different {what}; use another `out` "
                               "(or --fresh to start this one over)")
     write_atomic(path, text)
-
-
-def select_tasks(tasks: list[Task], ids: list[str] | None) -> list[Task]:
-    """The tasks named by `ids` (file order), or all."""
-    if ids is None:
-        return tasks
-    unknown = sorted(set(ids) - {t.id for t in tasks})
-    if unknown:
-        raise LifesearchError(f"task_ids not in the tasks file: {', '.join(unknown)}")
-    return [t for t in tasks if t.id in set(ids)]
 
 
 def _load_tasks(rd: RunDir) -> list[Task]:

@@ -23,6 +23,7 @@ from lifesearch_local.output.report import svg
 from lifesearch_local.output.report.certify import section_certify
 from lifesearch_local.output.report.data import RunData
 from lifesearch_local.output.report.drill import drilldown
+from lifesearch_local.output.report.estimate import section_estimate
 from lifesearch_local.output.report.judges import section_judges
 from lifesearch_local.output.report.markup import e, slug, table
 from lifesearch_local.output.report.uncertainty import (
@@ -76,6 +77,7 @@ def render(data: RunData) -> str:
         section_reporteval(data),
         f"<h2 id=\"drilldown\">Per-task drill-down</h2>{drilldown(data)}",
         section_judges(data),
+        section_estimate(data.manifest),
         section_manifest(data),
     ]
     return (
