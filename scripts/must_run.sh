@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs a test folder that must run in full (a real service's tests): prints how many ran,
-# skipped and failed, and fails when any skipped or none ran, so a silent skip shows in CI.
+# skipped and failed (and each step over 5 s), and fails when any skipped or none ran, so a silent
+# skip shows in CI.
 #   scripts/must_run.sh LABEL PYTHON PYTEST_ARGS...
 # Exit status: pytest's, or 1 when it passed but a test skipped or none ran.
 set -uo pipefail
@@ -9,7 +10,7 @@ py=${2:?usage: must_run.sh LABEL PYTHON PYTEST_ARGS...}
 shift 2
 t1=$SECONDS
 xml="$(mktemp)"
-"$py" -m pytest -q -p no:cacheprovider --junitxml="$xml" "$@"
+"$py" -m pytest -q -p no:cacheprovider --durations=0 --durations-min=5 --junitxml="$xml" "$@"
 rc=$?
 counts="$("$py" - "$xml" <<'PY'
 import sys
