@@ -32,11 +32,15 @@ class LazyEngine(Engine):
         self._inner: Engine | None = None
         self._hash: str | None = None
         self._stats: dict[str, Any] = {}
+        self.open_s: float | None = None
+        """Seconds the engine took to open (model load, engine start-up); None until it is opened."""
 
     def open(self) -> Engine:
         if self._inner is None:
+            t0 = time.perf_counter()
             self._inner = self._opener()
             self._hash = self._inner.model_hash()
+            self.open_s = round(time.perf_counter() - t0, 3)
         return self._inner
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
