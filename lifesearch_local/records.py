@@ -162,6 +162,22 @@ class Report(_Record):
         return (self.task_id, self.agent, self.run)
 
 
+PanelRule = Literal["majority", "mean"]
+
+
+class Panel(_Record):
+    """How a panel judge's decision was made from its members' decisions (`lifesearch panel`)."""
+
+    members: list[str]
+    """The member judges by name (`id`, or `id#k` for a repetition), in the order given."""
+    combine: PanelRule
+    """majority: most member verdicts (a split broken by the mean p_true); mean: the mean p_true ≥ 0.5."""
+    votes: list[Flag | None]
+    """Each member's decision, in member order (null: that member left it ungraded)."""
+    tie: Flag = False
+    """majority: the graded votes split evenly and the mean p_true decided."""
+
+
 class Judgment(_Record):
     """One judge decision on one rubric of one report."""
 
@@ -198,6 +214,9 @@ class Judgment(_Record):
     rubric_hash: str | None = None
     """Hash (16 hex) of what the judge read of the task and rubric (question, language, criterion,
     type, necessity, priority): a verdict on a rubric edited since is stale. Null in imported judgments."""
+    panel: Panel | None = None
+    """For a panel judge's decision: its members, their votes and the rule that combined them;
+    null for a single judge's."""
 
     @property
     def key(self) -> tuple[str, int, str, str, int, str]:
@@ -254,6 +273,29 @@ class JudgeIdentity(BaseModel):
         return [f"{k}: {mine[k]!r} != {theirs[k]!r}" for k in mine if mine[k] != theirs[k]]
 
 
+class Replay(BaseModel):
+    """One `lifesearch rejudge`: recorded decisions of a run judged again with the recorded settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: str
+    """UTC timestamp of the replay."""
+    seed: int
+    """Seed of the sample of decisions."""
+    sampled: int
+    """Decisions judged again."""
+    eligible: int = 0
+    """Recorded decisions the sample was drawn from (those a model made, on rubrics unchanged since)."""
+    max_abs_dp: float | None
+    """Largest |p_true now − p_true recorded| over the sampled decisions (None: none has a p_true, generate mode)."""
+    flips: int
+    """Sampled decisions whose verdict differs from the recorded one."""
+    judges: dict[str, list[str]] = Field(default_factory=dict)
+    """Per judge id replayed: how its fingerprint now differs from the recorded one ([]: the same judge)."""
+    wall_s: float = 0.0
+    """Seconds the replay took, model loading included."""
+
+
 class Manifest(BaseModel):
     """What a run directory was produced from, so a rerun can be checked to be the same."""
 
@@ -286,6 +328,8 @@ class Manifest(BaseModel):
     only change where and how fast it runs; a resume with other settings is refused."""
     fingerprints: dict[str, JudgeIdentity] = Field(default_factory=dict)
     """Per judge id: the fingerprint of the judge that made its judgments in this directory."""
+    replays: list[Replay] = Field(default_factory=list)
+    """Every `lifesearch rejudge` of this directory, the latest last."""
 
     @field_validator("hashes")
     @classmethod

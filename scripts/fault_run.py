@@ -2,8 +2,10 @@
 """Scripted fault run (issues 16, 24): `kill -9` of `lifesearch judge` at random points, then two
 concurrent runs on one directory, then a resume with another model after `repair` set a damaged
 manifest aside (and after the manifest was deleted), then a tampered web cache
-(scripts/fault_cache.py: altered, deleted, FIFO and /dev/zero-symlink blobs, forged rows); checks
-that no judgment is lost or duplicated and that every tamper and forgery is detected.
+(scripts/fault_cache.py: altered, deleted, FIFO and /dev/zero-symlink blobs, forged rows), then a
+hostile model endpoint (scripts/fault_endpoint.py: NaN log-probs, a key echoed back, deep and huge
+bodies, a drip, a redirect, SIGTERM mid-call); checks that no judgment is lost or duplicated and
+that every tamper and forgery is detected.
 
     python scripts/fault_run.py                    # 10 kills, tiny-llama, the 10 sample tasks
     python scripts/fault_run.py --kills 10 --limit 10 --seed 1 --also "lifesearch cache verify DIR"
@@ -232,7 +234,9 @@ def main() -> int:
     ok = fault_kills(args, want, base)
     ok &= concurrent(args, want, base)
     ok &= repair_then_resume(args, want, base)
-    ok &= extra_checks([f"{shlex.quote(sys.executable)} scripts/fault_cache.py --dir DIR", *args.also], base)
+    ok &= extra_checks([f"{shlex.quote(sys.executable)} scripts/fault_cache.py --dir DIR",
+                        f"{shlex.quote(sys.executable)} scripts/fault_endpoint.py --dir DIR --limit {min(args.limit, 3)} "
+                        f"--seed {args.seed}", *args.also], base)
     print(f"RESULT: {'PASS' if ok else 'FAIL'} in {time.monotonic() - t0:.0f} s "
           f"({shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])})")
     return 0 if ok else 1

@@ -107,8 +107,12 @@ class OpenAIConfig(_EngineConfig):
     """Endpoint root, e.g. http://localhost:8000/v1."""
     api_key_env: Execution[str | None] = None
     """Name of the environment variable holding the API key (the key is never logged)."""
-    timeout_s: Execution[float] = 600.0
-    """Per-request timeout."""
+    timeout_s: Execution[float] = Field(600.0, gt=0)
+    """The most one request may take, whole (connecting, waiting, reading): a deadline, not a
+    per-read timeout, so a server dripping a byte a second is abandoned at it (then retried)."""
+    max_response_mib: Execution[int] = Field(16, ge=1)
+    """Largest answer accepted, in MiB (decoded), checked while it streams in: a longer one fails
+    the request in one line, and no more of it is read."""
     max_retries: Execution[int] = Field(4, ge=1)
     """Attempts per request on 429/5xx/timeouts."""
     max_concurrency: Execution[int] = Field(32, ge=1)

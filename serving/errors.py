@@ -12,7 +12,7 @@ class EndpointError(RuntimeError):
     """An endpoint failed, answered in a shape we cannot read, or retries ran out.
 
     `endpoint` is the URL asked, `status` the last HTTP status (None without a response);
-    `config_error` is True for 401/403/404, which the CLI reports with exit code 2; `transient`:
+    `config_error` is True for 401/403/404 and redirects, which the CLI reports with exit code 2; `transient`:
     the attempts ran out on timeouts, lost connections or 429/5xx, so a later call may pass
     (`serving.retry.transient` reads it).
     """
@@ -24,7 +24,8 @@ class EndpointError(RuntimeError):
 
     @property
     def config_error(self) -> bool:
-        return self.status in CONFIG_STATUSES
+        # a redirect too: the configured URL is not where the API is, and we do not follow it
+        return self.status in CONFIG_STATUSES or (self.status is not None and 300 <= self.status < 400)
 
     def __reduce__(self):  # keep the fields across processes (Ray actors pickle exceptions)
         return (_rebuild, (str(self), self.endpoint, self.status, self.transient))

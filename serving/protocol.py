@@ -110,6 +110,24 @@ class ChoiceResult(BaseModel):
     """Prompt tokens elided to fit the model's context (0: the prompt fit whole)."""
 
 
+class EngineInfo(BaseModel):
+    """What an engine says about itself: the parts of a judge's fingerprint the engine knows."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    engine: str
+    """The engine: hf, vllm, openai (a test double or other engine: its class name)."""
+    weights_hash: str | None = None
+    """Hash of the weights as the engine loaded them (`model_hash()`); None where the engine cannot
+    see them (an endpoint: its `model_hash()` names the endpoint, which is where it runs, not what)."""
+    version: str | None = None
+    """Version of the library that computes (transformers, vllm); None where the engine cannot say (an endpoint)."""
+    dtype: str | None = None
+    """Compute dtype of the weights as loaded (float32, bfloat16, …); None where unknown."""
+    kernel_form: str | None = None
+    """The choice-scoring form the packed kernel runs (shared, two_stage, single); None without the packed kernel."""
+
+
 class Engine:
     """What every engine (hf, vllm, openai, a Ray pool of them) offers: two verbs, and defaults
     for the rest, so that callers never probe an engine for what it has."""
@@ -139,6 +157,10 @@ class Engine:
     def stats(self) -> dict[str, Any]:
         """Counters of the work done (tokens, passes, retries); flat, JSON-ready."""
         return {}
+
+    def identity(self) -> EngineInfo:
+        """The engine, its library's version, dtype and kernel form (a judge's fingerprint reads them)."""
+        return EngineInfo(engine=type(self).__name__, weights_hash=self.model_hash())
 
 
 class UnsupportedModelError(RuntimeError):

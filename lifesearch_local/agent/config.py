@@ -20,11 +20,18 @@ class PythonToolConfig(_Cfg):
     cpu_s: Result[int] = Field(20, ge=1)
     """CPU seconds per process (RLIMIT_CPU; SIGXCPU, then SIGKILL one second later)."""
     memory_mb: Result[int] = Field(1024, ge=64)
-    """Address space per process in MiB (RLIMIT_AS); allocations beyond it fail."""
+    """Memory of the whole call in MiB: each process's address space (RLIMIT_AS: allocations beyond it
+    fail), and all its processes together (the call's cgroup v2 memory.max where the harness may make
+    one, else measured by the runner; the call is killed past it, as `memory_limit`)."""
     max_procs: Result[int] = Field(32, ge=1)
-    """Extra processes/threads the snippet may create (RLIMIT_NPROC above what its uid already runs)."""
+    """Extra processes/threads the snippet may create (RLIMIT_NPROC above what its uid already runs;
+    also the call cgroup's pids.max)."""
     file_mb: Result[int] = Field(16, ge=1)
     """Largest file the snippet may write, stdout and stderr included (RLIMIT_FSIZE), in MiB."""
+    scratch_mb: Result[int] = Field(64, ge=1)
+    """Everything the call may write together in MiB (its working directory and /dev/shm; each entry
+    counts at least 4 KiB): a tmpfs of this size, else measured by the runner and the call killed
+    past it; either way `scratch_limit`."""
     max_files: Result[int] = Field(256, ge=16)
     """Open file descriptors (RLIMIT_NOFILE)."""
     max_output_chars: Result[int] = Field(8000, ge=200)

@@ -16,11 +16,17 @@ from typing import Any
 
 from lifesearch_local.agent.config import PythonToolConfig, ToolsConfig
 from lifesearch_local.agent.observation import Observation, clip
+from lifesearch_local.agent.sandbox_host import (
+    call_cgroup,
+    cgroup_killed,
+    drop_cgroup,
+    read_audit,
+    remove_tree,
+)
 from lifesearch_local.llm.prompts import load_template
 from lifesearch_local.records import Task
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
-MARKER = "#sandbox "
 TERM_GRACE_S = 1.0  # after SIGTERM, how long the runner may take to kill what the snippet started
 log = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -35,7 +41,8 @@ _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCO
 _ERROR_KINDS = {"MemoryError": "memory_limit", "BlockingIOError": "process_limit",
                 "PermissionError: network access is disabled": "network_blocked", "PermissionError": "permission_denied",
                 "OSError: [Errno 30]": "permission_denied",  # a read-only part of the private root
-                "OSError: [Errno 27]": "file_size_limit", "OSError: [Errno 101]": "network_blocked",
+                "OSError: [Errno 27]": "file_size_limit", "OSError: [Errno 28]": "scratch_limit",
+                "OSError: [Errno 101]": "network_blocked",
                 "ConnectionRefusedError": "network_blocked"}
 
 
@@ -55,6 +62,12 @@ class SandboxResult:
         if self.isolation.get("refused"):
             return "sandbox_unavailable", (f"{self.isolation['refused']}; the snippet was not run (set "
                                            "tools.python.allow_weak_sandbox: true to run it in the weak mode anyway)")
+        killed = self.isolation.get("killed")
+        if killed:
+            what = (f"its processes together passed {cfg.memory_mb} MiB of memory" if killed["killed"] == "memory_limit"
+                    else f"its files together passed {cfg.scratch_mb} MiB")
+            held = f", {killed['held_mb']} MiB measured" if "held_mb" in killed else ""
+            return killed["killed"], f"the call was killed: {what} ({killed.get('by')}{held})"
         if self.timed_out:
             return "timeout", f"killed after {cfg.wall_s:g} s of wall time"
         if self.returncode == 0:
@@ -77,28 +90,54 @@ async def run_snippet(code: str, cfg: PythonToolConfig, *, namespaces: bool = Tr
     `namespaces=False` skips the namespaces, to exercise the fallback layers.
     """
     loop = asyncio.get_running_loop()
-    with tempfile.TemporaryDirectory(prefix="lifesearch-py-") as base:
-        spec, env = runner_spec(Path(base), code, cfg, namespaces=namespaces)
+    base = Path(tempfile.mkdtemp(prefix="lifesearch-py-"))
+    cgroup, why_not = call_cgroup(cfg.memory_mb, cfg.max_procs)
+    if cgroup is None and "cgroup" not in _warned:
+        _warned.add("cgroup")
+        log.debug("python tool: no cgroup per call (%s); the runner watches the call's memory", why_not)
+    audit_r, audit_w = os.pipe()  # the runner's record and events: a channel the snippet never holds
+    try:
+        spec, env = runner_spec(base, code, cfg, namespaces=namespaces, audit_fd=audit_w, cgroup=cgroup)
         t0 = loop.time()
-        with open(Path(base) / "out", "w+b") as out, open(Path(base) / "err", "w+b") as err:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", str(RUNNER), json.dumps(spec), stdin=asyncio.subprocess.DEVNULL,
-                stdout=out, stderr=err, cwd=spec["workdir"], env=env, start_new_session=True,
-            )
+        with open(base / "out", "w+b") as out, open(base / "err", "w+b") as err:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-I", str(RUNNER), json.dumps(spec), stdin=asyncio.subprocess.DEVNULL,
+                    stdout=out, stderr=err, cwd=spec["workdir"], env=env, start_new_session=True, pass_fds=(audit_w,),
+                )
+            finally:
+                os.close(audit_w)
             timed_out = await _wait(proc, cfg.wall_s)
             seconds = loop.time() - t0
             stdout, stderr = _read(out, cfg), _read(err, cfg)
-    isolation, stderr = _split_marker(stderr)
-    if isolation.get("mode") == "weak" and not isolation.get("refused") and "weak" not in _warned:
+        isolation = read_audit(audit_r)
+        if cgroup is not None and not isolation.get("killed") and (event := cgroup_killed(cgroup)):
+            isolation["killed"] = event
+    finally:
+        os.close(audit_r)
+        if cgroup is not None:
+            drop_cgroup(cgroup)
+        await asyncio.to_thread(_remove, base)  # a deep tree on a slow disk takes seconds: not on the loop
+    if isolation.get("mode") in {"weak", "namespaces-weak"} and not isolation.get("refused") and "weak" not in _warned:
         _warned.add("weak")
-        log.warning("python tool: weak sandbox (%s); snippets can read the host's files and outlive the call",
-                    ", ".join(k for k, v in isolation.get("guarantees", {}).items() if not v))
+        log.warning("python tool: %s sandbox (%s); see docs/configuration.md", isolation["mode"],
+                    ", ".join(k for k, v in isolation.get("guarantees", {}).items() if not v) or "no seccomp or Landlock")
     return SandboxResult(proc.returncode, stdout, stderr, timed_out, seconds, isolation)
 
 
-def runner_spec(base: Path, code: str, cfg: PythonToolConfig, *, namespaces: bool = True) -> tuple[dict, dict]:
+def _remove(base: Path) -> None:
+    """The call's directory goes whatever the snippet left in it (any depth, any permissions)."""
+    try:
+        remove_tree(base)
+    except OSError as e:
+        log.warning("python tool: could not remove %s: %s", base, e)
+
+
+def runner_spec(base: Path, code: str, cfg: PythonToolConfig, *, namespaces: bool = True, audit_fd: int | None = None,
+                cgroup: Path | None = None) -> tuple[dict, dict]:
     """Prepare `base` (the snippet file, an empty working directory, a mount point for the private
-    root) and return the runner's spec and the child's environment."""
+    root) and return the runner's spec and the child's environment. `audit_fd`: the write end of the
+    pipe the runner reports on; `cgroup`: the call's cgroup v2 (sandbox_host.call_cgroup)."""
     work, root = base / "work", base / "root"
     work.mkdir()
     root.mkdir()
@@ -107,8 +146,9 @@ def runner_spec(base: Path, code: str, cfg: PythonToolConfig, *, namespaces: boo
         os.chmod(base, 0o711)
         os.chmod(base / "snippet.py", 0o644)
     spec = {"code": str(base / "snippet.py"), "workdir": str(work), "root": str(root), "cpu_s": cfg.cpu_s,
-            "memory_mb": cfg.memory_mb, "file_mb": cfg.file_mb, "max_files": cfg.max_files,
-            "max_procs": cfg.max_procs, "namespaces": namespaces, "allow_weak": cfg.allow_weak_sandbox}
+            "memory_mb": cfg.memory_mb, "file_mb": cfg.file_mb, "scratch_mb": cfg.scratch_mb, "max_files": cfg.max_files,
+            "max_procs": cfg.max_procs, "namespaces": namespaces, "allow_weak": cfg.allow_weak_sandbox,
+            "audit_fd": audit_fd, "cgroup": str(cgroup) if cgroup else None}
     return spec, {**_ENV, "HOME": str(work), "TMPDIR": str(work)}
 
 
@@ -158,14 +198,6 @@ def _alive_in_group(pgid: int) -> bool:
 def _read(f, cfg: PythonToolConfig) -> str:
     f.seek(0)
     return f.read(cfg.file_mb << 20).decode("utf-8", errors="replace")
-
-
-def _split_marker(stderr: str) -> tuple[dict[str, Any], str]:
-    first, _, rest = stderr.partition("\n")
-    if first.startswith(MARKER):
-        with contextlib.suppress(ValueError):
-            return json.loads(first[len(MARKER):]), rest
-    return {}, stderr
 
 
 class PythonTool:

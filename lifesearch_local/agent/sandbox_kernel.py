@@ -36,8 +36,9 @@ def landlock_abi() -> int:
 
 
 def landlock(read: list[str], write: list[str]) -> dict:
-    """Reads (and execution) only beneath `read`, reads and writes only beneath `write`; no TCP
-    bind/connect (ABI 4+); no signal or abstract UNIX socket out of the sandbox (ABI 6+)."""
+    """Reads (and execution) only beneath `read`; reads, writes and execution only beneath `write`
+    (a binary written there runs, confined); no TCP bind/connect (ABI 4+); no signal or abstract
+    UNIX socket out of the sandbox (ABI 6+)."""
     abi = landlock_abi()
     if abi < 1:
         return {"fs": None, "landlock_abi": abi}

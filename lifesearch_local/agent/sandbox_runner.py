@@ -3,13 +3,15 @@
 Every layer is applied here, in a fresh single-threaded interpreter, before the snippet's
 first line runs (the harness is multi-threaded, where `preexec_fn` is unsafe):
 
+0. the call's cgroup v2 (memory.max, pids.max), joined first, where the harness could make one;
 1. namespaces (as root directly, else inside a new user namespace; skipped where the kernel
    refuses): network (no interface but a down loopback), PID (its init dies with this runner,
    then the kernel kills everything left), IPC, UTS and mount. In the mount namespace the
    snippet gets a private root: a read-only tmpfs holding only the Python installation, the
-   system's /usr and /lib*, two /etc files, a few /dev nodes, a fresh /proc of its own PID
-   namespace, a private /dev/shm and the working directory. Home, run directories, /etc/passwd
-   and every host socket are simply not there;
+   system's /usr and /lib*, two /etc files, a few /dev nodes and a fresh /proc of its own PID
+   namespace; its working directory and /dev/shm are one tmpfs of `scratch_mb` (the call's
+   writes capped together, gone with the namespace: nothing of them reaches the host's disk).
+   Home, run directories, /etc/passwd and every host socket are simply not there;
    without namespaces this process stays outside as a child subreaper: everything the snippet
    starts (double-forked, setsid) is reparented to it and killed when the snippet ends or
    when the harness sends SIGTERM;
@@ -19,21 +21,24 @@ first line runs (the harness is multi-threaded, where `preexec_fn` is unsafe):
    an interpreter that uid cannot reach (e.g. under /root) keeps CAP_DAC_READ_SEARCH, which
    Landlock then confines to the paths below;
 4. Landlock (where the kernel has it): reads and execution only beneath the Python
-   installation, the system directories above and the snippet file; writes only beneath the
-   working directory (and /dev/null); no TCP (ABI 4+); signals and abstract UNIX sockets
+   installation, the system directories above and the snippet file; reads, writes and
+   execution beneath the working directory (and /dev/null) — a binary the snippet writes there
+   runs, confined by every layer here; no TCP (ABI 4+); signals and abstract UNIX sockets
    scoped to the sandbox (ABI 6+);
 5. seccomp: socket() refused for every family (socketpair only for AF_UNIX), io_uring,
    namespaces, mounts, ptrace, keyrings, bpf and file handles refused;
 6. a Python-level socket() refusal, only for a clearer message.
 
-The layers that took effect and the resulting mode (namespaces, landlock, or weak — which runs
-only when the spec allows it) are the first stderr line: `#sandbox {json}`.
-Only the standard library is imported here.
+The process that waits for the snippet (the init, or the subreaper) measures what no kernel caps
+for the call (sandbox_watch: its processes' memory without a cgroup, its scratch directory without
+the tmpfs) and ends the call past a limit. The layers that took effect, the resulting mode
+(namespaces, landlock; namespaces-weak or weak only when the spec allows them) and such a kill
+go to the harness as JSON lines on the audit descriptor (`audit_fd`), a pipe the snippet never
+holds: nothing it prints can forge them. Only the standard library is imported here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import json
 import os
@@ -43,10 +48,10 @@ import runpy
 import select
 import signal
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sandbox_kernel as kernel  # noqa: E402  (a sibling file: -I leaves the script's folder off sys.path)
+import sandbox_watch as watch  # noqa: E402
 
 del sys.path[0]
 
@@ -123,12 +128,14 @@ def enter_pid_namespace(spec: dict, layers: dict) -> None:
     layers.update(net="netns", pid="pidns")
     try:
         private_root(spec)
-        layers["mnt"] = "private-root"
+        layers.update(mnt="private-root", scratch="tmpfs")
     except OSError as e:
-        layers["mnt_error"] = str(e)
+        layers.update(mnt_error=str(e), scratch="watch")
+    layers["memory"] = layers["memory"] or "rss-watch"
     child = os.fork()
-    if child:
-        _relay(child)
+    if child:  # kill(-1) from a PID namespace's init reaches every other process in it
+        me = watch.this_pid()
+        os._exit(watch.watch(child, spec, layers, lambda: watch.descendants(me), lambda: os.kill(-1, signal.SIGKILL)))
 
 
 def private_root(spec: dict) -> None:
@@ -138,14 +145,11 @@ def private_root(spec: dict) -> None:
     _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
     _check(_libc.mount(b"tmpfs", new.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,size=1m"), "tmpfs root")
     _bind_all(new, read_paths(spec), read_only=True)
-    _bind_all(new, [spec["workdir"]], read_only=False)
     _bind_all(new, DEVICES, read_only=False, devices=True)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{new}/dev/{name}")
-    os.makedirs(f"{new}/dev/shm")
-    shm = f"mode=1777,size={spec['file_mb']}m".encode()
-    _check(_libc.mount(b"tmpfs", f"{new}/dev/shm".encode(), b"tmpfs", MS_NOSUID | MS_NODEV, shm), "tmpfs /dev/shm")
+    scratch(new, spec)
     os.makedirs(f"{new}/proc")  # mounted while the host's /proc is still visible (a user namespace requires it)
     _check(_libc.mount(b"proc", f"{new}/proc".encode(), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "proc")
     os.chdir(new)
@@ -153,6 +157,24 @@ def private_root(spec: dict) -> None:
     _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")
     os.chdir("/")
     _check(_libc.mount(None, b"/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None), "/ read-only")
+
+
+def scratch(new: str, spec: dict) -> None:
+    """One tmpfs of `scratch_mb` (and 256 inodes per MiB) behind both the working directory and
+    /dev/shm, mounted at a staging point that is then detached: every write of the call counts
+    against one cap, and all of it vanishes with the mount namespace."""
+    stage, size = f"{new}/.scratch", spec["scratch_mb"]
+    os.makedirs(stage)
+    opts = f"mode=0755,size={size}m,nr_inodes={size * 256}".encode()
+    _check(_libc.mount(b"tmpfs", stage.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts), "tmpfs scratch")
+    os.mkdir(f"{stage}/work", 0o700)
+    os.mkdir(f"{stage}/shm")
+    os.chmod(f"{stage}/shm", 0o1777)
+    for src, dst in ((f"{stage}/work", new + spec["workdir"]), (f"{stage}/shm", f"{new}/dev/shm")):
+        os.makedirs(dst)
+        _check(_libc.mount(src.encode(), dst.encode(), None, MS_BIND, None), f"bind {dst}")
+    _check(_libc.umount2(stage.encode(), MNT_DETACH), "detach the scratch staging point")
+    os.rmdir(stage)
 
 
 def _bind_all(new: str, paths: list[str], read_only: bool, devices: bool = False) -> None:
@@ -192,68 +214,30 @@ def _locked_flags(path: str) -> int:
     return sum(ms for st, ms in pairs if f & st)
 
 
-def supervise(layers: dict) -> None:
+def supervise(spec: dict, layers: dict) -> None:
     """Without a PID namespace: stay outside as a subreaper and run the snippet in a child.
 
     Every orphan the snippet leaves is reparented here; when the snippet ends, or SIGTERM comes
-    from the harness, every descendant is killed before this process exits.
+    from the harness, every descendant is killed before this process exits. Meanwhile it measures
+    the call's memory (without a cgroup) and its working directory's bytes (on the host's disk).
     """
     if not LINUX or _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         return
-    layers["reaper"] = "subreaper"
-    signal.signal(signal.SIGTERM, lambda *_: (kill_descendants(), os._exit(128 + signal.SIGTERM)))
+    layers.update(reaper="subreaper", scratch="watch")
+    layers["memory"] = layers["memory"] or "rss-watch"
+    signal.signal(signal.SIGTERM, lambda *_: (watch.kill_descendants(), os._exit(128 + signal.SIGTERM)))
     child = os.fork()
     if child == 0:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         return
-    _, status = os.waitpid(child, 0)
-    kill_descendants()
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
-
-
-def kill_descendants(rounds: int = 500) -> None:
-    """SIGKILL every descendant and reap it, until this process has no child left (bounded)."""
     me = os.getpid()
-    for _ in range(rounds):
-        parents = {}
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    parents[int(pid)] = int(f.read().rsplit(b")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-        tree, frontier = set(), {me}
-        while frontier:
-            frontier = {p for p, pp in parents.items() if pp in frontier} - tree
-            tree |= frontier
-        for pid in tree:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            return  # no child left: with a subreaper, no descendant either
-        time.sleep(0.002)
+    status = watch.watch(child, spec, layers, lambda: watch.descendants(me), watch.kill_descendants)
+    watch.kill_descendants()
+    os._exit(status)
 
 
 # --- 2, 3. limits and identity ---------------------------------------------------------------
-def tasks_of_uid(uid: int) -> int:
-    """Threads (tasks) owned by `uid`: RLIMIT_NPROC counts them all, not only ours."""
-    n = 0
-    if not os.path.isdir("/proc"):
-        return n
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if os.stat(f"/proc/{pid}").st_uid == uid:
-                    n += len(os.listdir(f"/proc/{pid}/task"))
-            except OSError:
-                continue
-    return n
-
-
 def sandbox_uid() -> int:
     """As root: a uid of this sandbox's own (from the runner's pid), so that RLIMIT_NPROC counts
     only its processes, not those of other sandboxes running at the same time."""
@@ -365,30 +349,44 @@ def confine(spec: dict, layers: dict, root: bool, uid: int, in_use: int) -> None
     layers["seccomp"] = kernel.seccomp()
     block_sockets()
     layers["guarantees"] = guarantees(layers, root)
-    strong = all(layers["guarantees"].values())
-    layers["mode"] = ("namespaces" if layers.get("mnt") else "landlock") if strong else "weak"
-    if not strong and not spec.get("allow_weak"):
-        missing = sorted(k for k, v in layers["guarantees"].items() if not v)
+    layers["mode"], missing = sandbox_mode(layers)
+    if missing and not spec.get("allow_weak"):
         layers["refused"] = f"this kernel/user cannot give the sandbox: {', '.join(missing)}"
-    # the runner's protocol line to the harness (this file runs as a program of its own)
-    sys.stderr.write("#sandbox " + json.dumps(layers) + "\n")
-    sys.stderr.flush()
+    audit = spec.get("audit_fd")
+    if audit is not None:  # the harness's own pipe, closed before the snippet's first line
+        os.write(audit, (json.dumps(layers) + "\n").encode())
+        os.close(audit)
     if layers.get("refused"):
         os._exit(REFUSED)
+
+
+def sandbox_mode(layers: dict) -> tuple[str, list[str]]:
+    """The mode and what it lacks. Namespaces alone leave the kernel's whole syscall surface
+    (io_uring, mounts, ptrace, …) and every path inside the private root open: without seccomp or
+    Landlock that is `namespaces-weak`, refused like `weak` unless allowed."""
+    missing = sorted(k for k, v in layers["guarantees"].items() if not v)
+    if missing:
+        return "weak", missing
+    if not layers.get("mnt"):
+        return "landlock", []
+    lacking = [name for name, held in (("seccomp", layers.get("seccomp") == "seccomp"),
+                                       ("landlock", layers.get("fs") == "landlock")) if not held]
+    return ("namespaces-weak", [f"namespaces without {' or '.join(lacking)}"]) if lacking else ("namespaces", [])
 
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
     root = os.geteuid() == 0 and LINUX
     uid = sandbox_uid() if root else os.getuid()
-    in_use = tasks_of_uid(uid)  # counted before a user namespace would hide who owns what
-    layers: dict = {"net": None, "pid": None, "mnt": None}
+    in_use = watch.tasks_of_uid(uid)  # counted before a user namespace would hide who owns what
+    layers: dict = {"net": None, "pid": None, "mnt": None, "memory": None, "pids": "rlimit", "scratch": None}
+    layers.update(watch.join_cgroup(spec))  # before any fork: everything of the call is in it
     if LINUX and spec.get("namespaces", True):
         layers.update(unshare_all(root))
     if layers.get("ns_via"):
         enter_pid_namespace(spec, layers)
     else:
-        supervise(layers)
+        supervise(spec, layers)
     confine(spec, layers, root, uid, in_use)
     os.chdir(spec["workdir"])
     sys.argv = ["<python>"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifesearch_local.agent.tools import Tool, check_arguments
+from serving.jsonread import JSONError, loads
 from serving.protocol import Generation
 
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
@@ -93,8 +94,8 @@ def _bare_call(text: str, tools: Mapping[str, Tool]) -> bool:
 def _loads(raw: str) -> Any:
     m = _FENCE.match(raw)
     try:
-        return json.loads(m.group(1) if m else raw)
-    except (json.JSONDecodeError, ValueError):
+        return loads(m.group(1) if m else raw)  # bounded: a model can write JSON 100 000 levels deep
+    except JSONError:
         return None
 
 

@@ -174,8 +174,10 @@ def judge_vs_judge(items: Mapping[str, Sequence[Item]], *, n_resamples: int = st
         n_b, n_c = int(np.sum(right_a & ~right_b)), int(np.sum(~right_a & right_b))
         entry = {"a": a, "b": b, "n": len(ia), "n_reports": ca.n_reports}
         for m in ("accuracy_mean", "kappa"):
-            entry[f"diff_{m}"] = {"diff": stats.finite(float(pa[m][0] - pb[m][0])),
-                                  "ci95": stats.interval(stats.percentile_ci(ma[m] - mb[m], n_units=ca.n_reports)[0])}
+            ci = stats.interval(stats.percentile_ci(ma[m] - mb[m], n_units=ca.n_reports)[0])
+            why = stats.no_interval(ci, ca.n_reports)
+            entry[f"diff_{m}"] = {"diff": stats.finite(float(pa[m][0] - pb[m][0])), "ci95": None if why else ci,
+                                  "ci95_reason": why}
         entry["mcnemar"] = {"b": n_b, "c": n_c, "p_value": stats.mcnemar_exact(n_b, n_c),
                             "what": "b = items a got right and b wrong, c = the reverse (first judge run)"}
         out.append(entry)
@@ -229,12 +231,26 @@ def rank_ci(tasks: Sequence[Task], items: Sequence[Item], *, n_resamples: int = 
             "rank_kendall": stats.interval(stats.percentile_ci(kendall_rows(sj[ok], sl[ok]), n_units=nt)[0])}
 
 
+def _no_zero_width(metrics: Mapping, ci: dict[str, list[float] | None], n_tasks: int) -> tuple[dict, dict[str, str]]:
+    """The intervals with those that are none (under 2 units, zero width) set to None, and why: a
+    zero-width interval would read as certainty. A metric with no value (—) needs no reason."""
+    out, why = {}, {}
+    for m, c in ci.items():
+        units = n_tasks if m.startswith("rank_") else metrics["n_reports"]
+        reason = None if metrics.get(m) is None else stats.no_interval(c, units)
+        out[m] = None if reason else c
+        if reason:
+            why[m] = reason
+    return out, why
+
+
 # -- everything ----------------------------------------------------------------------------
 def agreement_uncertainty(tasks: Sequence[Task], judgments: Sequence[Judgment], labels: dict[Key, bool],
                           result: dict[str, dict], *, n_resamples: int = stats.DEFAULT_RESAMPLES,
                           seed: int = stats.DEFAULT_SEED) -> dict:
-    """Add `ci95` (metric → [lo, hi]) and `n_reports` to each judge of `agreement.agreement`'s result
-    (in place) and return {"bootstrap": settings, "judge_vs_judge": [...]} for its judges, in its order."""
+    """Add `ci95` (metric → [lo, hi]; None where there is no interval, with the reason in `ci95_reason`)
+    and `n_reports` to each judge of `agreement.agreement`'s result (in place) and return
+    {"bootstrap": settings, "judge_vs_judge": [...]} for its judges, in its order."""
     groups: dict[str, list[Judgment]] = defaultdict(list)
     for j in judgments:
         if j.judge in result:
@@ -243,8 +259,8 @@ def agreement_uncertainty(tasks: Sequence[Task], judgments: Sequence[Judgment], 
     for name, its in items.items():
         ci = judge_ci(its, n_resamples=n_resamples, seed=seed)
         ci.update(rank_ci(tasks, its, n_resamples=n_resamples, seed=seed))
-        result[name]["ci95"] = ci
         result[name]["n_reports"] = report_index(its)[1]
+        result[name]["ci95"], result[name]["ci95_reason"] = _no_zero_width(result[name], ci, len({it.key[0] for it in its}))
     settings = {"method": stats.METHOD, "level": stats.LEVEL, "unit": "report (task, agent, run); tasks for ρ/τ",
                 "resamples": n_resamples, "seed": seed}
     return {"bootstrap": settings, "judge_vs_judge": judge_vs_judge(items, n_resamples=n_resamples, seed=seed)}

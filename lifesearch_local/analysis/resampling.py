@@ -10,7 +10,9 @@ Definitions and the reasons behind them are in docs/statistics.md. In short:
   interpolation), α' = 2·Φ(−√(n/(n−1))·t_{n−1}(0.975)) for n resampled units (0.05 as n grows);
 - the sign-flip p-value of a paired mean difference d̄ over n tasks is the share of sign
   vectors s (all 2^n when 2^n ≤ B, else B random ones plus the observed, the usual +1
-  correction) with |mean(s·d)| ≥ |d̄|.
+  correction) with |mean(s·d)| ≥ |d̄|;
+- below 2 resampled units, or where every resample gives the same value, there is no interval:
+  a zero-width one would read as certainty. The interval is NaN and `no_interval` says why.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import itertools
 import math
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -75,6 +77,29 @@ def percentile_ci(samples: np.ndarray, level: float = LEVEL, n_units: int | None
         if len(col):
             out[j] = np.quantile(col, [tail, 1 - tail])
     return out
+
+
+MIN_UNITS = 2
+"""Fewest resampled units an interval needs: one unit resamples to itself."""
+
+
+def no_interval(ci: Sequence[float] | None, n_units: int) -> str | None:
+    """Why `ci` (an interval over `n_units` resampled units) is no interval, or None when it is one:
+    below MIN_UNITS units, undefined on every resample, or of zero width (every resample gives the
+    same value: no spread). Short, to stand in a table cell in place of the interval."""
+    if n_units < MIN_UNITS:
+        return f"n={n_units}: no interval"
+    if ci is None or any(math.isnan(v) for v in ci):
+        return "undefined: no interval"
+    if ci[1] - ci[0] <= _TIE * max(1.0, abs(ci[0]), abs(ci[1])):
+        return "no spread: no interval"
+    return None
+
+
+def checked(ci: Sequence[float], n_units: int) -> tuple[tuple[float, float], str | None]:
+    """(ci, None) for an interval; (NaN, NaN) and the reason for none (see `no_interval`)."""
+    why = no_interval(ci, n_units)
+    return ((math.nan, math.nan), why) if why else ((float(ci[0]), float(ci[1])), None)
 
 
 def bootstrap_means(values: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
@@ -148,6 +173,8 @@ class Comparison:
     p_value: float
     p_holm: float
     n_tasks: int
+    ci_reason: str | None = None
+    """Why ci95 is no interval (NaN): under 2 shared tasks, or no spread (`no_interval`); None when it is one."""
 
     @property
     def holds(self) -> bool:
@@ -155,23 +182,34 @@ class Comparison:
         return self.p_holm < ALPHA
 
     def as_json(self) -> dict:
-        return {"a": self.a, "b": self.b, "diff": finite(self.diff), "ci95": interval(self.ci95), "p_value": self.p_value,
-                "p_holm": self.p_holm, "n_tasks": self.n_tasks, "holds_at_0.05": self.holds}
+        return {"a": self.a, "b": self.b, "diff": finite(self.diff), "ci95": interval(self.ci95),
+                "ci95_reason": self.ci_reason, "p_value": self.p_value, "p_holm": self.p_holm, "n_tasks": self.n_tasks,
+                "holds_at_0.05": self.holds}
 
 
 @dataclass
 class ScoreUncertainty:
-    """Bootstrap intervals of one judge's agent scores and their paired comparisons."""
+    """Bootstrap intervals of one judge's agent scores and their paired comparisons; an interval
+    that cannot be given is (NaN, NaN) with its reason in `ci_reason` / `domain_ci_reason`."""
 
     ci95: dict[str, tuple[float, float]]
     domain_ci95: dict[str, dict[str, tuple[float, float]]]
     comparisons: list[Comparison]
     seed: int
     resamples: int
+    ci_reason: dict[str, str] = field(default_factory=dict)
+    """agent → why its ci95 is no interval (only agents without one)."""
+    domain_ci_reason: dict[str, dict[str, str]] = field(default_factory=dict)
+    """agent → domain → why its domain interval is no interval (only those without one)."""
+    n_tasks: dict[str, int] = field(default_factory=dict)
+    """agent → tasks behind its mean and interval."""
+    domain_n_tasks: dict[str, dict[str, int]] = field(default_factory=dict)
+    """agent → domain → tasks of that domain behind its domain mean and interval."""
 
     def settings(self) -> dict:
         return {"method": METHOD, "level": LEVEL, "unit": "task", "resamples": self.resamples, "seed": self.seed,
-                "test": "paired sign-flip permutation over tasks, Holm-adjusted across pairs"}
+                "test": "paired sign-flip permutation over tasks, Holm-adjusted across pairs",
+                "min_tasks": MIN_UNITS}
 
 
 def _pair(x: np.ndarray) -> tuple[float, float]:
@@ -188,6 +226,28 @@ def interval(ci: Sequence[float] | None) -> list[float | None] | None:
     return None if ci is None or any(math.isnan(v) for v in ci) else [float(ci[0]), float(ci[1])]
 
 
+def column_cis(m: np.ndarray, tids: Sequence[str], rows: Sequence[int], n_resamples: int, seed: int,
+               *stream: int) -> list[tuple[tuple[float, float], str | None, int]]:
+    """(ci, reason, n) of the mean of each column of m over `rows`, leaving out its NaN cells (tasks
+    an agent was not scored on). Columns with every row share one draw of tasks (`stream`), so
+    adding an agent changes no other agent's interval; a column with gaps draws its own tasks
+    (`stream` + the names of its tasks)."""
+    out: list[tuple[tuple[float, float], str | None, int]] = [((math.nan, math.nan), "n=0: no interval", 0)] * m.shape[1]
+    sub = m[list(rows)]
+    full = [j for j in range(m.shape[1]) if len(rows) and not np.isnan(sub[:, j]).any()]
+    if full:
+        cis = percentile_ci(bootstrap_means(sub[:, full], n_resamples, seed, *stream), n_units=len(rows))
+        for j, c in zip(full, cis, strict=True):
+            out[j] = (*checked(c, len(rows)), len(rows))
+    for j in set(range(m.shape[1])) - set(full):
+        own = [r for r in rows if not np.isnan(m[r, j])]
+        if own:
+            names = name_stream(*(tids[r] for r in own))
+            c = mean_ci(m[own, j], n_resamples, seed, *stream, names)[0]
+            out[j] = (*checked(c, len(own)), len(own))
+    return out
+
+
 def score_uncertainty(task_scores: dict[str, dict[str, float]], judged: dict[str, set[str]] | None = None,
                       domains: dict[str, str] | None = None, *, n_resamples: int = DEFAULT_RESAMPLES,
                       seed: int = DEFAULT_SEED) -> ScoreUncertainty:
@@ -197,24 +257,31 @@ def score_uncertainty(task_scores: dict[str, dict[str, float]], judged: dict[str
     task-level count matrix, shared by all agents, resamples each task with all its runs.
     `judged` (agent → tasks with any judgment) picks the tasks a pair shares; `domains`
     (task → domain) gives the per-domain intervals, resampled within each domain. Without
-    `judged`, every pair shares every task; without `domains`, no per-domain intervals.
+    `judged`, every pair shares the tasks both have scores for; without `domains`, no per-domain
+    intervals. A task absent from an agent's scores (a cell not scored in a published table) is
+    left out of that agent's interval and of its pairs only.
     """
     agents = list(task_scores)
-    tids = list(next(iter(task_scores.values()))) if agents else []
-    judged = {a: set(tids) for a in agents} if judged is None else judged
+    tids = list(dict.fromkeys(t for a in agents for t in task_scores[a]))
+    judged = {a: set(task_scores[a]) & set(task_scores[a] if judged is None else judged.get(a, ())) for a in agents}
     domains = domains or {}
-    m = np.array([[task_scores[a][t] for a in agents] for t in tids], dtype=np.float64).reshape(len(tids), len(agents))
-    boot = bootstrap_means(m, n_resamples, seed, 0) if len(tids) else np.empty((0, len(agents)))  # stream (0,)
-    ci = {a: _pair(c) for a, c in zip(agents, percentile_ci(boot, n_units=len(tids)), strict=True)} if len(tids) else {}
-    dom_ci: dict[str, dict[str, tuple[float, float]]] = {a: {} for a in agents}
+    m = np.array([[task_scores[a].get(t, np.nan) for a in agents] for t in tids], dtype=np.float64)
+    m = m.reshape(len(tids), len(agents))
+    u = ScoreUncertainty({}, {a: {} for a in agents}, [], seed, n_resamples,
+                         domain_n_tasks={a: {} for a in agents})
+    for a, (ci, why, n) in zip(agents, column_cis(m, tids, range(len(tids)), n_resamples, seed, 0), strict=True):
+        u.ci95[a], u.n_tasks[a] = ci, n
+        if why:
+            u.ci_reason[a] = why
     for dom in sorted({domains[t] for t in tids if t in domains}):
         rows = [i for i, t in enumerate(tids) if domains.get(t) == dom]
-        if len(rows) < 2:  # one task resamples to itself: a zero-width interval would claim certainty
-            continue
-        for a, c in zip(agents, mean_ci(m[rows], n_resamples, seed, 1, name_stream(dom)), strict=True):
-            dom_ci[a][dom] = _pair(c)
-    comps = compare_agents(m, tids, agents, judged, n_resamples=n_resamples, seed=seed)
-    return ScoreUncertainty(ci, dom_ci, comps, seed, n_resamples)
+        for a, (ci, why, n) in zip(agents, column_cis(m, tids, rows, n_resamples, seed, 1, name_stream(dom)), strict=True):
+            if n:
+                u.domain_ci95[a][dom], u.domain_n_tasks[a][dom] = ci, n
+            if n and why:
+                u.domain_ci_reason.setdefault(a, {})[dom] = why
+    u.comparisons = compare_agents(m, tids, agents, judged, n_resamples=n_resamples, seed=seed)
+    return u
 
 
 def compare_agents(m: np.ndarray, tids: Sequence[str], agents: Sequence[str], judged: dict[str, set[str]], *,
@@ -241,5 +308,8 @@ def compare_agents(m: np.ndarray, tids: Sequence[str], agents: Sequence[str], ju
         ci[ks] = percentile_ci(bootstrap_means(d, n_resamples, seed, 2, stream), n_units=len(rows))
         p[ks] = sign_flip_p(d, n_resamples, seed, 3, stream)
     adj = holm([float(x) for x in p])
-    return [Comparison(agents[i], agents[j], float(diff[k]), _pair(ci[k]), float(p[k]), adj[k], n[k])
-            for k, (i, j) in enumerate(pairs)]
+    out = []
+    for k, (i, j) in enumerate(pairs):
+        c, why = checked(ci[k], n[k])
+        out.append(Comparison(agents[i], agents[j], float(diff[k]), c, float(p[k]), adj[k], n[k], why))
+    return out

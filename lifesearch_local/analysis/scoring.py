@@ -203,8 +203,9 @@ def uncertainty_by_judge(
 
 def scores_json(by_judge: dict, uncertainty: Mapping | None = None) -> dict:
     """One judge: {"judge", "agents"}; several: {"judges": {name: {"judge", "agents"}}}. With
-    `uncertainty` (uncertainty_by_judge), each agent gets `ci95` and `domain_ci95` and each judge
-    `comparisons` and `bootstrap` (method, seed, resamples)."""
+    `uncertainty` (uncertainty_by_judge), each agent gets `ci95` and `domain_ci95` (null where there is no
+    interval, with the reason in `ci95_reason` / `domain_ci95_reason`), `n_tasks` and `domain_n_tasks`,
+    and each judge `comparisons` and `bootstrap` (method, seed, resamples)."""
     from lifesearch_local.analysis.resampling import interval
 
     per = {}
@@ -214,8 +215,11 @@ def scores_json(by_judge: dict, uncertainty: Mapping | None = None) -> dict:
         entry: dict = {"judge": name, "agents": agents}
         if u is not None:
             for a, row in agents.items():
-                row["ci95"] = interval(u.ci95.get(a))
+                row["ci95"], row["ci95_reason"] = interval(u.ci95.get(a)), u.ci_reason.get(a)
+                row["n_tasks"] = u.n_tasks.get(a)
                 row["domain_ci95"] = {d: interval(c) for d, c in u.domain_ci95.get(a, {}).items()}
+                row["domain_ci95_reason"] = u.domain_ci_reason.get(a, {})
+                row["domain_n_tasks"] = u.domain_n_tasks.get(a, {})
             entry["comparisons"] = [c.as_json() for c in u.comparisons]
             entry["bootstrap"] = u.settings()
         per[name] = entry

@@ -77,9 +77,10 @@ def run(args: argparse.Namespace) -> int:
     tasks = load_tasks(args.tasks)
     labels, source = load_labels(args)
     judgments = read_records(args.judgments, Judgment)
+    manifest = manifest_beside(args.judgments)  # before any output: a damaged one stops the command
     exclude = [args.label_judge.split("#")[0]] if args.label_judge else []
     if args.disagreements:
-        return print_disagreements(args, tasks, judgments, labels, exclude)
+        return print_disagreements(args, tasks, judgments, labels, exclude, manifest)
     result = agreement(tasks, judgments, labels, exclude=exclude)
     unc = agreement_uncertainty(tasks, judgments, labels, result, n_resamples=args.resamples, seed=args.seed)
     if args.json:
@@ -89,11 +90,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_agreement(result, source, len(labels), unc)
     shown = [j for j in judgments if j.judge not in exclude]
-    print_caveats(args.json or args.csv, manifest=manifest_beside(args.judgments), judgments=shown)
+    print_caveats(args.json or args.csv, manifest=manifest, judgments=shown)
     return 0
 
 
-def print_disagreements(args: argparse.Namespace, tasks: list, judgments: list, labels: dict, exclude: list) -> int:
+def print_disagreements(args: argparse.Namespace, tasks: list, judgments: list, labels: dict, exclude: list,
+                        manifest: dict | None) -> int:
     """`--disagreements`: the list as a table, JSON or CSV."""
     from lifesearch_local.analysis.disagreements import disagreements
     from lifesearch_local.output.csv_rows import DISAGREEMENT_COLUMNS, to_csv
@@ -112,5 +114,5 @@ def print_disagreements(args: argparse.Namespace, tasks: list, judgments: list, 
         console().print(disagreement_table(rows, title=f"{total} labelled decision(s) where a judge and the labels "
                                            f"differ{shown}, most confident mistakes first"))
     judged = [j for j in judgments if j.judge not in exclude]
-    print_caveats(args.json or args.csv, manifest=manifest_beside(args.judgments), judgments=judged)
+    print_caveats(args.json or args.csv, manifest=manifest, judgments=judged)
     return 0

@@ -126,14 +126,11 @@ def run_judgments(run_dir, judges) -> list:
 
 def manifest_beside(path) -> dict | None:
     """The manifest.json of the run directory holding `path` (it says which models had random
-    weights), or None for a file outside a run directory."""
-    import json
+    weights), or None for a file outside a run directory; a damaged one is an InputError (one
+    line naming it and `lifesearch repair`): its caveats must not be dropped silently."""
+    from lifesearch_local.rundir.manifest import manifest_data
 
-    p = Path(path).parent / "manifest.json"
-    try:
-        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
-    except (OSError, ValueError):
-        return None
+    return manifest_data(Path(path).parent)
 
 
 def _stage_line(name: str, s: dict) -> str:

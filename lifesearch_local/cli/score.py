@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     tasks = load_tasks(args.tasks)
     judgments = read_records(args.judgments, Judgment)
+    manifest = manifest_beside(args.judgments)  # before any output: a damaged one stops the command
     reports = read_records(args.reports, Report) if args.reports else []
     if args.limit is not None and args.limit < len(tasks):
         tasks, judgments, reports = first_tasks(tasks, args.limit, judgments, reports)
@@ -76,5 +77,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_scores(by_judge, unc, compare=args.compare)
     shown = [j for name, js in split_by_judge(judgments).items() if name in by_judge for j in js]
-    print_caveats(args.json or args.csv, manifest=manifest_beside(args.judgments), judgments=shown)
+    print_caveats(args.json or args.csv, manifest=manifest, judgments=shown)
     return 0

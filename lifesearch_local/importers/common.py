@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from lifesearch_local.errors import InputError, LifesearchError
-from lifesearch_local.rundir.jsonl import numbered_records, write_records
+from lifesearch_local.rundir.jsonl import numbered_records, read_json_file, require_file, write_records
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -26,6 +26,21 @@ def read_rows(path: str | Path, model: type[M]) -> list[tuple[int, M]]:
     if not out:
         raise InputError(str(path), None, None, "no records in file")
     return out
+
+
+def import_inputs(out: Path, *required: str) -> dict[str, Any]:
+    """The `inputs` of an import directory's import.json, with the `required` keys; a damaged or
+    foreign file is one InputError naming it."""
+    path = Path(out) / "import.json"
+    require_file(path, "JSON")
+    data = read_json_file(path)
+    inputs = data.get("inputs") if isinstance(data, dict) else None
+    if not isinstance(inputs, dict):
+        raise InputError(str(path), None, "inputs", "missing: not the import.json of `lifesearch import`")
+    missing = [k for k in required if k not in inputs]
+    if missing:
+        raise InputError(str(path), None, f"inputs.{missing[0]}", "missing: not the import.json of this importer")
+    return inputs
 
 
 def json_text(obj: Any) -> str:

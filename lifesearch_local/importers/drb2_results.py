@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from lifesearch_local.errors import InputError, LifesearchError
-from lifesearch_local.importers.common import json_text, read_rows, write_import_dir
+from lifesearch_local.importers.common import import_inputs, json_text, read_rows, write_import_dir
 from lifesearch_local.importers.drb2 import (
     DIMENSIONS,
     NECESSITY,
@@ -290,7 +290,7 @@ def export_from_dir(out: str | Path, *, use: Literal["labels", "judgments"] = "l
     """The evaluator's results lines rebuilt from an import directory's labels (first gradings) or
     judgments (every grading; `judge` defaults to the import's judge name): the way back."""
     out = Path(out)
-    info = json.loads((out / "import.json").read_text("utf-8"))["inputs"]
+    info = import_inputs(out, "judge", "blocked_verdict")
     tasks = load_tasks(out / "tasks.jsonl")
     sources = [s for _, s in read_rows(out / SOURCE_FILE, Drb2Source)]
     results = [s for _, s in read_rows(out / RESULTS_SOURCE_FILE, ResultSource)]

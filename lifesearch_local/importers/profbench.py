@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from lifesearch_local.errors import InputError
-from lifesearch_local.importers.common import json_text, read_rows, unique_by, write_import_dir
+from lifesearch_local.importers.common import import_inputs, json_text, read_rows, unique_by, write_import_dir
 from lifesearch_local.importers.drb import load_domain_map
 from lifesearch_local.records import Domain, Label, Report, Rubric, Task
 from lifesearch_local.rundir.jsonl import iter_json_lines
@@ -229,13 +229,11 @@ def reconstruct_rows(tasks: list[Task], reports: list[Report], labels: list[Labe
 
 def load_dir(out: str | Path) -> tuple[list[Task], list[Report], list[Label], list[ProfSource], str]:
     """The records of a `lifesearch import profbench` directory and its id prefix."""
-    import json
-
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks
 
     out = Path(out)
-    prefix = json.loads((out / "import.json").read_text("utf-8"))["inputs"]["id_prefix"]
+    prefix = import_inputs(out, "id_prefix")["id_prefix"]
     return (load_tasks(out / "tasks.jsonl"), read_records(out / "reports.jsonl", Report),
             read_records(out / "labels.jsonl", Label), [s for _, s in read_rows(out / SOURCE_FILE, ProfSource)], prefix)
 

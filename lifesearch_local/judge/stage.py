@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.judge.fingerprint import check_identity, judge_identity
 from lifesearch_local.judge.rubric import judge_batches, pending_work, rubric_hash
 from lifesearch_local.llm.models import random_weights
 from lifesearch_local.llm.prompts import load_template
@@ -39,8 +40,9 @@ def judge_stage(
     """Judge every rubric of every report not yet in `judgments.jsonl`; returns the stage stats.
 
     Holds the run directory's lock. A judge id with judgments already made under other settings
-    is refused (ConfigChanged) unless `force_config`. The model is loaded only if something is
-    left to judge (empty reports are not sent to it): `backend` if given, else in-process, or
+    is refused (ConfigChanged) unless `force_config`, and so is another judge under the same id
+    (its fingerprint, recorded in the manifest once the model is loaded). The model is loaded
+    only if something is left to judge (empty reports are not sent to it): `backend` if given, else in-process, or
     with `ray` as a pool of Ray actors that lives for this stage only. Each report's judgments
     are appended as soon as they exist. SIGTERM stops after the current report or batch
     (records flushed); rerunning the same command finishes the work.
@@ -57,9 +59,14 @@ def judge_stage(
         rd.check_record_settings(name, Counter(j.settings for j in mine), stamp, force=force_config)
         _refuse_stale(rd, name, by_id, mine, force_config)
 
+    def fingerprint(engine: Engine) -> None:  # before the engine's first decision: another judge is refused
+        resuming = any(j.judge == cfg.id for j in st.recorded)
+        check_identity(rd, name, judge_identity(cfg, engine), resuming=resuming, force=force_config)
+
     with open_stage(rd, name, command="judge", settings=settings, recorded=lambda: rd.load(JUDGMENTS, Judgment),
                     resuming=lambda recs: any(j.judge == cfg.id for j in recs),
-                    force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model, check=check) as st:
+                    force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model, check=check,
+                    on_open=fingerprint) as st:
         done = {j.key for j in st.recorded}
         decisions = _judge_all(st, by_id, reports, cfg, done, show, stamp)
         st.close_engine()

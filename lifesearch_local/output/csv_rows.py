@@ -8,10 +8,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-SCORE_COLUMNS = ("judge", "agent", "other", "metric", "value", "ci_lo", "ci_hi", "p_value", "p_holm", "n_tasks",
-                 "resamples", "seed")  # fmt: skip
-AGREE_COLUMNS = ("judge", "other", "group", "metric", "value", "ci_lo", "ci_hi", "p_value", "n", "n_reports",
-                 "resamples", "seed")  # fmt: skip
+SCORE_COLUMNS = ("judge", "agent", "other", "metric", "value", "ci_lo", "ci_hi", "ci_reason", "p_value", "p_holm",
+                 "n_tasks", "resamples", "seed")  # fmt: skip
+AGREE_COLUMNS = ("judge", "other", "group", "metric", "value", "ci_lo", "ci_hi", "ci_reason", "p_value", "n",
+                 "n_reports", "resamples", "seed")  # fmt: skip
 DISAGREEMENT_COLUMNS = ("judge", "judge_run", "task_id", "agent", "run", "rubric_id", "criterion", "label",
                         "verdict", "p_true", "confidence", "reason")  # fmt: skip
 
@@ -33,8 +33,10 @@ def to_csv(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def _ci(ci: Sequence[float] | None) -> dict[str, Any]:
-    return {"ci_lo": None, "ci_hi": None} if ci is None else {"ci_lo": ci[0], "ci_hi": ci[1]}
+def _ci(ci: Sequence[float] | None, reason: str | None = None) -> dict[str, Any]:
+    """ci_lo, ci_hi (empty where there is no interval: NaN or None) and ci_reason (why not)."""
+    lo, hi = (None, None) if ci is None else ci
+    return {"ci_lo": lo, "ci_hi": hi, "ci_reason": reason}
 
 
 def score_rows(by_judge: Mapping[str, Mapping], uncertainty: Mapping | None = None) -> list[dict[str, Any]]:
@@ -48,17 +50,20 @@ def score_rows(by_judge: Mapping[str, Mapping], uncertainty: Mapping | None = No
             n = len(s.tasks)
             base = {"judge": judge, "agent": agent, "n_tasks": n}
             rows.append({**base, "metric": "overall", "value": s.overall_mean,
-                         **_ci(u.ci95.get(agent) if u else None), **boot})
+                         **(_ci(u.ci95.get(agent), u.ci_reason.get(agent)) if u else _ci(None)), **boot})
             rows.append({**base, "metric": "overall_std", "value": s.overall_std})
             for d, v in s.domains.items():
-                ci = u.domain_ci95.get(agent, {}).get(d) if u else None
-                rows.append({**base, "metric": f"domain:{d}", "value": v, **_ci(ci), **boot})
+                # a domain's row carries its own task count, not the agent's
+                dn = u.domain_n_tasks.get(agent, {}).get(d) if u else None
+                ci = _ci(u.domain_ci95.get(agent, {}).get(d), u.domain_ci_reason.get(agent, {}).get(d)) if u else _ci(None)
+                rows.append({**base, "n_tasks": dn, "metric": f"domain:{d}", "value": v, **ci, **boot})
             for r, v in sorted(s.runs.items()):
                 rows.append({**base, "metric": f"run:{r}", "value": v})
             for m in ("ungraded", "missing", "judged", "iterations", "output_tokens"):
                 rows.append({**base, "metric": m, "value": getattr(s, m)})
         for c in u.comparisons if u is not None else ():
-            rows.append({"judge": judge, "agent": c.a, "other": c.b, "metric": "diff", "value": c.diff, **_ci(c.ci95),
+            rows.append({"judge": judge, "agent": c.a, "other": c.b, "metric": "diff", "value": c.diff,
+                         **_ci(c.ci95, c.ci_reason),
                          "p_value": c.p_value, "p_holm": c.p_holm, "n_tasks": c.n_tasks, **boot})
     return rows
 
@@ -69,11 +74,11 @@ def agreement_rows(result: Mapping[str, Mapping], vs: Sequence[Mapping] = (), bo
     rows: list[dict[str, Any]] = []
     b = {"resamples": (boot or {}).get("resamples"), "seed": (boot or {}).get("seed")}
     for judge, m in result.items():
-        cis = m.get("ci95") or {}
+        cis, why = m.get("ci95") or {}, m.get("ci95_reason") or {}
         for key in ("accuracy_mean", "self_consistency", "majority_accuracy", "kappa", "auroc", "ece",
                     "best_threshold", "best_threshold_accuracy", "rank_spearman", "rank_kendall", "ungraded"):
             ci = cis.get(key)
-            rows.append({"judge": judge, "group": "all", "metric": key, "value": m.get(key), **_ci(ci),
+            rows.append({"judge": judge, "group": "all", "metric": key, "value": m.get(key), **_ci(ci, why.get(key)),
                          "n": m["n"], "n_reports": m.get("n_reports"), **(b if ci is not None else {})})
         for attr, groups in m.get("by", {}).items():
             for v, g in groups.items():
@@ -83,7 +88,7 @@ def agreement_rows(result: Mapping[str, Mapping], vs: Sequence[Mapping] = (), bo
         for key in ("accuracy_mean", "kappa"):
             d = c[f"diff_{key}"]
             rows.append({"judge": c["a"], "other": c["b"], "group": "all", "metric": f"diff_{key}", "value": d["diff"],
-                         **_ci(d["ci95"]), "n": c["n"], "n_reports": c["n_reports"], **b})
+                         **_ci(d["ci95"], d.get("ci95_reason")), "n": c["n"], "n_reports": c["n_reports"], **b})
         rows.append({"judge": c["a"], "other": c["b"], "group": "all", "metric": "mcnemar_discordant",
                      "value": c["mcnemar"]["b"] + c["mcnemar"]["c"], "p_value": c["mcnemar"]["p_value"], "n": c["n"]})
     return rows

@@ -47,10 +47,15 @@ def mean_pm_std(mean: float, std: float | None) -> str:
     return f"{100 * mean:.2f} ± {100 * std:.2f}" if std is not None else f"{100 * mean:.2f}"
 
 
-def mean_ci(mean: float, ci: Sequence[float] | None) -> str:
-    """`72.7 [65.1, 79.8]`: a score in percent with its 95% interval (— when undefined)."""
-    if ci is None or any(math.isnan(v) for v in ci):
-        return f"{100 * mean:.1f} [—]"
+def _no_ci(ci: Sequence[float] | None) -> bool:
+    return ci is None or any(math.isnan(v) for v in ci)
+
+
+def mean_ci(mean: float, ci: Sequence[float] | None, reason: str | None = None) -> str:
+    """`72.7 [65.1, 79.8]`: a score in percent with its 95% interval; without one, why
+    (`17.9 (n=1: no interval)`), or [—] when no reason is known."""
+    if _no_ci(ci):
+        return f"{100 * mean:.1f} " + (f"({reason})" if reason else "[—]")
     return f"{100 * mean:.1f} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
@@ -60,12 +65,12 @@ def pts(x: float, digits: int = 1) -> str:
     return "+" + out[1:] if float(out) == 0 else out
 
 
-def signed_ci(diff: float, ci: Sequence[float] | None) -> str:
-    """`+7.0 [2.1, 11.9]`: a difference in points with its 95% interval."""
+def signed_ci(diff: float, ci: Sequence[float] | None, reason: str | None = None) -> str:
+    """`+7.0 [2.1, 11.9]`: a difference in points with its 95% interval; without one, why."""
     if math.isnan(diff):
         return "—"
-    if ci is None or any(math.isnan(v) for v in ci):
-        return f"{pts(diff)} [—]"
+    if _no_ci(ci):
+        return f"{pts(diff)} " + (f"({reason})" if reason else "[—]")
     return f"{pts(diff)} [{pts(ci[0])}, {pts(ci[1])}]"
 
 
@@ -73,6 +78,8 @@ def fmt_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def fmt_interval(ci: Sequence[float] | None, how: str) -> str:
-    """`[lo, hi]` in a Table 3 format; — when undefined."""
-    return "—" if ci is None else f"[{fmt_metric(ci[0], how)}, {fmt_metric(ci[1], how)}]"
+def fmt_interval(ci: Sequence[float] | None, how: str, reason: str | None = None) -> str:
+    """`[lo, hi]` in a Table 3 format; without one, why (— when no reason is known)."""
+    if _no_ci(ci):
+        return reason or "—"
+    return f"[{fmt_metric(ci[0], how)}, {fmt_metric(ci[1], how)}]"

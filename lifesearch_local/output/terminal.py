@@ -21,7 +21,7 @@ from lifesearch_local.output.numbers import (
 from lifesearch_local.records import DOMAIN_ABBREV, Domain
 
 if TYPE_CHECKING:
-    from lifesearch_local.analysis.resampling import ScoreUncertainty
+    from lifesearch_local.analysis.resampling import Comparison, ScoreUncertainty
 
 
 def holding_line(u: ScoreUncertainty) -> str:
@@ -32,9 +32,19 @@ def holding_line(u: ScoreUncertainty) -> str:
     if not u.comparisons:
         return f"one agent: nothing to compare {tail}"
     if not held:
-        return f"none of the {len(u.comparisons)} pairwise differences holds at 0.05 {tail}"
-    names = "; ".join(f"{c.a} {'>' if c.diff > 0 else '<'} {c.b} ({signed_ci(c.diff, c.ci95)})" for c in held)
+        return f"no pair of agents can be told apart at 0.05: none of the {len(u.comparisons)} differences holds {tail}"
+    names = "; ".join(f"{c.a} {'>' if c.diff > 0 else '<'} {c.b} ({signed_ci(c.diff, c.ci95, c.ci_reason)})"
+                      for c in held)
     return f"differences that hold at 0.05: {names} {tail}"
+
+
+def verdict(c: Comparison) -> str:
+    """What a comparison says, in words: which agent is better, or that these tasks cannot tell."""
+    if c.n_tasks == 0:
+        return "no shared task"
+    if c.holds:
+        return "A better" if c.diff > 0 else "B better"
+    return "cannot tell apart"
 
 
 def comparison_table(u: ScoreUncertainty, title: str = ""):
@@ -44,11 +54,11 @@ def comparison_table(u: ScoreUncertainty, title: str = ""):
     t = Table(title=title or None)
     for name in ("A", "B"):
         t.add_column(name, style="bold")
-    for name in ("A − B (points) [95% CI]", "p", "p (Holm)", "Tasks", "At 0.05"):
+    for name in ("A − B (points) [95% CI]", "p", "p (Holm)", "Tasks", "Verdict (Holm p < 0.05)"):
         t.add_column(name, justify="right")
     for c in u.comparisons:
-        verdict = ("A > B" if c.diff > 0 else "A < B") if c.holds else "not shown"
-        t.add_row(c.a, c.b, signed_ci(c.diff, c.ci95), fmt_p(c.p_value), fmt_p(c.p_holm), str(c.n_tasks), verdict)
+        t.add_row(c.a, c.b, signed_ci(c.diff, c.ci95, c.ci_reason), fmt_p(c.p_value), fmt_p(c.p_holm), str(c.n_tasks),
+                  verdict(c))
     return t
 
 
@@ -75,7 +85,8 @@ def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: Sc
             agent,
             *[pct(r.domains.get(d.value)) for d in domains],
             mean_pm_std(r.overall_mean, r.overall_std),
-            *([mean_ci(r.overall_mean, uncertainty.ci95.get(agent))] if uncertainty is not None else []),
+            *([mean_ci(r.overall_mean, uncertainty.ci95.get(agent), uncertainty.ci_reason.get(agent))]
+              if uncertainty is not None else []),
             str(len(r.runs)),
             "—" if r.iterations is None else f"{r.iterations:.1f}",
             "—" if r.output_tokens is None else f"{r.output_tokens / 1000:.1f}",
@@ -153,8 +164,9 @@ def agreement_ci_table(result: Mapping[str, Mapping], title: str = ""):
     for name, _, _ in CI_COLUMNS:
         t.add_column(name, justify="right")
     for judge, m in result.items():
-        ci = m.get("ci95") or {}
-        t.add_row(judge, str(m.get("n_reports", "—")), *[fmt_interval(ci.get(k), how) for _, k, how in CI_COLUMNS])
+        ci, why = m.get("ci95") or {}, m.get("ci95_reason") or {}
+        t.add_row(judge, str(m.get("n_reports", "—")),
+                  *[fmt_interval(ci.get(k), how, why.get(k)) for _, k, how in CI_COLUMNS])
     return t
 
 
@@ -169,8 +181,9 @@ def judge_vs_judge_table(vs: Sequence[Mapping], title: str = ""):
         t.add_column(name, justify="right")
     for c in vs:
         acc, kap = c["diff_accuracy_mean"], c["diff_kappa"]
-        t.add_row(c["a"], c["b"], signed_ci(acc["diff"] if acc["diff"] is not None else math.nan, acc["ci95"]),
-                  "—" if kap["diff"] is None else f"{kap['diff']:+.3f} {fmt_interval(kap['ci95'], 'f3')}",
+        t.add_row(c["a"], c["b"], signed_ci(acc["diff"] if acc["diff"] is not None else math.nan, acc["ci95"],
+                                            acc.get("ci95_reason")),
+                  "—" if kap["diff"] is None else f"{kap['diff']:+.3f} {fmt_interval(kap['ci95'], 'f3', kap.get('ci95_reason'))}",
                   str(c["mcnemar"]["b"]), str(c["mcnemar"]["c"]), fmt_p(c["mcnemar"]["p_value"]))
     return t
 

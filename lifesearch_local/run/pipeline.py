@@ -36,6 +36,7 @@ from lifesearch_local.rundir.manifest import sha256_file
 from lifesearch_local.runtime.signals import StopFlag, graceful_stop
 from lifesearch_local.runtime.skeleton import OpenModel
 from serving.config import ModelConfig, RayConfig
+from serving.jsonread import JSONError, loads
 from serving.protocol import Engine
 
 
@@ -180,15 +181,15 @@ def _copy_labels(src: Path, dst: Path, task_ids: set[str] | None) -> None:
     if task_ids is None:
         shutil.copyfile(src, dst)
         return
-    def other_task(line: str) -> bool:  # a malformed line is kept for the label loader to report
+    def other_task(line: bytes) -> bool:  # a malformed line is kept for the label loader to report
         try:
-            row = json.loads(line)
-        except ValueError:
+            row = loads(line)
+        except JSONError:
             return False
         return isinstance(row, dict) and isinstance(row.get("task_id"), str) and row["task_id"] not in task_ids
 
-    lines = src.read_text(encoding="utf-8").splitlines(keepends=True)
-    dst.write_text("".join(x for x in lines if x.strip() and not other_task(x)), encoding="utf-8")
+    lines = src.read_bytes().splitlines(keepends=True)  # bytes: a line that is not UTF-8 is the loader's to report
+    dst.write_bytes(b"".join(x for x in lines if x.strip() and not other_task(x)))
 
 
 def _check_same_run(path: Path, cfg: RunConfig) -> None:

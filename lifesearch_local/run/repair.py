@@ -22,7 +22,7 @@ from lifesearch_local.rundir.directory import (
     TRAJECTORIES,
     RunDir,
 )
-from lifesearch_local.rundir.jsonl import append_lines, check_text, parse_json, validation_field, write_atomic
+from lifesearch_local.rundir.jsonl import append_lines, parse_json, validation_field, write_atomic
 
 
 @dataclass
@@ -63,8 +63,6 @@ def check_line(raw: bytes, model: type[BaseModel] | None) -> tuple[Any, str | No
     """(parsed record or object, None) for a valid line, else (None, why it is not)."""
     try:
         obj = parse_json(raw, "", None)
-        if isinstance(obj, dict):
-            check_text(obj, "", 0)
     except InputError as e:
         return None, f"{e.field}: {e.message}" if e.field else e.message
     if not isinstance(obj, dict):

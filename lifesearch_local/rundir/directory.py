@@ -23,7 +23,7 @@ M = TypeVar("M", bound=BaseModel)
 # The run directory's layout: every stage and command names its files through these.
 __all__ = ["MANIFEST", "CONFIG", "TASKS", "REPORTS", "JUDGMENTS", "REPORTEVAL", "REPORTEVAL_SUMMARY", "CURATION",
            "LABELS", "SCORES", "AGREEMENT", "TRAJECTORIES", "WEB_CACHE", "RunDir", "make_dir", "new_dir_or_nothing",
-           "open_run"]
+           "open_run", "recorded_input"]
 CONFIG = "config.yaml"
 TASKS = "tasks.jsonl"
 REPORTS = "reports.jsonl"
@@ -133,6 +133,21 @@ class RunDir:
     def check_config(self, stage: str, config: dict[str, Any], **kwargs: Any) -> None:
         """The stage's settings against those its records were made with (`manifest.check_config`)."""
         _manifest.check_config(self.path, stage, config, **kwargs)
+
+
+def recorded_input(run_dir: Path, name: str, manifest: dict[str, Any] | None, *, why: str) -> Path | None:
+    """A run's input file `name` (a stem: tasks, reports, labels): RUN_DIR/<name>.jsonl, else the path
+    its manifest records (`inputs.<name>`, written by `open_run`), refused when that file changed since
+    (its recorded hash; `why` ends the refusal: what using it anyway would mean); None when neither is at hand."""
+    if (run_dir / f"{name}.jsonl").is_file():
+        return run_dir / f"{name}.jsonl"
+    recorded = ((manifest or {}).get("inputs") or {}).get(name)
+    if not recorded or not Path(recorded).is_file():
+        return None
+    want = ((manifest or {}).get("hashes") or {}).get(name)
+    if want and sha256_file(recorded) != want:
+        raise LifesearchError(f"{recorded}: changed since {run_dir} was made from it (manifest hash {want}); {why}")
+    return Path(recorded)
 
 
 @contextlib.contextmanager

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,6 +11,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from lifesearch_local.errors import InputError
+from serving.jsonread import JSONError, loads
 from serving.redact import redact_obj
 
 M = TypeVar("M", bound=BaseModel)
@@ -43,70 +43,31 @@ def iter_json_lines(
         obj = parse_json(raw, str(path), lineno)
         if not isinstance(obj, dict):
             raise InputError(str(path), lineno, None, f"expected a JSON object, got {type(obj).__name__}")
-        check_text(obj, str(path), lineno)
         yield lineno, obj
 
 
-MAX_DEPTH = 64  # no record nests beyond a handful of levels; deeper input would recurse later
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:  # json.loads keeps the last silently: a second "language" would change a task
-            raise _DuplicateKey(k)
-        out[k] = v
-    return out
-
-
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str):
-        super().__init__(key)
-        self.key = key
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def parse_json(raw: bytes | str, path: str, lineno: int | None) -> Any:
-    """One JSON text, strictly: malformed JSON, duplicate keys, NaN/Infinity, integers beyond
-    Python's digit limit and nesting that exhausts the parser are InputErrors naming path:line,
-    never tracebacks (every reader of a user's or a run directory's file goes through here)."""
+    """One JSON text through the one strict reader (serving/jsonread.py): malformed JSON, bytes
+    that are not UTF-8, duplicate keys, NaN/Infinity, integers beyond Python's digit limit, deep
+    nesting and lone surrogates are InputErrors naming path:line (and the field), never tracebacks
+    (every reader of a user's or a run directory's file goes through here)."""
     try:
-        return json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(path, getattr(e, "lineno", None) if lineno is None else lineno, None,
-                         f"malformed JSON ({e})") from None
-    except _DuplicateKey as e:
-        raise InputError(path, lineno, e.key, f"duplicate key {e.key!r} in one object (which one is meant?)") from None
-    except RecursionError:
-        raise InputError(path, lineno, None, f"JSON nested deeper than {MAX_DEPTH} levels") from None
-    except ValueError as e:  # "Exceeds the limit (4300 digits) for integer string conversion", NaN
-        raise InputError(path, lineno, None, f"not a usable JSON value: {str(e).split(';')[0]}") from None
+        return loads(raw)
+    except JSONError as e:
+        raise InputError(path, e.line if lineno is None else lineno, e.field, e.message) from None
 
 
-def check_text(obj: Any, path: str, lineno: int) -> None:
-    """InputError naming the field when `obj` nests deeper than MAX_DEPTH or holds text that is not
-    valid Unicode (a lone surrogate such as \\ud800: it passes json.loads, then fails every encode)."""
-    stack: list[tuple[Any, str, int]] = [(obj, "", 0)]
-    while stack:  # iterative, so a deep object cannot exhaust the interpreter's recursion
-        value, where, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            top = re.split(r"[.\[]", where, maxsplit=1)[0]
-            raise InputError(path, lineno, top or None, f"JSON nested deeper than {MAX_DEPTH} levels")
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as e:
-                bad = value[e.start].encode("unicode_escape").decode()
-                raise InputError(path, lineno, where or "(key)", f"lone surrogate {bad} at character {e.start}: "
-                                 "not valid Unicode text; fix the file's encoding") from None
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                stack += [(k, f"{where}(key)", depth + 1), (v, f"{where}.{k}" if where else str(k), depth + 1)]
-        elif isinstance(value, list):
-            stack += [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+MAX_JSON_FILE_BYTES = 64 << 20  # a manifest or summary is kilobytes; this only stops a runaway read
+
+
+def read_json_file(path: str | Path, max_bytes: int = MAX_JSON_FILE_BYTES) -> Any:
+    """A whole-file JSON text (manifest.json, a summary, import.json) through `parse_json`; a file
+    longer than `max_bytes` is an InputError too, read no further."""
+    with open(path, "rb") as f:
+        raw = f.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise InputError(str(path), None, None, f"larger than {max_bytes >> 20} MiB: not a file this tool wrote")
+    return parse_json(raw, str(path), None)
 
 
 def load_unique(path: str | Path, parse: Callable[[dict[str, Any], str, int], T], noun: str, plural: str) -> list[T]:

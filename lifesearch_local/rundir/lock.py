@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lifesearch_local.errors import LifesearchError
+from serving.jsonread import loads
 
 LOCK_FILE = ".lifesearch.lock"
 
@@ -100,10 +101,10 @@ def _holder(fd: int, tries: int = 20) -> str:
 
 def _busy_message(where: Path, holder: str) -> str:
     try:
-        info = json.loads(holder)
+        info = loads(holder)  # bounded: the file is in a directory others may write
         who = f"pid {info['pid']}, `lifesearch {info.get('command') or '?'}` since {info.get('since', '?')}"
         stop = f"stop it (kill {info['pid']})"
-    except (ValueError, TypeError, KeyError):  # the holder has not written its pid yet
+    except (ValueError, TypeError, KeyError, AttributeError):  # the holder has not written its pid yet (or not JSON)
         who, stop = "pid unknown", "stop it"
     return (f"{where}: in use by another lifesearch process ({who}); one process writes a run directory "
             f"at a time: wait for it to finish, or {stop} and rerun this command")

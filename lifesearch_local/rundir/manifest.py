@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from lifesearch_local import __version__
 from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.records import Manifest
-from lifesearch_local.rundir.jsonl import check_text, validation_field
+from lifesearch_local.rundir.jsonl import read_json_file, validation_field
 from lifesearch_local.rundir.lock import hold
 from serving.affects import result_settings
 
@@ -124,33 +124,37 @@ def new_manifest() -> Manifest:
     )
 
 
-def read_manifest(directory: Path) -> Manifest | None:
-    """manifest.json of a run directory, or None if absent; a damaged one is an InputError naming file:line."""
+def manifest_data(directory: Path) -> dict[str, Any] | None:
+    """manifest.json of a run directory as written (a dict), or None if absent; a damaged one
+    (malformed, nested deep, a huge number, not UTF-8, not an object) is one InputError naming
+    file:line and `lifesearch repair`."""
     p = directory / MANIFEST
     if not p.exists():
         return None
-    fix = f"`lifesearch repair {directory}` sets it aside (the next run writes a new one)"
+    fix = _repair_hint(directory)
     try:
-        data = json.loads(p.read_bytes())
-    except json.JSONDecodeError as e:
-        raise InputError(str(p), e.lineno, None, f"malformed JSON ({e.msg}, column {e.colno}); {fix}") from None
-    except UnicodeDecodeError as e:
-        raise InputError(str(p), None, None, f"not UTF-8 ({e.reason}); {fix}") from None
-    except RecursionError:
-        raise InputError(str(p), None, None, f"JSON nested too deep to read; {fix}") from None
-    except ValueError as e:  # an integer beyond Python's digit limit
-        raise InputError(str(p), None, None, f"not a usable JSON value ({str(e).split(';')[0]}); {fix}") from None
+        data = read_json_file(p)
+    except InputError as e:
+        raise InputError(e.path, e.line, e.field, f"{e.message}; {fix}") from None
     if not isinstance(data, dict):
         raise InputError(str(p), None, None, f"expected a JSON object, got {type(data).__name__}; {fix}")
-    try:
-        check_text(data, str(p), 0)
-    except InputError as e:
-        raise InputError(str(p), None, e.field, f"{e.message}; {fix}") from None
+    return data
+
+
+def read_manifest(directory: Path) -> Manifest | None:
+    """manifest.json of a run directory, or None if absent; a damaged one is an InputError naming file:line."""
+    data = manifest_data(directory)
+    if data is None:
+        return None
     try:
         return Manifest.model_validate(data)
     except ValidationError as e:
         field, msg = validation_field(e)
-        raise InputError(str(p), None, field, f"{msg}; {fix}") from None
+        raise InputError(str(directory / MANIFEST), None, field, f"{msg}; {_repair_hint(directory)}") from None
+
+
+def _repair_hint(directory: Path) -> str:
+    return f"`lifesearch repair {directory}` sets it aside (the next run writes a new one)"
 
 
 def update_manifest(

@@ -12,7 +12,7 @@ from typing import Any
 from lifesearch_local.rundir.directory import RunDir
 from lifesearch_local.runtime.signals import StopFlag, graceful_stop
 from serving.config import ModelConfig, RayConfig
-from serving.protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
+from serving.protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
 from serving.stop import honoured
 
 # (model, ray) -> a context manager yielding the engine: serving.hosting.host_engine, or a test's fake
@@ -23,14 +23,17 @@ class LazyEngine(Engine):
     """The stage's engine, opened on first use: a stage with nothing left to do loads no model.
 
     `open()` loads it now (the agent stage does, in the main thread, before its workers start).
-    After the stage, `stats()` and `model_hash()` still answer from what the engine reported
-    when it closed; the engine itself is dropped so that its memory can be freed.
+    After the stage, `stats()`, `model_hash()` and `identity()` still answer from what the engine
+    reported; the engine itself is dropped so that its memory can be freed. `on_open(engine)` runs
+    once the engine is loaded, before its first use: it may refuse it (raise).
     """
 
-    def __init__(self, opener: Callable[[], Engine]):
+    def __init__(self, opener: Callable[[], Engine], on_open: Callable[[Engine], None] | None = None):
         self._opener = opener
+        self._on_open = on_open
         self._inner: Engine | None = None
         self._hash: str | None = None
+        self._identity: EngineInfo | None = None
         self._stats: dict[str, Any] = {}
         self.open_s: float | None = None
         """Seconds the engine took to open (model load, engine start-up); None until it is opened."""
@@ -38,9 +41,12 @@ class LazyEngine(Engine):
     def open(self) -> Engine:
         if self._inner is None:
             t0 = time.perf_counter()
-            self._inner = self._opener()
-            self._hash = self._inner.model_hash()
+            inner = self._opener()
+            self._hash, self._identity = inner.model_hash(), inner.identity()
             self.open_s = round(time.perf_counter() - t0, 3)
+            if self._on_open is not None:
+                self._on_open(inner)
+            self._inner = inner
         return self._inner
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[Generation]:
@@ -54,6 +60,10 @@ class LazyEngine(Engine):
 
     def model_hash(self) -> str | None:
         return self._hash
+
+    def identity(self) -> EngineInfo | None:  # type: ignore[override]
+        """What the engine said of itself when it opened; None while it has not been opened."""
+        return self._identity
 
     def stats(self) -> dict[str, Any]:
         return self._inner.stats() if self._inner is not None else dict(self._stats)
@@ -103,13 +113,17 @@ class Stage:
 def open_stage(rd: RunDir, name: str, *, command: str, settings: dict[str, Any], recorded: Callable[[], Any],
                resuming: Callable[[Any], bool], force: bool, model: ModelConfig, ray: RayConfig | None = None,
                engine: Engine | None = None, open_model: OpenModel | None = None,
-               honour_stop: bool = True, check: Callable[[Any], None] | None = None) -> Iterator[Stage]:
+               honour_stop: bool = True, check: Callable[[Any], None] | None = None,
+               on_open: Callable[[Engine], None] | None = None) -> Iterator[Stage]:
     """Lock the run directory (as `command`), refuse records made under other `settings` unless
     `force` (`recorded()` is read once, under the lock, and kept as `stage.recorded`;
     `resuming(recorded)`: this stage has records already), turn SIGTERM into the stage's stop
     flag (and, with `honour_stop`, into `Stopped` inside long model calls), and give a lazily opened engine: `engine` if given, else
     `open_model(model, ray)` (default: in-process, or Ray actors with `ray`), closed when the
-    block ends. `check(recorded())` may refuse first (the records' own settings hashes). Record the stage inside the block: `stage.close_engine()`, then `stage.record(...)`."""
+    block ends. `check(recorded())` may refuse first (the records' own settings hashes);
+    `on_open(engine)` may refuse the engine once it is loaded, before its first call (what only
+    the loaded engine can say: the judge's fingerprint). Record the stage inside the block:
+    `stage.close_engine()`, then `stage.record(...)`."""
     with rd.locked(command):
         records = recorded()
         rd.check_config(name, settings, resuming=resuming(records), force=force,
@@ -121,7 +135,7 @@ def open_stage(rd: RunDir, name: str, *, command: str, settings: dict[str, Any],
                         return engine
                     return models.enter_context(open_model(model, ray) if open_model else default_open(model, ray, name))
 
-                stage = Stage(rd, name, stop, LazyEngine(opener), models, records)
+                stage = Stage(rd, name, stop, LazyEngine(opener, on_open), models, records)
                 yield stage
             stage.engine.release()
 

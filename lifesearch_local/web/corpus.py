@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from lifesearch_local.errors import InputError
+from lifesearch_local.rundir.jsonl import parse_json
 from lifesearch_local.web.cache import normalize_url
 
 
@@ -39,11 +39,14 @@ def read_manifest(corpus_dir: str | Path) -> list[CorpusEntry]:
     root = Path(corpus_dir)
     path = root / "manifest.jsonl"
     entries = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(path.read_bytes().split(b"\n"), 1):  # bytes: a bad one is a located error
         if not line.strip():
             continue
+        obj = parse_json(line, str(path), n)
+        if not isinstance(obj, dict):
+            raise InputError(str(path), n, None, f"expected a JSON object, got {type(obj).__name__}")
         try:
-            entry = CorpusEntry.model_validate({**json.loads(line), "root": root})
+            entry = CorpusEntry.model_validate({**obj, "root": root})
         except ValueError as e:
             raise InputError(str(path), n, None, str(e).splitlines()[0]) from e
         if not (root / entry.path).is_file():

@@ -5,13 +5,13 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
-import json
 import re
 from urllib.parse import urlencode
 
 from lifesearch_local.web.extract import supported
 from lifesearch_local.web.http import HttpClient, RawResponse
 from lifesearch_local.web.records import FetchError
+from serving.jsonread import JSONError, loads
 
 _CAPTURE_TS = re.compile(r"/web/(\d{8,14})id_/")
 
@@ -30,9 +30,11 @@ async def last_capture(http: HttpClient, base: str, url: str, cutoff: dt.date) -
     resp = await http.get(cdx_url(base, url, cutoff), robots=False, limit=5_000_000)
     text = resp.text().strip()
     try:
-        rows = json.loads(text) if text else []
-    except json.JSONDecodeError as e:
-        raise FetchError("http_error", f"CDX answer is not JSON: {e}") from e
+        rows = loads(text) if text else []
+    except JSONError as e:
+        raise FetchError("http_error", f"CDX answer is not JSON: {e}") from None
+    if not isinstance(rows, list) or not all(isinstance(r, list) and all(isinstance(x, str) for x in r) for r in rows):
+        raise FetchError("http_error", "CDX answer is not a list of rows of text")
     if len(rows) < 2:
         raise FetchError("not_archived", f"no archived capture of {url} at or before {cutoff}")
     header = rows[0]

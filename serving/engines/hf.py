@@ -21,7 +21,7 @@ from ..chat import (
 )
 from ..config import HFConfig
 from ..decoding import decode_generated, json_object_end
-from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
+from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
 from .kernel import PackedScorer
 from .real_models import resolve_model_path
 
@@ -89,6 +89,13 @@ class HFEngine(Engine):
             if (p / name).is_file() and (p / name).stat().st_size < (1 << 28):
                 h.update((p / name).read_bytes())
         return h.hexdigest()[:16]
+
+    def identity(self) -> EngineInfo:
+        """transformers' version, the weights' dtype as loaded, and the packed kernel's form."""
+        import transformers
+
+        return EngineInfo(engine="hf", weights_hash=self.model_hash(), version=transformers.__version__,
+                          dtype=str(self.model.dtype).removeprefix("torch."), kernel_form=self.scorer.form)
 
     def stats(self) -> dict[str, Any]:
         """Generation token counts, and the packed kernel's work once it has scored something."""

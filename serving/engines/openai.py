@@ -13,17 +13,25 @@ top-k, so unlike the hf and vllm backends these are not exact token-id log-probs
 
 Requests are retried (bounded, `max_retries` attempts) on 429, 5xx, timeouts and connection
 errors, honouring Retry-After. A failure is an EndpointError naming the endpoint URL and the HTTP
-status (401/403/404 are configuration errors). The API key is read from the environment variable
-named by `api_key_env`; it is never kept in the config or shown in reprs, and every encoding of it
-is redacted (serving.redact) from errors and from what the endpoint answers.
+status (401/403/404 and redirects, which are not followed, are configuration errors). The API key
+is read from the environment variable named by `api_key_env`; it is never kept in the config or
+shown in reprs, and every encoding of it is redacted (serving.redact) from errors and from what
+the endpoint answers.
+
+The endpoint is not trusted. Requests run on the engine's own event loop (loop_thread.py), so
+`timeout_s` is a deadline for a whole attempt (a body dripping a byte a second is abandoned at
+it) and a stop request (SIGTERM) abandons the calls in flight within a tenth of a second. A body
+is read a chunk at a time up to `max_response_mib`, then parsed by the one bounded JSON reader
+(serving/jsonread.py) and validated (openai_response.py) before any of it is used.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
+import weakref
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -32,8 +40,11 @@ from ..config import OpenAIConfig
 from ..decoding import json_stopped
 from ..errors import CONFIG_STATUSES, EndpointError
 from ..grammar import thinks
-from ..protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Engine, Generation
+from ..jsonread import JSONError, loads
+from ..protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Engine, EngineInfo, Generation
 from ..redact import redact, redact_obj, secret_from_env
+from .loop_thread import LoopThread
+from .openai_response import Usage, chat_response
 
 __all__ = ["EndpointError", "OpenAIEngine", "retry_after"]
 
@@ -95,40 +106,28 @@ def choice_body(model: str, req: ChoiceRequest, top_k: int) -> tuple[dict[str, A
 
 
 # -- responses (pure) -------------------------------------------------------------
-def _first_choice(data: Any) -> dict[str, Any]:
-    try:
-        choice = data["choices"][0]
-    except (KeyError, IndexError, TypeError):
-        raise EndpointError(f"malformed response: no choices[0] in {_preview(data)}") from None
-    if not isinstance(choice, dict):
-        raise EndpointError(f"malformed response: choices[0] is {type(choice).__name__}")
-    return choice
-
-
 def parse_chat(data: Any) -> Generation:
     """A Generation from a /chat/completions response (tool calls kept as returned)."""
-    choice = _first_choice(data)
-    msg = choice.get("message")
-    if not isinstance(msg, dict):
-        raise EndpointError(f"malformed response: choices[0].message missing in {_preview(data)}")
-    usage = data.get("usage") or {}
-    finish = choice.get("finish_reason") or "stop"
+    resp = chat_response(data)
+    choice, usage = resp.choices[0], resp.usage or Usage()
+    msg = choice.message
+    if msg is None:
+        raise EndpointError("malformed response: choices[0].message missing")
     return Generation(
-        text=msg.get("content") or "",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        output_tokens=int(usage.get("completion_tokens") or 0),
-        finish_reason="length" if finish == "length" else "stop",
-        tool_calls=msg.get("tool_calls") or None,
+        text=msg.content or "",
+        prompt_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        finish_reason="length" if choice.finish_reason == "length" else "stop",
+        tool_calls=msg.tool_calls or None,
     )
 
 
 def choice_logprobs(data: Any, continuations: Sequence[str]) -> list[float]:
     """Each continuation's log-prob from the first position's top logprobs (see the module docstring)."""
-    try:
-        top = _first_choice(data)["logprobs"]["content"][0]["top_logprobs"]
-        entries = [(str(t["token"]), float(t["logprob"])) for t in top]
-    except (KeyError, IndexError, TypeError, ValueError):
-        raise EndpointError(f"malformed response: no choices[0].logprobs.content[0].top_logprobs in {_preview(data)}") from None
+    logprobs = chat_response(data).choices[0].logprobs
+    if logprobs is None:
+        raise EndpointError("malformed response: no choices[0].logprobs.content[0].top_logprobs")
+    entries = [(t.token, t.logprob) for t in logprobs.content[0].top_logprobs]
     out = []
     for i, cont in enumerate(continuations):
         others = [c for j, c in enumerate(continuations) if j != i]
@@ -150,14 +149,10 @@ def _logsumexp(xs: Sequence[float]) -> float:
     return m + math.log(sum(math.exp(x - m) for x in xs))
 
 
-def _preview(data: Any, limit: int = 200) -> str:
-    text = repr(data)
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
 # -- the client -------------------------------------------------------------------
 class OpenAIEngine(Engine):
-    """A model behind an OpenAI-compatible HTTP API; `transport` replaces the network (tests)."""
+    """A model behind an OpenAI-compatible HTTP API; `transport` replaces the network (tests: an
+    httpx.MockTransport, whose handler runs on the engine's event loop)."""
 
     def __init__(self, cfg: OpenAIConfig, *, transport: Any = None):
         import httpx
@@ -171,19 +166,27 @@ class OpenAIEngine(Engine):
                 raise ValueError(f"environment variable {cfg.api_key_env} (model.api_key_env) is not set")
             headers["Authorization"] = f"Bearer {key}"
         self.cfg = cfg
-        self.client = httpx.Client(base_url=cfg.base_url.rstrip("/") + "/", headers=headers, transport=transport,
-                                   timeout=httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 30.0)))
+        # Redirects are not followed: the key and the prompt would go wherever a Location points.
+        self.client = httpx.AsyncClient(base_url=cfg.base_url.rstrip("/") + "/", headers=headers, transport=transport,
+                                        timeout=httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 30.0)),
+                                        follow_redirects=False)
         self.counters = {"generate_prompt_tokens": 0, "generate_output_tokens": 0, "http_retries": 0}
-
+        self._loop = LoopThread(f"openai-engine {cfg.model}")
+        # An engine nobody closed still ends its loop thread and connections when collected.
+        self._finalizer = weakref.finalize(self, self._loop.close, self.client.aclose)
 
     def __repr__(self) -> str:
         return f"OpenAIEngine(base_url={self.cfg.base_url!r}, model={self.cfg.model!r})"
 
     def close(self) -> None:
-        self.client.close()
+        self._finalizer()
 
     def stats(self) -> dict[str, Any]:
         return dict(self.counters)
+
+    def identity(self) -> EngineInfo:
+        """An endpoint does not say its weights, library, version or dtype: only that it is one."""
+        return EngineInfo(engine="openai")
 
     def model_hash(self) -> str:
         """Identifies the endpoint and served model name (the weights are the server's)."""
@@ -227,53 +230,117 @@ class OpenAIEngine(Engine):
     def _where(self, path: str, message: str) -> str:
         return f"endpoint {self._url(path)}: {message}"
 
-    # http ---------------------------------------------------------------------------
+    # http (on the engine's loop) ------------------------------------------------------
     def _post_all(self, path: str, bodies: list[dict[str, Any]]) -> list[Any]:
-        if len(bodies) <= 1:
-            return [self._post(path, b) for b in bodies]
-        with ThreadPoolExecutor(max_workers=min(self.cfg.max_concurrency, len(bodies))) as ex:
-            return list(ex.map(lambda b: self._post(path, b), bodies))
+        """The parsed answers, in order; at most max_concurrency requests in flight. The first
+        failure cancels the rest; a stop request (SIGTERM) cancels them all and raises Stopped."""
+        return self._loop.run(self._gather(path, bodies)) if bodies else []
 
-    def _post(self, path: str, body: dict[str, Any]) -> Any:
-        from serving.retry import RetryableError, RetryPolicy, retry
+    async def _gather(self, path: str, bodies: list[dict[str, Any]]) -> list[Any]:
+        sem = asyncio.Semaphore(self.cfg.max_concurrency)
+
+        async def one(body: dict[str, Any]) -> Any:
+            async with sem:  # the request is made here, so a task cancelled while it waits leaves none unawaited
+                return await self._post(path, body)
+
+        tasks = [asyncio.ensure_future(one(b)) for b in bodies]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception()), None)
+            if failed is not None:
+                raise failed.exception()  # type: ignore[misc]
+            return [t.result() for t in tasks]
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        from serving.retry import RetryableError, RetryPolicy, aretry
 
         policy = RetryPolicy(attempts=self.cfg.max_retries, base_delay=self.cfg.retry_base_delay_s, max_delay=60.0)
         try:
-            return retry(lambda: self._post_once(path, body), policy)
+            return await aretry(lambda: self._post_once(path, body), policy)
         except RetryableError as e:
             raise EndpointError(self._where(path, redact(f"failed after {self.cfg.max_retries} attempts: {e}")),
                                 endpoint=self._url(path), status=getattr(e, "status", None), transient=True) from None
 
-    def _post_once(self, path: str, body: dict[str, Any]) -> Any:
+    async def _post_once(self, path: str, body: dict[str, Any]) -> Any:
+        """One attempt, within a total deadline of timeout_s: connecting, waiting and reading all count."""
         import httpx
 
-        from serving.retry import RetryableError, retryable_status
+        from serving.retry import RetryableError
 
         try:
-            resp = self.client.post(path, json=body)
-        except httpx.TimeoutException:
+            async with asyncio.timeout(self.cfg.timeout_s):
+                return await self._exchange(path, body)
+        except (TimeoutError, httpx.TimeoutException):
             self.counters["http_retries"] += 1
-            raise RetryableError(f"timed out after {self.cfg.timeout_s:g} s") from None
+            raise RetryableError(f"timed out after {self.cfg.timeout_s:g} s (model.timeout_s: the most one answer "
+                                 "may take, whole)") from None
         except httpx.TransportError as e:
             self.counters["http_retries"] += 1
             raise RetryableError(redact(f"connection error: {type(e).__name__}: {e}")) from None
-        if retryable_status(resp.status_code):
-            self.counters["http_retries"] += 1
-            err = RetryableError(self._status(resp), delay=retry_after(resp.headers.get("retry-after")))
-            err.status = resp.status_code  # type: ignore[attr-defined]
-            raise err
-        if resp.status_code >= 400:
-            hint = CONFIG_STATUSES.get(resp.status_code)
-            raise EndpointError(self._where(path, self._status(resp) + (f" ({hint})" if hint else "")),
-                                endpoint=self._url(path), status=resp.status_code)
+
+    async def _exchange(self, path: str, body: dict[str, Any]) -> Any:
+        from serving.retry import RetryableError, retryable_status
+
+        cap = self.cfg.max_response_mib << 20
+        async with self.client.stream("POST", path, json=body) as resp:
+            if retryable_status(resp.status_code):
+                self.counters["http_retries"] += 1
+                err = RetryableError(self._status(resp, await _read_capped(resp, cap)),
+                                     delay=retry_after(resp.headers.get("retry-after")))
+                err.status = resp.status_code  # type: ignore[attr-defined]
+                raise err
+            if 300 <= resp.status_code < 400:
+                raise EndpointError(self._where(path, self._redirect(resp)), endpoint=self._url(path),
+                                    status=resp.status_code)
+            if resp.status_code >= 400:
+                hint = CONFIG_STATUSES.get(resp.status_code)
+                text = self._status(resp, await _read_capped(resp, cap))
+                raise EndpointError(self._where(path, text + (f" ({hint})" if hint else "")),
+                                    endpoint=self._url(path), status=resp.status_code)
+            raw = await _read_capped(resp, cap)
+            if raw is None:
+                raise EndpointError(self._where(path, f"the answer is larger than {self.cfg.max_response_mib} MiB "
+                                                "(model.max_response_mib): refused, read no further"),
+                                    endpoint=self._url(path), status=resp.status_code)
         try:
-            return resp.json()
-        except ValueError:
-            raise EndpointError(self._where(path, f"malformed response: not JSON: {redact(resp.text)[:200]!r}"),
+            return loads(raw)
+        except JSONError as e:
+            # the whole body redacted, then cut: a cut made first could leave part of the key behind
+            preview = " ".join(redact(raw.decode("utf-8", "replace")).split())[:200]
+            raise EndpointError(self._where(path, redact(f"malformed response: the answer is not JSON we can read ({e}); ")
+                                            + f"it began {preview!r}"),
                                 endpoint=self._url(path), status=resp.status_code) from None
 
-    @staticmethod
-    def _status(resp: Any) -> str:
+    def _status(self, resp: Any, raw: bytes | None) -> str:
         # Redact the whole body before cutting it: a cut could leave part of the key behind.
-        body = " ".join(redact(resp.text).split())[:300]
+        body = (" ".join(redact(raw.decode("utf-8", "replace")).split())[:300] if raw is not None
+                else f"(a body over {self.cfg.max_response_mib} MiB, not read)")
         return f"HTTP {resp.status_code} {resp.reason_phrase}".rstrip() + (f": {body}" if body else "")
+
+    @staticmethod
+    def _redirect(resp: Any) -> str:
+        where = " ".join(redact(resp.headers.get("location", "")).split())[:300]
+        return (f"HTTP {resp.status_code} redirect to {where or '(no Location header)'}: redirects are not "
+                "followed (the API key would go along); set model.base_url to the address it names")
+
+
+async def _read_capped(resp: Any, cap: int) -> bytes | None:
+    """The body, read a chunk at a time, or None once it passes `cap` bytes (counted decoded, so a
+    compressed body counts at its real size); a Content-Length above the cap is refused unread."""
+    declared = resp.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > cap:
+        return None
+    chunks, size = [], 0
+    body = resp.aiter_bytes()
+    try:
+        async for chunk in body:
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > cap:
+                return None
+    finally:
+        await body.aclose()  # left early: close it here, not in a finalizer task the loop may never run
+    return b"".join(chunks)

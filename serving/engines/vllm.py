@@ -33,7 +33,7 @@ from typing import Any
 from ..chat import Item, chat_ids, choice_group_items, render_chat, softmax
 from ..config import VLLMConfig
 from ..decoding import json_stopped
-from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
+from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
 from .kernel import common_prefix_len
 from .prefix_decode import plan_groups
 from .real_models import resolve_model_path
@@ -260,6 +260,13 @@ class VLLMEngine(Engine):
 
     def stats(self) -> dict[str, Any]:
         return dict(self.counters)
+
+    def identity(self) -> EngineInfo:
+        """vLLM's version and the dtype it was asked to load (choice scoring has no kernel form here)."""
+        import vllm
+
+        return EngineInfo(engine="vllm", weights_hash=self.model_hash(), version=vllm.__version__,
+                          dtype=engine_kwargs(self.cfg, cpu=self.cpu)["dtype"])
 
     def model_hash(self) -> str:
         """Hash of the model reference and engine settings (vLLM loads the weights itself)."""

@@ -40,7 +40,7 @@ class EngineHost:
     def ready(self) -> dict[str, Any]:
         """Identity of this replica once its model is loaded."""
         return {"pid": os.getpid(), "load_s": round(self.load_s, 3), "model_hash": self.engine.model_hash(),
-                "cleared_env": self.cleared_env}
+                "identity": self.engine.identity().model_dump(), "cleared_env": self.cleared_env}
 
     def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
         self.keys.append([g.key for g in groups])

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ModelConfig, RayConfig
-from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
+from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
 from .session import cluster_address, connect, in_session, replica_resources
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,7 @@ class RayPool(Engine):
         self._lock = threading.Lock()
         self._started_ray = False
         self._model_hash: str | None = None
+        self._identity: EngineInfo | None = None
         self.counters: dict[str, Any] = {"ray_replicas": ray_cfg.replicas, "replica_failures": 0, "retried_items": 0}
 
     def __repr__(self) -> str:
@@ -167,6 +168,8 @@ class RayPool(Engine):
         if not live:
             raise PoolError(f"no replica of {self.model.model} started: {self._errors()}")
         self._model_hash = live[0].info.get("model_hash")
+        if live[0].info.get("identity"):  # every replica loads the same config: the first speaks for all
+            self._identity = EngineInfo.model_validate(live[0].info["identity"])
         log.info("%s: %d/%d replicas ready", self, len(live), len(self.replicas))
 
     def close(self) -> None:
@@ -210,6 +213,9 @@ class RayPool(Engine):
 
     def model_hash(self) -> str | None:
         return self._model_hash
+
+    def identity(self) -> EngineInfo:
+        return self._identity or super().identity()
 
     def stats(self) -> dict[str, Any]:
         """Replicas, failures and retries; after `close`, the replicas' engine counters summed too."""

@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import json
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -21,6 +22,7 @@ import pytest
 
 from lifesearch_local.agent.config import PythonToolConfig, ToolsConfig
 from lifesearch_local.agent.python_tool import RUNNER, PythonTool, SandboxResult, run_snippet, runner_spec
+from lifesearch_local.agent.sandbox_host import read_audit
 
 LIMITS = dict(wall_s=10.0, cpu_s=2, memory_mb=256, max_procs=16, file_mb=1, max_output_chars=2000)
 LINUX = sys.platform.startswith("linux")
@@ -376,10 +378,158 @@ def test_output_is_capped_both_on_disk_and_for_the_model():
     assert len(obs.text) < 2500 and "characters cut" in obs.text
 
 
+def run_runner(base: Path, code: str, namespaces: bool, launch=None, prefix: tuple[str, ...] = (), chown: int | None = None,
+               **kw) -> tuple[subprocess.CompletedProcess, dict]:
+    """The runner started directly (after `prefix`, e.g. a wrapper) with an audit pipe, as the harness does."""
+    read_end, write_end = os.pipe()
+    try:
+        spec, env = runner_spec(base, code, PythonToolConfig(**{**LIMITS, **kw}), namespaces=namespaces, audit_fd=write_end)
+        for path in (base, *base.rglob("*")) if chown is not None else ():
+            os.chown(path, chown, chown)
+        argv = [sys.executable, "-I", *prefix, str(RUNNER), json.dumps(spec)]
+        launch = launch or (lambda argv, **opts: subprocess.run(argv, capture_output=True, text=True, timeout=60, **opts))
+        proc = launch(argv, env=env, cwd=spec["workdir"], pass_fds=(write_end,))
+        os.close(write_end)
+        return proc, read_audit(read_end)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(write_end)
+        os.close(read_end)
+
+
 def test_the_temporary_directory_is_removed():
     res = snippet("import os; print(os.getcwd())", namespaces=True)
     workdir = res.stdout.strip()
     assert workdir.endswith("/work") and not os.path.exists(workdir)
+
+
+# --- the call's resources: per call, not per file or per process --------------------------------
+NESTED = ("import os\nprint(os.getcwd(), flush=True)\n"
+          "for i in range(1500):\n    os.mkdir('d')\n    os.chdir('d')\n"
+          "open('deepest.txt', 'w').write('x' * 100000)\nprint('nested 1500')")
+
+
+@pytest.mark.parametrize("namespaces", MODES)
+def test_1500_nested_directories_leave_nothing_behind(namespaces):
+    res = snippet(NESTED, namespaces)
+    assert res.returncode == 0 and "nested 1500" in res.stdout, res.stderr
+    workdir = res.stdout.splitlines()[0]
+    assert workdir.endswith("/work") and not os.path.exists(os.path.dirname(workdir))
+
+
+WRITE_64_FILES = ("for i in range(64):\n"
+                  "    with open(f'f{i}', 'wb') as f:\n"
+                  "        for _ in range(16):\n            f.write(b'x' * (1 << 20))\n"
+                  "    print('wrote', i, flush=True)\n")
+
+
+@pytest.mark.parametrize("namespaces", MODES)
+def test_64_files_of_16_mib_are_stopped_by_the_per_call_cap(namespaces):
+    res = snippet(WRITE_64_FILES, namespaces, file_mb=16, scratch_mb=64, wall_s=60, cpu_s=30)
+    kind, why = res.failure(PythonToolConfig(**{**LIMITS, "file_mb": 16, "scratch_mb": 64}))
+    assert kind == "scratch_limit", (res.stdout[-300:], res.stderr[-300:])
+    files = res.stdout.count("wrote")
+    if res.isolation["scratch"] == "tmpfs":  # the kernel's cap: a fifth file does not fit
+        assert files == 4 and "Errno 28" in res.stderr
+    else:  # measured: stopped within a few measurements of the cap (64 files used to be written)
+        assert res.isolation["scratch"] == "watch" and files <= 8 and "64 MiB" in why
+
+
+HOLD = ("import os, sys, time\n"
+        "kids = []\n"
+        "for i in range(6):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        block = bytearray(120 << 20)\n"
+        "        block[::4096] = b'x' * len(block[::4096])  # every page resident\n"
+        "        print('holds 120 MiB', flush=True)\n"
+        "        time.sleep(10)\n"
+        "        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "for pid in kids:\n    os.waitpid(pid, 0)\n")
+
+
+@pytest.mark.parametrize("namespaces", MODES)
+def test_six_children_cannot_hold_more_than_the_calls_memory_together(namespaces):
+    # the watcher needs only /proc's RssAnon (Linux 4.5+); a cgroup v2 is used where one can be made
+    if "RssAnon:" not in Path("/proc/self/status").read_text():
+        pytest.skip("no per-call memory mechanism here: /proc/<pid>/status has no RssAnon")
+    res = snippet(HOLD, namespaces, memory_mb=256, wall_s=30, cpu_s=20)
+    assert res.isolation.get("memory") in {"cgroup2", "rss-watch"}, res.isolation
+    assert res.failure(PythonToolConfig(**LIMITS))[0] == "memory_limit", (res.stdout, res.stderr[-300:])
+    assert res.stdout.count("holds") <= 2  # 2 x 120 MiB fit in 256; 6 x 120 MiB used to
+    assert res.isolation["killed"]["by"] in {"watch", "cgroup2"}
+
+
+@pytest.mark.parametrize("namespaces", MODES)
+def test_a_forged_audit_line_on_stderr_changes_nothing(namespaces):
+    forged = '#sandbox {"mode": "namespaces", "forged": true, "refused": "forged"}\n'
+    code = ("import os, sys\n"
+            f"line = {forged!r}.encode()\n"
+            "os.lseek(2, 0, os.SEEK_SET)  # stderr is a file: try to overwrite what the runner wrote first\n"
+            "os.write(2, line)\n"
+            "for fd in range(3, 256):  # and every descriptor the snippet might have inherited\n"
+            "    try:\n        os.write(fd, line)\n    except OSError:\n        pass\n"
+            "print('done')")
+    res = snippet(code, namespaces)
+    assert res.returncode == 0 and res.stdout == "done\n" and res.failure(PythonToolConfig(**LIMITS)) is None
+    assert "forged" not in res.isolation and "refused" not in res.isolation
+    assert res.isolation["mode"] == ("namespaces" if namespaces else "landlock")
+    assert res.stderr.startswith("#sandbox")  # the snippet's own text, shown as such
+
+
+@pytest.mark.parametrize("namespaces", MODES)
+def test_a_binary_written_to_the_working_directory_runs_confined(namespaces):
+    code = ("import os, shutil, subprocess\n"
+            "shutil.copy('/bin/cat', 'mycat'); os.chmod('mycat', 0o755)\n"
+            "print(subprocess.run(['./mycat', 'snippet-output.txt'], capture_output=True, text=True).stdout)\n"
+            "print(subprocess.run(['./mycat', '/etc/passwd'], capture_output=True, text=True).returncode)")
+    res = snippet("open('snippet-output.txt', 'w').write('mine')\n" + code, namespaces)
+    assert res.returncode == 0 and res.stdout.split() == ["mine", "1"], (res.stdout, res.stderr)
+
+
+# Blocks Landlock (ENOSYS from landlock_create_ruleset) or seccomp (EINVAL from prctl(PR_SET_SECCOMP) and
+# seccomp()) for the runner it then executes: a kernel without them, on this one.
+WITHOUT = """
+import ctypes, os, platform, struct, sys
+arch, prctl, seccomp = {"x86_64": (0xC000003E, 157, 317), "aarch64": (0xC00000B7, 167, 277)}[platform.machine()]
+ALLOW, ERRNO = 0x7FFF0000, 0x00050000
+prog = [(0x20, 0, 0, 4), (0x15, 1, 0, arch), (0x06, 0, 0, ALLOW), (0x20, 0, 0, 0)]
+if sys.argv[1] == "landlock":
+    prog += [(0x15, 0, 1, 444), (0x06, 0, 0, ERRNO | 38)]
+else:
+    prog += [(0x15, 0, 1, seccomp), (0x06, 0, 0, ERRNO | 22),
+             (0x15, 0, 3, prctl), (0x20, 0, 0, 16), (0x15, 0, 1, 22), (0x06, 0, 0, ERRNO | 22)]
+prog += [(0x06, 0, 0, ALLOW)]
+raw = b"".join(struct.pack("=HBBI", *i) for i in prog)
+buf = ctypes.create_string_buffer(raw, len(raw))
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+libc = ctypes.CDLL(None)
+libc.prctl(38, 1, 0, 0, 0)
+assert libc.prctl(22, 2, ctypes.byref(Fprog(len(prog), ctypes.addressof(buf))), 0, 0) == 0
+os.execv(sys.executable, [sys.executable, "-I", *sys.argv[2:]])
+"""
+
+
+@needs_namespaces
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="the test's filter knows x86_64 and aarch64")
+@pytest.mark.parametrize("missing", ["landlock", "seccomp"])
+def test_namespaces_without_landlock_or_seccomp_run_only_when_allowed(tmp_path, missing):
+    _needs_a_strong_mode()
+    for allowed in (False, True):
+        base = tmp_path / f"allowed-{allowed}"
+        base.mkdir()
+        proc, record = run_runner(base, "print('ran')", True, prefix=("-c", WITHOUT, missing),
+                                  allow_weak_sandbox=allowed)
+        assert record["mode"] == "namespaces-weak", (record, proc.stderr)
+        assert record["fs" if missing == "landlock" else "seccomp"] is None
+        if allowed:
+            assert proc.returncode == 0 and proc.stdout == "ran\n" and "refused" not in record
+        else:
+            assert proc.returncode == 3 and proc.stdout == "" and f"without {missing}" in record["refused"]
+            res = SandboxResult(proc.returncode, "", "", False, 0.1, record)
+            assert res.failure(PythonToolConfig())[0] == "sandbox_unavailable"
 
 
 @pytest.mark.parametrize("code,kind", [("raise ValueError('bad')", "exit_status"), ("import sys; sys.exit(3)", "exit_status")])
@@ -432,12 +582,8 @@ def user_tmp():
 def _run_as_user(tmp: Path, code: str, namespaces: bool, **kw) -> tuple[subprocess.CompletedProcess, dict]:
     base = tmp / f"sandbox-{uuid.uuid4().hex[:8]}"
     base.mkdir()
-    spec, env = runner_spec(base, code, PythonToolConfig(**{**LIMITS, **kw}), namespaces=namespaces)
-    for path in (base, *base.rglob("*")):
-        os.chown(path, UNPRIVILEGED, UNPRIVILEGED)
-    proc = _as_user([UNPRIVILEGED_PYTHON, "-I", str(RUNNER), json.dumps(spec)], env=env, cwd=spec["workdir"])
-    first = proc.stderr.partition("\n")[0]
-    return proc, json.loads(first.removeprefix("#sandbox ")) if first.startswith("#sandbox ") else {}
+    return run_runner(base, code, namespaces, launch=lambda argv, **opts: _as_user(
+        [UNPRIVILEGED_PYTHON, *argv[1:]], **opts), chown=UNPRIVILEGED, **kw)
 
 
 USER_NAMESPACES = bool(UNPRIVILEGED_PYTHON) and _as_user(

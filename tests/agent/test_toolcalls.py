@@ -60,3 +60,9 @@ def test_native_tool_calls_win_over_text():
     d = parse_decision(gen, TOOLS, step=1)
     assert [(c.id, c.arguments) for c in d.calls] == [("x1", {"url": "https://a.example/"})]
     assert "unknown tool 'nope'" in d.errors[0].message and d.content == "calling"
+
+
+def test_a_call_nested_100000_deep_is_an_error_not_a_recursion():
+    d = parse("<tool_call>" + "[" * 100_000 + "]" * 100_000 + "</tool_call>")
+    assert not d.calls and len(d.errors) == 1 and "not a JSON object" in d.errors[0].message
+    assert parse("[" * 100_000 + "]" * 100_000).is_final  # a bare answer that deep is text, not a call

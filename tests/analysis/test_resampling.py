@@ -115,7 +115,10 @@ def test_identical_agents_give_zero_difference_and_p_one():
     u = stats.score_uncertainty({"a": scores, "copy": dict(scores), "b": other}, {x: set(tids) for x in ("a", "copy", "b")},
                                 dict.fromkeys(tids, "company"))
     same = next(c for c in u.comparisons if {c.a, c.b} == {"a", "copy"})
-    assert same.diff == 0.0 and same.ci95 == (0.0, 0.0) and same.p_value == 1.0 and same.p_holm == 1.0
+    assert same.diff == 0.0 and same.p_value == 1.0 and same.p_holm == 1.0
+    # a copy differs by 0 on every task: no spread, so no interval rather than [0, 0] (which reads as certainty)
+    assert np.isnan(same.ci95).all() and same.ci_reason == "no spread: no interval"
+    assert same.as_json()["ci95"] is None and same.as_json()["ci95_reason"] == same.ci_reason
     assert not same.holds and same.n_tasks == 50
 
 
@@ -128,6 +131,46 @@ def test_pairs_use_only_shared_tasks():
     (c,) = u.comparisons
     assert c.n_tasks == 2 and c.diff == pytest.approx(0.75)  # (1 − 0 + 1 − 0.5) / 2
     assert c.p_value == pytest.approx(0.5)  # exact over 4 sign vectors: (+,+) and (−,−) reach 0.75
+
+
+def test_one_task_gives_no_interval_and_says_why():
+    """One task resamples to itself: every interval would be [x, x]; there is none, with the reason."""
+    u = stats.score_uncertainty({"a": {"t1": 0.179}, "b": {"t1": 0.051}}, domains={"t1": "policy"})
+    assert np.isnan(u.ci95["a"]).all() and u.ci_reason == {"a": "n=1: no interval", "b": "n=1: no interval"}
+    (c,) = u.comparisons
+    assert c.diff == pytest.approx(0.128) and np.isnan(c.ci95).all() and c.ci_reason == "n=1: no interval"
+    assert u.domain_ci_reason["a"] == {"policy": "n=1: no interval"} and u.domain_n_tasks["a"] == {"policy": 1}
+    # two tasks with the same score: an interval of zero width, so none either
+    flat = stats.score_uncertainty({"a": {"t1": 1.0, "t2": 1.0}, "b": {"t1": 0.5, "t2": 0.0}})
+    assert flat.ci_reason == {"a": "no spread: no interval"} and flat.ci95["b"][0] < flat.ci95["b"][1]
+
+
+def test_no_interval_reasons():
+    assert stats.no_interval((0.2, 0.2), 1) == "n=1: no interval"
+    assert stats.no_interval((0.2, 0.2), 5) == "no spread: no interval"
+    assert stats.no_interval(None, 5) == "undefined: no interval"
+    assert stats.no_interval((0.1, 0.3), 5) is None
+
+
+def test_missing_cells_leave_a_task_out_of_that_agent_and_its_pairs_only():
+    """A published table with an empty cell: the agent's mean interval is over its own tasks, its
+    pairs over the tasks both have; agents with every task keep the shared draw (their numbers
+    are those of the table without the gappy agent)."""
+    rng = np.random.default_rng(3)
+    tids = [f"t{i}" for i in range(12)]
+    full = {a: dict(zip(tids, rng.random(12).tolist(), strict=True)) for a in "xy"}
+    gappy = {t: v for t, v in zip(tids, rng.random(12).tolist(), strict=True) if t not in ("t3", "t7")}
+    u = stats.score_uncertainty({**full, "g": gappy})
+    alone = stats.score_uncertainty(full)
+    assert {a: u.ci95[a] for a in "xy"} == alone.ci95 and u.n_tasks == {"x": 12, "y": 12, "g": 10}
+    want = stats.percentile_ci(stats.bootstrap_means(np.array(list(gappy.values())), stats.DEFAULT_RESAMPLES,
+                                                     stats.DEFAULT_SEED, 0, stats.name_stream(*gappy)), n_units=10)[0]
+    assert u.ci95["g"] == tuple(want)
+    pairs = {(c.a, c.b): c for c in u.comparisons}
+    xy, xy_alone = pairs[("x", "y")], alone.comparisons[0]
+    assert xy.n_tasks == 12 and (xy.diff, xy.ci95, xy.p_value) == (xy_alone.diff, xy_alone.ci95, xy_alone.p_value)
+    xg = pairs[("x", "g")]
+    assert xg.n_tasks == 10 and xg.diff == pytest.approx(np.mean([full["x"][t] - gappy[t] for t in gappy]))
 
 
 def test_holm_by_hand():

@@ -163,3 +163,23 @@ def test_agree_json_csv_and_disagreements(capsys):
     assert dis["n_disagreements"] == wrong == len(dis["disagreements"])
     drows = list(csv.DictReader(io.StringIO(cli_out(capsys, *base, "--disagreements", "--csv"))))
     assert tuple(drows[0]) == DISAGREEMENT_COLUMNS and len(drows) == wrong
+
+
+def test_one_report_gives_no_zero_width_interval(tmp_path, capsys):
+    """Issue 32 item 9: on one labelled report `agree` printed `[21.4, 21.4]`; one report resamples to
+    itself, so there is no interval, and the table, JSON and CSV say why."""
+    import csv
+    import io
+
+    labels = write_jsonl(tmp_path / "labels.jsonl", [r for r in map(json.loads, (AGREE / "labels.jsonl").read_text().splitlines())
+                                                     if (r["task_id"], r["agent"], r["run"]) == ("t1", "alpha", 0)])
+    base = ["agree", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
+            "--labels", str(labels), "--resamples", "200"]
+    judge = json.loads(cli_out(capsys, *base, "--json"))["judges"]["choice-a"]
+    assert judge["n_reports"] == 1 and judge["accuracy_mean"] is not None
+    assert judge["ci95"]["accuracy_mean"] is None and judge["ci95_reason"]["accuracy_mean"] == "n=1: no interval"
+    table = cli_out(capsys, *base)
+    assert "n=1: no interval" in table
+    rows = list(csv.DictReader(io.StringIO(cli_out(capsys, *base, "--csv"))))
+    acc = next(r for r in rows if r["judge"] == "choice-a" and r["metric"] == "accuracy_mean" and r["group"] == "all")
+    assert acc["ci_lo"] == "" and acc["ci_reason"] == "n=1: no interval"

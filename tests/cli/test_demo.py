@@ -120,3 +120,14 @@ def test_demo_limit_keeps_only_the_selected_tasks_labels(tmp_path, capsys):
     assert {lab["task_id"] for lab in labels} == {"sample-en-01"}
     assert f"Judge agreement with {len(labels)} labels" in stdout  # labels of other tasks are no mismatch
     assert [t.id for t in load_tasks(out / "tasks.jsonl")] == ["sample-en-01"]
+
+
+def test_rejudge_on_the_demo_run_directory_reproduces_the_verdicts(demo):
+    # the same engine judging sampled decisions again, the agent's reports among them: within 1e-5, nothing flips
+    out, _ = demo
+    r = subprocess.run([sys.executable, "-m", "lifesearch_local", "rejudge", str(out), "--sample", "30", "--json"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    replay = json.loads(r.stdout)
+    assert replay["sampled"] == 30 and replay["flips"] == 0 and replay["max_abs_dp"] <= 1e-5
+    assert list(replay["judges"].values()) == [[]]

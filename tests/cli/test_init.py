@@ -140,7 +140,7 @@ def test_score_json_into_a_closed_pipe_exits_quietly(tmp_path):
 
 def test_a_mistyped_command_gets_did_you_mean(capsys):
     assert main(["jduge", "--tasks", "x"]) == 2
-    assert "unknown command 'jduge'; did you mean 'judge'?" in capsys.readouterr().err
+    assert "unknown command 'jduge'; did you mean 'judge' or 'rejudge'?" in capsys.readouterr().err
 
 
 def test_ctrl_c_says_a_rerun_resumes(monkeypatch, capsys):
@@ -180,7 +180,9 @@ def test_a_forced_resume_warns_on_stderr_in_the_words_it_always_had(tmp_path, ca
     run = tmp_path / "run"
     assert lines[0].startswith(f"warning: --force-config: {run}: judge/j has records made with other settings (")
     assert lines[1].startswith(f"warning: --force-config: judge/j in {run} continues with another config (hash ")
-    assert lines[1].endswith('model.model "tiny-llama" -> "tiny-qwen3"); its records now mix both') and len(lines) == 2
+    assert lines[1].endswith('model.model "tiny-llama" -> "tiny-qwen3"); its records now mix both') and len(lines) == 3
+    # another model is another judge: its fingerprint differs too, and the force says so
+    assert lines[2].startswith(f"warning: --force-config: {run}: judge/j has judgments made by another judge (weights_hash: ")
 
 
 def test_debug_shows_the_librarys_debug_records_named_by_logger(tmp_path, capsys, monkeypatch):

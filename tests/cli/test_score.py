@@ -53,8 +53,8 @@ def test_score_table_and_csv(capsys):
     base = ("score", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
             "--judge", "choice-a#1", "--resamples", "500")
     table = cli_out(capsys, *base, "--compare")
-    assert "Mean [95% CI]" in table and "68.8 [" in table and "none of the 3 pairwise differences holds" in table
-    assert "Paired comparisons" in table
+    assert "Mean [95% CI]" in table and "68.8 [" in table and "none of the 3 differences holds" in table
+    assert "Paired comparisons" in table and "cannot tell apart" in table and "not shown" not in table
     rows = list(csv.DictReader(io.StringIO(cli_out(capsys, *base, "--csv"))))
     assert tuple(rows[0]) == SCORE_COLUMNS
     overall = {r["agent"]: r for r in rows if r["metric"] == "overall"}
@@ -116,3 +116,47 @@ def test_cli_validate_and_errors(tmp_path):
     assert r.returncode == 2 and "incomplete run" in r.stderr
     r = cli("score", "--tasks", str(TASKS), "--judgments", str(partial), "--allow-missing", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["agents"]["beta"]["missing"] == 1
+
+
+def test_one_task_prints_no_zero_width_interval(capsys):
+    """Issue 32 item 9 / 33: on one task `score --compare` printed `17.9 [17.9, 17.9]` and
+    `+12.8 [+12.8, +12.8]`; below 2 tasks there is no interval, and every output says why."""
+    import csv
+    import io
+
+    base = ("score", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
+            "--judge", "choice-a#2", "--limit", "1", "--resamples", "200")
+    table = cli_out(capsys, *base, "--compare")
+    assert "87.5 (n=1: no interval)" in table and "+12.5 (n=1: no interval)" in table
+    assert "[87.5, 87.5]" not in table and "[+12.5, +12.5]" not in table
+    out = json.loads(cli_out(capsys, *base, "--json"))
+    alpha = out["agents"]["alpha"]
+    assert alpha["ci95"] is None and alpha["ci95_reason"] == "n=1: no interval" and alpha["n_tasks"] == 1
+    assert all(c["ci95"] is None and c["ci95_reason"] == "n=1: no interval" for c in out["comparisons"])
+    rows = list(csv.DictReader(io.StringIO(cli_out(capsys, *base, "--csv"))))
+    overall = next(r for r in rows if r["metric"] == "overall" and r["agent"] == "alpha")
+    assert overall["ci_lo"] == overall["ci_hi"] == "" and overall["ci_reason"] == "n=1: no interval"
+
+
+def test_domain_rows_carry_their_own_task_count(capsys, tmp_path):
+    """Per-domain rows of `score --csv` / `--json` carried the overall n_tasks (3 for a one-task domain)."""
+    import csv
+    import io
+
+    rub = [{"id": "R1", "criterion": "a", "type": "Objective", "necessity": "Explicit", "priority": "Must Have", "weight": 1}]
+    tasks, judg = tmp_path / "tasks.jsonl", tmp_path / "judgments.jsonl"
+    doms = {"t1": "company", "t2": "company", "t3": "policy"}
+    tasks.write_text("".join(json.dumps({"id": t, "language": "en", "domain": d, "question": "q", "rubrics": rub}) + "\n"
+                             for t, d in doms.items()))
+    judg.write_text("".join(json.dumps({"task_id": t, "agent": a, "rubric_id": "R1", "judge": "j",
+                                        "satisfied": (i + k) % 2 == 0}) + "\n"
+                            for i, t in enumerate(doms) for k, a in enumerate(("a", "b"))))
+    base = ("score", "--tasks", str(tasks), "--judgments", str(judg), "--resamples", "200")
+    rows = list(csv.DictReader(io.StringIO(cli_out(capsys, *base, "--csv"))))
+    n = {r["metric"]: r["n_tasks"] for r in rows if r["agent"] == "a" and r["metric"] != "diff"}
+    assert n["overall"] == "3" and n["domain:company"] == "2" and n["domain:policy"] == "1"
+    policy = next(r for r in rows if r["agent"] == "a" and r["metric"] == "domain:policy")
+    assert policy["ci_lo"] == "" and policy["ci_reason"] == "n=1: no interval"
+    a = json.loads(cli_out(capsys, *base, "--json"))["agents"]["a"]
+    assert a["domain_n_tasks"] == {"company": 2, "policy": 1} and a["n_tasks"] == 3
+    assert a["domain_ci95"]["policy"] is None and a["domain_ci95_reason"] == {"policy": "n=1: no interval"}

@@ -6,7 +6,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-from serving.protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, Generation
+from serving.protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
 
 
 class ScriptedBackend(Engine):
@@ -34,6 +34,10 @@ class ScriptedBackend(Engine):
             else:
                 out.append(Generation(text=item, prompt_tokens=10, output_tokens=len(item.split())))
         return out
+
+    def identity(self) -> EngineInfo:
+        """Every scripted engine (and its subclasses that fail on cue) is the same judge."""
+        return EngineInfo(engine="scripted")
 
     def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
         self.choice_calls.append(list(groups))

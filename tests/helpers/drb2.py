@@ -24,3 +24,13 @@ def run_import(out: Path, *extra: str) -> Path:
     assert main(["import", "drb2", "--tasks", str(TASKS), "--reports", str(REPORTS), "--results", str(RESULTS),
                  "--out", str(out), *extra]) == 0
     return out
+
+
+def published_dir() -> Path:
+    """The upstream evaluator's published per-task scores (../shared/external/deep_research_bench_2/results, or
+    $LIFESEARCH_DRB2_DIR/results); tests that need them skip where they are absent."""
+    import os
+
+    from tests.helpers.inputs import ROOT
+
+    return Path(os.environ.get("LIFESEARCH_DRB2_DIR") or ROOT.parent / "shared/external/deep_research_bench_2") / "results"

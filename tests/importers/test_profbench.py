@@ -162,3 +162,15 @@ def test_an_open_judge_on_profbench_reports_against_the_human_labels(tmp_path, c
     res = json.loads(capsys.readouterr().out)
     (judge,) = res["judges"].values()
     assert res["n_labels"] == 18 and judge["n"] == 18 and judge["rank_agents"] == 3
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"inputs": ' + "[" * 100_000 + "]" * 100_000 + "}", "JSON nested deeper than 64 levels"),
+    ('{"inputs": {}}', r"inputs.id_prefix: missing"),
+    ("[]", "inputs: missing"),
+])
+def test_a_damaged_import_json_is_one_located_error(tmp_path, text, message):
+    out = profbench.write_profbench(profbench.import_profbench(FIX), tmp_path / "out")
+    (out / "import.json").write_text(text)
+    with pytest.raises(InputError, match=f"import.json: {message}"):
+        profbench.load_dir(out)

@@ -217,3 +217,13 @@ def test_a_first_run_that_fails_leaves_no_directory_unless_it_wrote_work(tmp_pat
     with pytest.raises(RuntimeError, match="did not load"):  # judge j wrote its judgments, then k failed
         run_pipeline(cfg, open_model=broken_k, show=False)
     assert (Path(cfg.out_dir()) / "judgments.jsonl").is_file()
+
+
+def test_labels_of_other_tasks_are_left_out_and_damaged_lines_kept_for_the_loader(tmp_path):
+    from lifesearch_local.run.pipeline import _copy_labels
+
+    deep, not_utf8 = b"[" * 100_000 + b"]" * 100_000 + b"\n", b'{"task_id": "t1", "x": "\xff"}\n'
+    src = tmp_path / "labels.jsonl"
+    src.write_bytes(b'{"task_id": "t1"}\n{"task_id": "t2"}\n' + deep + not_utf8)
+    _copy_labels(src, tmp_path / "copy.jsonl", {"t1"})
+    assert (tmp_path / "copy.jsonl").read_bytes() == b'{"task_id": "t1"}\n' + deep + not_utf8

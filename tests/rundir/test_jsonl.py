@@ -9,7 +9,7 @@ import pytest
 from lifesearch_local.cli import main
 from lifesearch_local.errors import InputError
 from lifesearch_local.records import Judgment, Report
-from lifesearch_local.rundir.jsonl import read_records
+from lifesearch_local.rundir.jsonl import read_json_file, read_records
 from tests.helpers.cli import run_cli
 from tests.helpers.inputs import HUGE, J, R, judge_inputs, rubric, task, write_jsonl
 
@@ -63,3 +63,22 @@ def test_tasks_pointing_at_a_directory_says_so(tmp_path, capsys):
     assert main(["validate", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"{tmp_path}: is a directory; pass a JSONL file (it holds tasks.jsonl)" in err and "no such file" not in err
+
+
+@pytest.mark.parametrize("line, message", [
+    (b'{"task_id": "t0", "agent": "a", "text": "\xff\xfe"}', "not UTF-8 text"),
+    (b'{"task_id": "t0", "agent": "a", "text": "x", "run": 1e999}', "1e999 is beyond the range of a float"),
+])
+def test_a_line_that_is_not_utf8_or_a_float_beyond_range_is_located(tmp_path, line, message):
+    path = tmp_path / "reports.jsonl"
+    path.write_bytes(json.dumps(R).encode() + b"\n" + line + b"\n")
+    with pytest.raises(InputError, match=f"reports.jsonl:2: .*{message}"):
+        read_records(path, Report)
+
+
+def test_a_whole_file_json_larger_than_the_cap_is_refused_unread(tmp_path):
+    path = tmp_path / "summary.json"
+    path.write_bytes(b'{"a": "' + b"x" * (2 << 20) + b'"}')
+    with pytest.raises(InputError, match=r"summary.json: larger than 1 MiB"):
+        read_json_file(path, max_bytes=1 << 20)
+    assert read_json_file(path)["a"] == "x" * (2 << 20)

@@ -88,3 +88,21 @@ def test_two_concurrent_judge_runs_one_refused(tmp_path):
     assert "in use by another lifesearch process (pid" in loser
     rows = RunDir(out).load("judgments.jsonl", Judgment)
     assert len(rows) == len({r.key for r in rows}) > 0
+
+
+def test_a_holder_record_nested_deep_is_named_pid_unknown(tmp_path):
+    # whoever holds the lock writes the record the refusal reads: 2,000 levels deep it must not recurse
+    (tmp_path / "run").mkdir()
+    script = ("import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+              "fcntl.flock(fd, fcntl.LOCK_EX)\nos.write(fd, b'[' * 2000 + b'\\n')\nprint('held', flush=True)\n"
+              "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "run" / LOCK_FILE)], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirBusy, match=r"in use by another lifesearch process \(pid unknown\)"), \
+                RunDir(tmp_path / "run").locked():
+            pass
+    finally:
+        proc.kill()
+        proc.wait()

@@ -18,6 +18,7 @@ from tests.helpers.cli import cli_process, judge_sample_args, run_cli
 from tests.helpers.doubles import ScriptedBackend
 from tests.helpers.inputs import judge_inputs, rubric, task, write_jsonl
 from tests.helpers.judging import judge_config, tiny_inputs, two_rubric_inputs
+from tests.helpers.report_runs import make_run_dir
 
 # -- a damaged or lost manifest -------------------------------------------------------------------------------
 
@@ -116,6 +117,28 @@ def test_a_damaged_manifest_is_a_located_error(tmp_path, capsys, text, where):
     assert main(judge_sample_args(out, "--model", "tiny-llama")) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "manifest.json" in err and f"lifesearch repair {out}" in err
+
+
+DAMAGED = {"deep": ('{"stages": ' + "[" * 100_000 + "]" * 100_000 + "}").encode(),
+           "huge integer": b'{"stages": {"judge/j": {"decisions": ' + b"9" * 5000 + b"}}}",
+           "not UTF-8": b'{"git_sha": "\xff"}'}
+READERS = {"score": lambda run: ["score", "--tasks", str(run / "tasks.jsonl"), "--judgments", str(run / "judgments.jsonl")],
+           "agree": lambda run: ["agree", "--tasks", str(run / "tasks.jsonl"), "--judgments", str(run / "judgments.jsonl"),
+                                 "--labels", str(run / "labels.jsonl")],
+           "agree --disagreements": lambda run: ["agree", "--tasks", str(run / "tasks.jsonl"), "--judgments",
+                                                 str(run / "judgments.jsonl"), "--labels", str(run / "labels.jsonl"),
+                                                 "--disagreements"],
+           "report": lambda run: ["report", str(run)]}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGED))
+@pytest.mark.parametrize("command", list(READERS))
+def test_commands_reading_a_damaged_manifest_beside_the_judgments_say_so_in_one_line(tmp_path, capsys, command, damage):
+    run = make_run_dir(tmp_path / "run")
+    (run / "manifest.json").write_bytes(DAMAGED[damage])
+    code, out, err = run_cli(READERS[command](run), capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"{run / 'manifest.json'}" in err and f"lifesearch repair {run}" in err and "Traceback" not in err
 
 
 def _inputs() -> tuple[list[Task], list[Report]]:

@@ -169,7 +169,7 @@ def _execution_variants() -> list[dict]:
     values = {"device": "cpu", "kernel": "shared", "token_budget": 512, "generate_form": "padded", "tensor_parallel_size": 2,
               "gpu_memory_utilization": 0.5, "kv_cache_gib": 4.0, "enable_prefix_caching": False, "enforce_eager": True,
               "cpu_cores": "0-1", "base_url": "http://127.0.0.1:8000/v1", "api_key_env": "KEY", "timeout_s": 5.0,
-              "max_retries": 1, "max_concurrency": 2, "retry_base_delay_s": 0.1}
+              "max_retries": 1, "max_concurrency": 2, "retry_base_delay_s": 0.1, "max_response_mib": 4}
     out = []
     for backend, cls in (("hf", HFConfig), ("vllm", VLLMConfig), ("openai", OpenAIConfig)):
         execution = [n for n in cls.model_fields if affects(cls, n).what == "execution"]

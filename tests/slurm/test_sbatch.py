@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -65,15 +67,37 @@ def test_batch_sigterm_mid_agent_then_mid_judge(baseline, tmp_path):
     assert_same_records(job.run, baseline.run)
 
 
+def hold_first_run(tmp: Path) -> dict[str, str]:
+    """A job environment whose first `lifesearch run` waits (up to 200 s) before starting, as a
+    slow model load would: Slurm checks time limits every ~30 s, so a signal due at once can land
+    after a fast run has finished, and the test would no longer show a stop and a requeue."""
+    real = Path(sys.executable).parent / "lifesearch"
+    hold = tmp / "hold-bin"
+    hold.mkdir()
+    wrapper = hold / "lifesearch"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = run ] && mkdir "{tmp}/held" 2>/dev/null; then\n'
+        "  sleep 200 & pid=$!\n"
+        "  trap 'kill $pid; exit 143' TERM\n"
+        "  wait $pid\n"
+        "fi\n"
+        f'exec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    env = job_env(tmp)
+    return {**env, "PATH": f"{hold}:{env['PATH']}"}
+
+
 def test_time_limit_signal_then_scontrol_requeue(baseline, tmp_path):
-    # --time=2 with the script's --signal=B:TERM@120: the signal is due at once (Slurm checks
-    # within seconds). A requeued job keeps its limit, so after the first signal the limit is
-    # raised, as a user would for a job that cannot finish in its slot.
-    job = Job(tmp_path, "slurm/lifesearch.sbatch", "--time=2")
+    # --time=2 with the script's --signal=B:TERM@120: the signal is due at once. The first
+    # instance's run is held until it comes (hold_first_run), so the stop is certain. A requeued job
+    # keeps its limit, so after the first signal the limit is raised, as a user would for a job
+    # that cannot finish in its slot.
+    job = Job(tmp_path, "slurm/lifesearch.sbatch", "--time=2", env=hold_first_run(tmp_path))
     try:
-        wait_for(lambda: job.restarts() >= 1, 150, "the time-limit signal and the requeue", job)
+        wait_for(lambda: job.restarts() >= 1, 240, "the time-limit signal and the requeue", job)
         assert "SIGTERM: stopping the run for requeue" in job.log()
-        assert not (job.run / "scores.json").exists()
+        assert (tmp_path / "held").is_dir() and not (job.run / "scores.json").exists()
         subprocess.run(["scontrol", "update", f"JobId={job.id}", "TimeLimit=30"], check=True, timeout=30)
         wait_requeued(job, 1)
         # `scontrol requeue` mid-judge: Slurm signals every step at once (the Ray nodes too)

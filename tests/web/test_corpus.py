@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
+from lifesearch_local.errors import InputError
+from lifesearch_local.web.corpus import read_manifest
 from tests.helpers.web import WEB_FIXTURES, RecordingConnector, fetch_all, make_config
 
 
@@ -17,3 +21,14 @@ def test_corpus_pages_served_locally_and_refused_after_cutoff():
     assert connector.hosts == [] and fetcher.stats.corpus == 1
     (ev_now,), _ = fetch_all(config, urls[1:], connector=connector)
     assert ev_now.ok and "新能源汽车" in ev_now.text
+
+
+@pytest.mark.parametrize("line, message", [
+    (b"[" * 100_000 + b"]" * 100_000, "JSON nested deeper than 64 levels"),
+    (b'{"url": "https://a.example/", "path": "\xff.html"}', "not UTF-8"),
+    (b'["a list"]', "expected a JSON object, got list"),
+])
+def test_a_damaged_corpus_manifest_line_is_located(tmp_path, line, message):
+    (tmp_path / "manifest.jsonl").write_bytes(b"\n" + line + b"\n")
+    with pytest.raises(InputError, match=f"manifest.jsonl:2: {message}"):
+        read_manifest(tmp_path)

@@ -81,3 +81,12 @@ def test_as_of_recorded_then_replayed(server, tmp_path):
     assert replayed.from_cache and replayed.text == recorded.text
     with pytest.raises(ReplayMiss):  # the same URL without a cutoff was never recorded
         fetch_all(rep, [ORIGINAL], connector=RecordingConnector(refuse=True))
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000 + b"]" * 100_000, b'[["urlkey"], "row"]', b'[["timestamp"], [5]]',
+                                  b'[["timestamp"], [' + b"9" * 5000 + b"]]"])
+def test_a_hostile_cdx_answer_is_an_http_error_not_a_crash(server, body):
+    config = archive(server)
+    server.routes["/cdx/search/cdx"] = Reply(body=body, content_type="application/json")
+    doc = fetch_one(config, ORIGINAL, as_of=dt.date(2023, 3, 1))
+    assert doc.kind == "http_error" and "CDX answer" in doc.message, doc

@@ -11,16 +11,16 @@ are counted, never fatal.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lifesearch_local.analysis.scoring import AgentScore
-from lifesearch_local.errors import LifesearchError
+from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.records import Judgment, Label, Report, Task
-from lifesearch_local.rundir.jsonl import read_records
+from lifesearch_local.rundir.jsonl import parse_json, read_json_file, read_records
+from lifesearch_local.rundir.manifest import manifest_data
 
 FETCH_TOOLS = {"web_fetch", "fetch"}
 _TOOL_KEYS = ("tool", "name", "tool_name", "function")
@@ -48,7 +48,6 @@ class RunData:
     labels: list[Label] = field(default_factory=list)
     labels_path: Path | None = None
     manifest: dict[str, Any] | None = None
-    manifest_error: str | None = None
     config_text: str | None = None
     scores: dict[str, dict[str, AgentScore]] = field(default_factory=dict)
     score_error: str | None = None
@@ -75,22 +74,21 @@ def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise LifesearchError(f"{run_dir}: no such run directory")
-    manifest, manifest_error = _read_manifest(run_dir)
-    tasks_file = _input(run_dir, "tasks", tasks_path, manifest)
+    manifest = manifest_data(run_dir)  # a damaged one is one line naming `lifesearch repair`
+    tasks_file = run_input(run_dir, "tasks", tasks_path, manifest)
     if tasks_file is None and (run_dir / "judgments.jsonl").exists():
         raise LifesearchError(f"{run_dir}: no tasks.jsonl and no tasks path recorded in its manifest; pass --tasks FILE "
                               "(the tasks file the judgments were made from)")
-    reports_file = _input(run_dir, "reports", reports_path, manifest)
+    reports_file = run_input(run_dir, "reports", reports_path, manifest)
     data = RunData(
         run_dir=run_dir,
         tasks=load_tasks(tasks_file) if tasks_file else [],
         reports=_records(reports_file, Report) if reports_file else [],
         judgments=_records(run_dir / "judgments.jsonl", Judgment),
         manifest=manifest,
-        manifest_error=manifest_error,
     )
     if labels_path is None:
-        labels_path = _input(run_dir, "labels", None, manifest)
+        labels_path = run_input(run_dir, "labels", None, manifest)
     if labels_path is not None:
         data.labels, data.labels_path = read_records(labels_path, Label), Path(labels_path)
     if (run_dir / "config.yaml").exists():
@@ -99,41 +97,36 @@ def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path
     _agree(data)
     data.fetch = fetch_stats(run_dir, data.reports)
     if (run_dir / "reporteval_summary.json").exists():  # written by `lifesearch reporteval`
-        data.reporteval = json.loads((run_dir / "reporteval_summary.json").read_text(encoding="utf-8"))
+        data.reporteval = _reporteval_summary(run_dir / "reporteval_summary.json")
     return data
 
 
-def _input(run_dir: Path, name: str, given: Path | None, manifest: dict | None) -> Path | None:
-    """An input file: as given, else RUN_DIR/<name>.jsonl, else the path the manifest records
-    (`inputs.<name>`, written by `rundir.directory.open_run` for judge / sweep / reporteval) when that file still has the recorded hash."""
-    from lifesearch_local.rundir.manifest import sha256_file
+def run_input(run_dir: Path, name: str, given: Path | None, manifest: dict | None) -> Path | None:
+    """An input file of a run: as given, else the run's own or the one its manifest records
+    (`rundir.directory.recorded_input`)."""
+    from lifesearch_local.rundir.directory import recorded_input
 
     if given is not None:
         return Path(given)
-    if (run_dir / f"{name}.jsonl").exists():
-        return run_dir / f"{name}.jsonl"
-    recorded = ((manifest or {}).get("inputs") or {}).get(name)
-    if not recorded or not Path(recorded).is_file():
-        return None
-    want = ((manifest or {}).get("hashes") or {}).get(name)
-    if want and sha256_file(recorded) != want:
-        raise LifesearchError(f"{recorded}: changed since {run_dir} was made from it (manifest hash {want}); "
-                              f"pass --{name} FILE to use it anyway")
-    return Path(recorded)
+    return recorded_input(run_dir, name, manifest, why=f"pass --{name} FILE to use it anyway")
+
+
+def _reporteval_summary(path: Path) -> dict[str, dict[str, dict]]:
+    """{judge: {agent: {metric: {field: number}}}} as `reporteval.aggregate.summarize` writes it;
+    anything else is one InputError naming the file and the field."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from lifesearch_local.rundir.jsonl import validation_field
+
+    try:
+        return TypeAdapter(dict[str, dict[str, dict[str, dict[str, float | None]]]]).validate_python(read_json_file(path))
+    except ValidationError as e:
+        where, msg = validation_field(e)
+        raise InputError(str(path), None, where, msg) from None
 
 
 def _records(path: Path, model: type) -> list:
     return read_records(path, model) if path.exists() else []
-
-
-def _read_manifest(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
-    p = run_dir / "manifest.json"
-    if not p.exists():
-        return None, None
-    try:
-        return json.loads(p.read_text(encoding="utf-8")), None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        return None, f"{p}: {e}"
 
 
 def _score(data: RunData) -> None:
@@ -181,8 +174,8 @@ def fetch_stats(run_dir: Path, reports: list[Report]) -> dict[str, FetchStats]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                obj = parse_json(line, str(path), None)
+            except InputError:
                 out.setdefault(agent or "(unattributed)", FetchStats()).unreadable_lines += 1
                 continue
             who = agent or (obj.get("agent") if isinstance(obj, dict) else None) or "(unattributed)"

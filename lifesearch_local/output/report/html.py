@@ -21,6 +21,7 @@ from lifesearch_local.output.numbers import (
 from lifesearch_local.output.report import svg
 from lifesearch_local.output.report.data import RunData
 from lifesearch_local.output.report.drill import drilldown
+from lifesearch_local.output.report.judges import section_judges
 from lifesearch_local.output.report.markup import e, slug, table
 from lifesearch_local.output.report.uncertainty import (
     agreement_ci_tables,
@@ -71,6 +72,7 @@ def render(data: RunData) -> str:
         section_failures(data),
         section_reporteval(data),
         f"<h2 id=\"drilldown\">Per-task drill-down</h2>{drilldown(data)}",
+        section_judges(data),
         section_manifest(data),
     ]
     return (
@@ -116,7 +118,7 @@ def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> st
                 e(agent),
                 *[pct(r.domains.get(d.value)) for d in doms],
                 e(mean_pm_std(r.overall_mean, r.overall_std)),
-                e(mean_ci(r.overall_mean, u.ci95.get(agent) if u else None)),
+                e(mean_ci(r.overall_mean, u.ci95.get(agent) if u else None, u.ci_reason.get(agent) if u else None)),
                 str(len(r.runs)),
                 "—" if r.iterations is None else f"{r.iterations:.1f}",
                 "—" if r.output_tokens is None else f"{r.output_tokens / 1000:.1f}",
@@ -197,10 +199,25 @@ def section_charts(data: RunData) -> str:
         out.append(svg.scatter(pts, x_title="Output tokens per task (k)", y_title="Overall score (%)", chart_id="chart-scatter"))
     else:
         out.append('<p class="muted">No output-token counts in the reports: no score vs tokens chart.</p>')
-    doms = _domains(rows)
-    series = {a: {DOMAIN_ABBREV[d]: 100 * r.domains[d.value] for d in doms if d.value in r.domains} for a, r in rows.items()}
-    out.append(svg.grouped_bars([DOMAIN_ABBREV[d] for d in doms], series, y_title="Domain score (%)", chart_id="chart-domains"))
+    out.append(domain_chart(rows, u))
     return "".join(out) + "</div>"
+
+
+def domain_chart(rows: Mapping[str, AgentScore], u: Any = None) -> str:
+    """Domain scores per agent with their 95% CIs as error bars and each domain's task count under
+    its name; a domain resting on one task gets no error bar, and the note under the chart says so."""
+    doms = _domains(rows)
+    n_of = {d.value: max((n.get(d.value, 0) for n in (u.domain_n_tasks.values() if u else ())), default=0) for d in doms}
+    label = {d: DOMAIN_ABBREV[d] + (f" (n={n_of[d.value]})" if n_of[d.value] else "") for d in doms}
+    series = {a: {label[d]: 100 * r.domains[d.value] for d in doms if d.value in r.domains} for a, r in rows.items()}
+    cis = {a: {label[d]: (100 * c[0], 100 * c[1]) for d in doms
+               if (c := u.domain_ci95.get(a, {}).get(d.value)) is not None and c[0] == c[0]} for a in rows} if u else {}
+    chart = svg.grouped_bars([label[d] for d in doms], series, y_title="Domain score (%) with 95% CI",
+                             chart_id="chart-domains", ci=cis)
+    bare = sorted({f"{DOMAIN_ABBREV[d]}: {why}" for a in rows for d in doms
+                   if (why := (u.domain_ci_reason.get(a, {}).get(d.value) if u else None))})
+    note = f'<p class="muted">No error bar where there is no interval: {e("; ".join(bare))}.</p>' if bare else ""
+    return chart + note
 
 
 # -- agreement ------------------------------------------------------------------------------
@@ -314,8 +331,6 @@ def _flat(d: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 def section_manifest(data: RunData) -> str:
     out = ['<h2 id="manifest">Manifest</h2>']
-    if data.manifest_error:
-        out.append(f'<p class="err">{e(data.manifest_error)}</p>')
     m = data.manifest
     if m is None:
         out.append('<p class="muted">No manifest.json.</p>')

@@ -159,14 +159,18 @@ def grouped_bars(
     chart_id: str,
     width: int = 860,
     height: int = 340,
+    ci: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
 ) -> str:
-    """Bars per group (e.g. domain), one per series (e.g. agent) with a legend; absent values skipped."""
+    """Bars per group (e.g. domain), one per series (e.g. agent) with a legend; absent values skipped;
+    a 95% CI whisker on a bar where `ci` (series → group → (lo, hi)) has one."""
+    ci = ci or {}
     left, right, top = 56, 12, 16
     legend = legend_rows(list(series), left, width - right)
     bottom = 44 + 16 * len(legend)  # tick labels, then one line per legend row
     height += 16 * (len(legend) - 1)
     pw, ph = width - left - right, height - top - bottom
-    yt = nice_ticks(0.0, max([100.0, *[v for s in series.values() for v in s.values()]]))
+    yt = nice_ticks(0.0, max([100.0, *[v for s in series.values() for v in s.values()],
+                              *[hi for c in ci.values() for _, hi in c.values()]]))
     gw = pw / max(len(groups), 1)
     bw = gw * 0.8 / max(len(series), 1)
 
@@ -188,6 +192,13 @@ def grouped_bars(
                 f'y="{_num(sy(v))}" width="{_num(max(bw - 1, 1))}" height="{_num(top + ph - sy(v))}" '
                 f'fill="{color(si)}"><title>{escape(name)} · {escape(g)}: {v:.2f}</title></rect>'
             )
+            if g in ci.get(name, {}):
+                lo, hi = ci[name][g]
+                cx = x + max(bw - 1, 1) / 2
+                out.append(f'<path class="ci" data-series="{escape(name)}" data-group="{escape(g)}" '
+                           f'd="M{_num(cx)} {_num(sy(lo))}V{_num(sy(hi))}M{_num(cx - 3)} {_num(sy(lo))}H{_num(cx + 3)}'
+                           f'M{_num(cx - 3)} {_num(sy(hi))}H{_num(cx + 3)}" stroke="#1d2430" stroke-width="1.2" '
+                           f'fill="none"><title>{escape(name)} · {escape(g)}: 95% CI [{lo:.1f}, {hi:.1f}]</title></path>')
     si = 0
     for r, items in enumerate(legend):
         y = height - 18 - 16 * (len(legend) - 1 - r)

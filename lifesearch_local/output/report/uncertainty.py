@@ -22,13 +22,13 @@ def ci_note(u: ScoreUncertainty) -> str:
             "judged on; sign-flip permutation test, Holm-adjusted across pairs (docs/statistics.md).")
 
 
-def _oriented(u: ScoreUncertainty, a: str, b: str) -> tuple[float, tuple[float, float], float, int] | None:
-    """(a − b, its CI, Holm p, tasks) from whichever way round the pair was computed."""
+def _oriented(u: ScoreUncertainty, a: str, b: str) -> tuple[float, tuple[float, float], float, int, str | None] | None:
+    """(a − b, its CI, Holm p, tasks, why no CI) from whichever way round the pair was computed."""
     for c in u.comparisons:
         if (c.a, c.b) == (a, b):
-            return c.diff, c.ci95, c.p_holm, c.n_tasks
+            return c.diff, c.ci95, c.p_holm, c.n_tasks, c.ci_reason
         if (c.a, c.b) == (b, a):
-            return -c.diff, (-c.ci95[1], -c.ci95[0]), c.p_holm, c.n_tasks
+            return -c.diff, (-c.ci95[1], -c.ci95[0]), c.p_holm, c.n_tasks, c.ci_reason
     return None
 
 
@@ -43,11 +43,12 @@ def comparison_matrix(judge: str, agents: Sequence[str], u: ScoreUncertainty) ->
             if got is None or got[0] != got[0]:  # the diagonal, or no shared task (NaN)
                 cells.append('<span class="muted">—</span>')
                 continue
-            diff, ci, p_holm, n = got
+            diff, ci, p_holm, n, why = got
             cls, mark = ("win", "▲ ") if p_holm < 0.05 and diff > 0 else ("loss", "▼ ") if p_holm < 0.05 else ("ns", "")
-            tip = f"{a} − {b}: {pts(diff, 2)} points, 95% CI [{pts(ci[0], 2)}, {pts(ci[1], 2)}], Holm p {fmt_p(p_holm)}, {n} tasks"
-            cells.append(f'<span class="{cls}" title="{e(tip)}">{mark}{pts(diff)}<br>'
-                         f"<small>[{pts(ci[0])}, {pts(ci[1])}]</small></span>")
+            span = why or f"[{pts(ci[0])}, {pts(ci[1])}]"
+            tip = (f"{a} − {b}: {pts(diff, 2)} points, "
+                   + (why or f"95% CI [{pts(ci[0], 2)}, {pts(ci[1], 2)}]") + f", Holm p {fmt_p(p_holm)}, {n} tasks")
+            cells.append(f'<span class="{cls}" title="{e(tip)}">{mark}{pts(diff)}<br><small>{e(span)}</small></span>')
         rows.append(cells)
     head = ["row − column (points)", *[e(b) for b in agents]]
     return table(head, rows, tid=f"compare-{slug(judge)}", cls="compare", num_from=len(head))  # cells may wrap
@@ -60,7 +61,8 @@ def agreement_ci_tables(data: RunData) -> str:
         return ""
     b = st["bootstrap"]
     head = ["Judge", "Reports", *[e(name) for name, _, _ in CI_COLUMNS]]
-    rows = [[e(j), str(m.get("n_reports", "—")), *[fmt_interval((m.get("ci95") or {}).get(k), how) for _, k, how in CI_COLUMNS]]
+    rows = [[e(j), str(m.get("n_reports", "—")),
+             *[e(fmt_interval((m.get("ci95") or {}).get(k), how, (m.get("ci95_reason") or {}).get(k))) for _, k, how in CI_COLUMNS]]
             for j, m in res.items()]  # fmt: skip
     out = [f"<h3>95% confidence intervals</h3>{table(head, rows, tid='agreement-ci')}"
            f'<p class="muted">Cluster bootstrap over reports (a report\'s rubric decisions are resampled together), '
@@ -70,7 +72,8 @@ def agreement_ci_tables(data: RunData) -> str:
         vrows = []
         for c in vs:
             acc, kap, mc = c["diff_accuracy_mean"], c["diff_kappa"], c["mcnemar"]
-            vrows.append([e(c["a"]), e(c["b"]), _points(acc["diff"], acc["ci95"]), _signed(kap["diff"], kap["ci95"]),
+            vrows.append([e(c["a"]), e(c["b"]), _points(acc["diff"], acc["ci95"], acc.get("ci95_reason")),
+                          _signed(kap["diff"], kap["ci95"], kap.get("ci95_reason")),
                           str(mc["b"]), str(mc["c"]), fmt_p(mc["p_value"])])
         head = ["A", "B", "Accuracy A − B (points) [95% CI]", "κ A − B [95% CI]", "Only A right", "Only B right", "McNemar p"]
         out.append(f"<h3>Judge vs judge on the same labelled decisions</h3>{table(head, vrows, tid='judge-vs-judge', num_from=2)}"
@@ -80,16 +83,16 @@ def agreement_ci_tables(data: RunData) -> str:
     return "".join(out)
 
 
-def _points(diff: float | None, ci: Sequence[float] | None) -> str:
+def _points(diff: float | None, ci: Sequence[float] | None, why: str | None = None) -> str:
     if diff is None:
         return "—"
-    return f"{pts(diff)} " + ("[—]" if ci is None else f"[{pts(ci[0])}, {pts(ci[1])}]")
+    return f"{pts(diff)} " + (e(f"({why})" if why else "[—]") if ci is None else f"[{pts(ci[0])}, {pts(ci[1])}]")
 
 
-def _signed(diff: float | None, ci: Sequence[float] | None) -> str:
+def _signed(diff: float | None, ci: Sequence[float] | None, why: str | None = None) -> str:
     if diff is None:
         return "—"
-    return f"{diff:+.3f} " + ("[—]" if ci is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]")
+    return f"{diff:+.3f} " + (e(f"({why})" if why else "[—]") if ci is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]")
 
 
 def section_disagreements(data: RunData) -> str:

@@ -9,6 +9,7 @@ from lifesearch_local.errors import LifesearchError
 from lifesearch_local.web.config import SearchConfig
 from lifesearch_local.web.records import SearchResult
 from serving.errors import CONFIG_STATUSES
+from serving.jsonread import JSONError, loads
 from serving.redact import redact
 from serving.retry import RetryableError, RetryPolicy, aretry, retryable_status
 
@@ -54,9 +55,9 @@ async def request_json(method: str, url: str, *, config: SearchConfig, **kw: Any
             hint = CONFIG_STATUSES.get(resp.status_code)
             raise SearchError(f"search endpoint {url}: HTTP {resp.status_code}: {body}" + (f" ({hint})" if hint else ""))
         try:
-            return resp.json()
-        except ValueError:
-            raise SearchError(f"search endpoint {url}: the answer is not JSON") from None
+            return loads(resp.content)
+        except JSONError as e:
+            raise SearchError(f"search endpoint {url}: the answer is not usable JSON ({e})") from None
 
     try:
         return await aretry(once, policy(config))

@@ -83,8 +83,10 @@ class LocalIndex:
     def load(cls, index_dir: str | Path) -> LocalIndex:
         import bm25s
 
+        from lifesearch_local.rundir.jsonl import read_records
+
         d = Path(index_dir)
-        docs = [IndexedDoc.model_validate_json(line) for line in (d / "docs.jsonl").read_text(encoding="utf-8").splitlines() if line]
+        docs = read_records(d / "docs.jsonl", IndexedDoc)  # a damaged line is one located error
         return cls(docs, bm25s.BM25.load(str(d / "bm25"), show_progress=False))
 
     def search(self, query: str, *, num: int, as_of: dt.date | None, drop_undated: bool = False) -> list[SearchResult]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -45,3 +46,26 @@ def test_report_on_a_judge_out_directory(tmp_path, capsys):
     (inputs / "tasks.jsonl").write_text((inputs / "tasks.jsonl").read_text() + "\n")
     with pytest.raises(LifesearchError, match="changed since"):
         write_report(out)
+
+
+def test_a_step_log_line_nested_deep_or_not_utf8_is_counted_unreadable(tmp_path):
+    run = make_run_dir(tmp_path / "run")
+    with open(run / "trajectories" / "alpha" / "t1_0.jsonl", "ab") as f:
+        f.write(b"[" * 100_000 + b"]" * 100_000 + b"\n" + b'{"tool": "web_fetch", "x": "\xff"}\n')
+    stats = fetch_stats(run, read_records(run / "reports.jsonl", Report))
+    assert stats["alpha"].unreadable_lines == 2 and stats["alpha"].calls == 2
+
+
+@pytest.mark.parametrize("text, message", [
+    (b'{"j": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "reporteval_summary.json: JSON nested deeper than 64 levels"),
+    (b'{"j": {"alpha": {"quality": {"overall": "high"}}}}', r"reporteval_summary.json: j.alpha.quality.overall: "),
+    (b'{"j": ["alpha"]}', r"reporteval_summary.json: j: "),
+])
+def test_a_damaged_reporteval_summary_is_one_located_error(tmp_path, capsys, text, message):
+    from lifesearch_local.cli import main
+
+    run = make_run_dir(tmp_path / "run")
+    (run / "reporteval_summary.json").write_bytes(text)
+    assert main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(message, err), err

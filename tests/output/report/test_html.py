@@ -56,6 +56,24 @@ class Tags(HTMLParser):
         self.text.append(data)
 
 
+def test_domain_chart_has_error_bars_and_n(tmp_path):
+    """The domain chart had no error bars and no n: a domain resting on one task looked like the others."""
+    from lifesearch_local.output.report.html import domain_chart
+
+    tasks = load_tasks(AGREE / "tasks.jsonl")
+    judgments = read_records(AGREE / "judgments.jsonl", Judgment)
+    one_each = score_by_judge(tasks, judgments, judge="choice-a")  # t1 company, t2 technical: one task a domain
+    unc = uncertainty_by_judge(tasks, judgments, one_each)["choice-a"]
+    chart = domain_chart(one_each["choice-a"], unc)
+    assert "Comp. (n=1)" in chart and 'class="ci"' not in chart and "n=1: no interval" in chart
+    both = [t.model_copy(update={"domain": Domain.company}) for t in tasks]  # one domain of two tasks
+    rows = score_by_judge(both, judgments, judge="choice-a")
+    unc = uncertainty_by_judge(both, judgments, rows)["choice-a"]
+    chart = domain_chart(rows["choice-a"], unc)
+    assert "Comp. (n=2)" in chart and chart.count('class="ci"') == sum(
+        1 for a in rows["choice-a"] if "company" not in unc.domain_ci_reason.get(a, {})) > 0
+
+
 def test_report_escapes_everything(tmp_path):
     page = write_report(make_run_dir(tmp_path / "run")).read_text()
     parsed = Tags(page)
@@ -115,7 +133,7 @@ def expected_score_rows(run: Path) -> dict[str, list[list[str]]]:
     return {
         f"scores-{judge.replace('#', '-')}": [
             [a, *[pct(r.domains[d.value]) for d in doms], mean_pm_std(r.overall_mean, r.overall_std),
-             mean_ci(r.overall_mean, unc[judge].ci95[a]), str(len(r.runs)),
+             mean_ci(r.overall_mean, unc[judge].ci95[a], unc[judge].ci_reason.get(a)), str(len(r.runs)),
              f"{r.iterations:.1f}", f"{r.output_tokens / 1000:.1f}", str(r.ungraded), str(r.missing)]
             for a, r in rows.items()
         ]
@@ -153,7 +171,8 @@ def test_report_in_browser(browser, tmp_path):
     assert cmp_["alpha"][0] == "—" and cmp_["beta"][0].startswith("-43.8") and cmp_["alpha"][1].startswith("+43.8")
     # agreement intervals contain their point estimates; judge vs judge; the disagreement list
     ci = {r[0]: r for r in tables["agreement-ci"]}
-    assert ci["choice-a"][1] == "6" and ci["const"][4] == "[0.00, 0.00]"
+    # a constant judge has κ = 0 on every resample: no spread, so no interval (not [0.00, 0.00])
+    assert ci["choice-a"][1] == "6" and ci["const"][4] == "no spread: no interval"
     vs = {(r[0], r[1]): r for r in tables["judge-vs-judge"]}
     assert vs[("choice-a", "const")][4:] == ["7", "0", "0.016"]  # McNemar: 2 / 2^7
     n_dis = len(tables["disagreements-list"]) + len(tables.get("disagreements-more", []))

@@ -131,3 +131,11 @@ def test_generate_is_deterministic_and_counts_tokens(backend):
     again = backend.generate([req])[0]
     assert a.text == again.text and 0 < a.output_tokens <= 12 and a.prompt_tokens > 3
     assert b.output_tokens <= 5 and a.finish_reason in ("stop", "length")
+
+
+def test_identity_names_the_library_dtype_and_kernel_form(backend):
+    import transformers
+
+    info = backend.identity()
+    assert (info.engine, info.version, info.dtype) == ("hf", transformers.__version__, "float32")  # auto on CPU
+    assert info.kernel_form == backend.scorer.form == "single"

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
+import signal
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -15,6 +21,8 @@ import pytest
 from serving.config import ModelConfig, model_config
 from serving.engines.openai import EndpointError, OpenAIEngine, retry_after
 from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest
+from tests.helpers.endpoint import CHOICE_ANSWER, Endpoint, Reply, json_reply
+from tests.helpers.inputs import ROOT, rubric, task, write_jsonl
 
 PREFILL = '{"satisfied": '
 
@@ -150,19 +158,17 @@ def test_choice_scoring_without_logprobs_in_the_response_is_a_clear_error():
 
 
 def test_concurrency_is_bounded_by_max_concurrency():
-    lock, state = threading.Lock(), {"now": 0, "max": 0}
+    state = {"now": 0, "max": 0}
 
-    def slow(request):
-        with lock:
-            state["now"] += 1
-            state["max"] = max(state["max"], state["now"])
-        time.sleep(0.03)
-        with lock:
-            state["now"] -= 1
+    async def slow(request):  # the engine's requests run on its event loop: an async handler overlaps them
+        state["now"] += 1
+        state["max"] = max(state["max"], state["now"])
+        await asyncio.sleep(0.03)
+        state["now"] -= 1
         return httpx.Response(200, json=chat_reply("ok"))
 
     reqs = [ChatRequest(messages=[{"role": "user", "content": f"q{i}"}]) for i in range(12)]
-    gens = backend(Recorder(slow), max_concurrency=3).generate(reqs)
+    gens = OpenAIEngine(cfg(max_concurrency=3), transport=httpx.MockTransport(slow)).generate(reqs)
     assert len(gens) == 12 and 1 < state["max"] <= 3
 
 
@@ -237,3 +243,150 @@ def test_timeouts_that_never_end_fail_with_a_clear_error(slow_server):
     with pytest.raises(EndpointError, match=r"failed after 2 attempts: timed out after 0.2 s"):
         b.generate([ChatRequest(messages=[{"role": "user", "content": "hi"}])])
     b.close()
+
+
+def test_an_endpoint_says_no_weights_so_another_url_is_the_same_judge():
+    from serving.protocol import EngineInfo
+
+    a, b = (OpenAIEngine(model_config(backend="openai", model="judge-x", base_url=url))
+            for url in ("http://a:1/v1", "http://b:2/v1"))
+    assert a.model_hash() != b.model_hash()  # the manifest's model hash names the endpoint
+    assert a.identity() == b.identity() == EngineInfo(engine="openai")  # where it runs is no part of the judge
+
+
+# -- a hostile endpoint (real servers on 127.0.0.1) ---------------------------------------------------------------
+KEY = "sk-hostile-KEY-0123456789abcdefghijklmnop"
+HI = [ChatRequest(messages=[{"role": "user", "content": "hi"}])]
+GROUP = [ChoiceGroup(key="g", requests=[ChoiceRequest(messages=[{"role": "user", "content": "q"}], prefill=PREFILL)])]
+def real(url: str, **kw) -> OpenAIEngine:
+    return OpenAIEngine(model_config(backend="openai", model="m", base_url=url, max_retries=1, **kw))
+def test_a_server_dripping_a_byte_a_second_is_abandoned_at_the_deadline():
+    body = b" " * 60 + json.dumps(chat_reply("late")).encode()  # complete after ~15 s at 4 bytes/s
+    with Endpoint(lambda n, b: Reply(body=body, drip_s=0.25)) as ep:
+        b = real(ep.url, timeout_s=2)
+        t0 = time.monotonic()
+        with pytest.raises(EndpointError, match=r"timed out after 2 s") as e:
+            b.generate(HI)
+        waited = time.monotonic() - t0
+        b.close()
+    assert waited < 5.0, f"abandoned after {waited:.1f} s"  # per read, it would have waited for the whole drip
+    assert 0 < ep.sent[0] < len(body) and "\n" not in str(e.value)
+@pytest.mark.parametrize("declared", [True, False])
+def test_an_answer_over_the_size_cap_fails_in_one_line_without_being_read(declared):
+    mib = 1 << 20
+    def huge() -> Iterable[bytes]:  # a valid answer of 64 MiB, produced as it is sent
+        yield b'{"choices": [{"message": {"content": "'
+        for _ in range(64):
+            yield b"x" * mib
+        yield b'"}}]}'
+    whole = 64 * mib + 40
+    reply = Reply(body=huge, headers={"Content-Length": str(whole)} if declared else {}, length=False)
+    with Endpoint(lambda n, b: reply) as ep:
+        b = real(ep.url, max_response_mib=1)
+        with pytest.raises(EndpointError, match=r"larger than 1 MiB \(model.max_response_mib\)") as e:
+            b.generate(HI)
+        b.close()
+    assert "\n" not in str(e.value) and ep.seen == 1  # not retried: the same answer would come again
+    assert ep.sent[0] < 16 * mib, ep.sent  # the client stopped reading; socket buffers hold a few MiB at most
+HOSTILE = {  # body text -> the field (or reason) the one-line error names
+    "nan": ('{"choices": [{"message": {"content": ""}, "logprobs": {"content": [{"top_logprobs": '
+            '[{"token": " true", "logprob": NaN}]}]}}]}', "NaN is not a JSON number"),
+    "-inf": ('{"choices": [{"message": {"content": ""}, "logprobs": {"content": [{"top_logprobs": '
+             '[{"token": " true", "logprob": -Infinity}]}]}}]}', "-Infinity is not a JSON number"),
+    "1e999": ('{"choices": [{"message": {"content": ""}, "logprobs": {"content": [{"top_logprobs": '
+              '[{"token": " true", "logprob": 1e999}]}]}}]}', "beyond the range of a float"),
+    "string logprob": ('{"choices": [{"logprobs": {"content": [{"top_logprobs": [{"token": " true", "logprob": "'
+                       + KEY + '"}]}]}}]}', r"choices\[0\]\.logprobs\.content\[0\]\.top_logprobs\[0\]\.logprob"),
+    "usage echoing the key": ('{"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": "' + KEY + '"}}',
+                              r"usage\.prompt_tokens: Input should be a valid integer"),
+    "content a list": ('{"choices": [{"message": {"content": ["' + KEY + '"]}}]}',
+                       r"choices\[0\]\.message\.content: Input should be a valid string"),
+    "content a number": ('{"choices": [{"message": {"content": 5}}]}', r"choices\[0\]\.message\.content"),
+    "deep": ('{"choices": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper than 64 levels"),
+    "huge integer": ('{"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": ' + "9" * 5000 + "}}",
+                     "not a usable JSON value"),
+    "not UTF-8": (b'{"choices": [{"message": {"content": "\xff\xfe"}}]}', "not UTF-8"),
+    "a duplicate key echoing the key": ('{"choices": [], "' + KEY + '": 1, "' + KEY + '": 2}', r"duplicate key '\*\*\*'"),
+    "the key after 70 000 spaces": ("{" + " " * 70_000 + KEY, "not JSON we can read"),
+}
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_values_fail_in_one_line_naming_the_field_and_never_the_key(case, monkeypatch, caplog):
+    text, match = HOSTILE[case]
+    monkeypatch.setenv("LS_HOSTILE_KEY", KEY)
+    body = text if isinstance(text, bytes) else text.encode()
+    with Endpoint(lambda n, b: Reply(body=body, headers={"Content-Type": "application/json"})) as ep:
+        b = real(ep.url, api_key_env="LS_HOSTILE_KEY")
+        with pytest.raises(EndpointError, match=f"malformed response.*{match}") as e:
+            if b"logprob" in body:
+                b.score_choices(GROUP, ["true", "false"])
+            else:
+                b.generate(HI)
+        b.close()
+    msg = str(e.value)
+    assert "\n" not in msg and len(msg) < 600 and ep.seen == 1
+    assert KEY[-22:] not in msg and KEY[:12] not in msg and KEY[-22:] not in caplog.text
+@pytest.mark.parametrize("status", [400, 500])
+def test_an_error_body_is_redacted_whole_before_it_is_cut(status, monkeypatch):
+    monkeypatch.setenv("LS_HOSTILE_KEY", KEY)
+    body = (" " * 70_000 + KEY + " " + "x" * 1000).encode()  # collapsed to one space, the key would come first
+    with Endpoint(lambda n, b: Reply(status=status, body=body)) as ep:
+        b = real(ep.url, api_key_env="LS_HOSTILE_KEY")
+        with pytest.raises(EndpointError, match=f"HTTP {status}") as e:
+            b.generate(HI)
+        b.close()
+    assert "***" in str(e.value) and KEY[:6] not in str(e.value) and KEY[-6:] not in str(e.value)
+def test_a_redirect_is_named_with_its_location_and_not_followed():
+    elsewhere = "http://127.0.0.1:9/v1/chat/completions"
+    with Endpoint(lambda n, b: Reply(status=307, headers={"Location": elsewhere})) as ep:
+        b = real(ep.url)
+        with pytest.raises(EndpointError, match=f"HTTP 307 redirect to {elsewhere}: redirects are not followed") as e:
+            b.generate(HI)
+        b.close()
+    assert e.value.config_error and e.value.status == 307 and ep.seen == 1
+def test_a_stop_request_abandons_a_call_in_flight_within_a_second():
+    from serving.stop import Stopped, honoured
+    with Endpoint(lambda n, b: json_reply(chat_reply("late"), stall_s=20)) as ep:
+        b = real(ep.url, timeout_s=60)
+        event = threading.Event()
+        with honoured(event), ThreadPoolExecutor(1) as pool:
+            call = pool.submit(b.generate, HI)
+            assert ep.arrived.wait(10)
+            t0 = time.monotonic()
+            event.set()  # what graceful_stop's SIGTERM handler does
+            with pytest.raises(Stopped):
+                call.result(timeout=5)
+            waited = time.monotonic() - t0
+        b.close()
+    assert waited < 1.0, f"took {waited:.2f} s"
+SIGTERM_JUDGE = """judge:
+  id: remote
+  mode: choice
+  groups_per_call: 1
+  model: {{backend: openai, model: judge-x, base_url: "{url}", max_retries: 1, timeout_s: 120}}
+"""
+def test_sigterm_during_a_remote_call_stops_the_judge_within_seconds(tmp_path):
+    # the first report is answered at once, the second never (a server computing for minutes)
+    with Endpoint(lambda n, b: json_reply(CHOICE_ANSWER, stall_s=0 if n <= 2 else 120)) as ep:
+        (tmp_path / "judge.yaml").write_text(SIGTERM_JUDGE.format(url=ep.url))
+        tasks = write_jsonl(tmp_path / "tasks.jsonl", [task(f"t{i}", [rubric("R1", 0.5), rubric("R2", 0.5)])
+                                                       for i in range(2)])
+        reports = write_jsonl(tmp_path / "reports.jsonl", [{"task_id": f"t{i}", "agent": "a", "run": 0,
+                                                            "text": f"Report {i}."} for i in range(2)])
+        proc = subprocess.Popen([sys.executable, "-m", "lifesearch_local", "judge", "--tasks", str(tasks), "--reports",
+                                 str(reports), "--config", str(tmp_path / "judge.yaml"), "--out", str(tmp_path / "out"),
+                                 "--quiet"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while ep.seen < 3 and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert ep.seen >= 3, proc.communicate(timeout=30)
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+            waited = time.monotonic() - t0
+        finally:
+            proc.kill()
+    assert waited < 5.0, f"took {waited:.1f} s to stop"
+    assert proc.returncode == 0 and "stopped by signal" in out and "Traceback" not in err, err
+    assert "never awaited" not in err and "destroyed but it is pending" not in err, err  # the loop closed cleanly
+    assert len((tmp_path / "out" / "judgments.jsonl").read_text().splitlines()) == 2  # the first report's, whole

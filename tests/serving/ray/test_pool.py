@@ -184,6 +184,7 @@ def test_one_phase_on_two_replicas(cluster, local, inputs, reference, tmp_path):
     with RayPool(MODEL, RayConfig(replicas=2, call_timeout_s=120), phase="test", host=DelayedHost) as pool:
         names = [rep.name for rep in pool.replicas]
         assert all(_exists(n) for n in names)
+        assert pool.identity() == local.identity()  # the replicas' engine speaks for the pool (the judge's fingerprint)
         # routing: each report's rubrics go whole to one replica, both replicas get work
         got = pool.score_choices(gs, CHOICES)
         keys = [[k for call in rep for k in call] for rep in pool.served_keys()]
@@ -266,4 +267,6 @@ def test_cli_judge_with_the_cpu_small_config_runs_on_ray_and_matches_in_process(
     assert max(abs(reference[j.key] - j.p_true) for j in js) <= P_TOL
     stage = json.loads((out / "manifest.json").read_text())["stages"]["judge/tiny"]
     assert stage["ray_replicas"] == 2 and stage["decisions"] == len(reference) and stage["groups_served"] == 2 * N_TASKS
+    fp = json.loads((out / "manifest.json").read_text())["fingerprints"]["tiny"]
+    assert (fp["engine"], fp["dtype"]) == ("hf", "float32") and fp["weights_hash"]  # told by the replicas
     assert ray.is_initialized()  # the CLI reused this cluster and left it up

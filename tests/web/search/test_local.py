@@ -77,3 +77,13 @@ def test_index_from_cached_pages(server, tmp_path):
 
 def test_tokenize_mixes_words_and_chinese_bigrams():
     assert tokenize("The GDP of 浦东 rose") == ["gdp", "浦", "东", "浦东", "rose"]
+
+
+def test_a_damaged_saved_index_is_a_located_error(index, tmp_path):
+    from lifesearch_local.errors import InputError
+
+    saved = index.save(tmp_path / "idx")
+    docs = saved / "docs.jsonl"
+    docs.write_bytes(docs.read_bytes() + b'{"url": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n")
+    with pytest.raises(InputError, match=r"docs.jsonl:\d+: JSON nested deeper than 64 levels"):
+        LocalIndex.load(saved)

@@ -1,0 +1,53 @@
+"""`lifesearch panel`: several judges' judgments combined into one panel judge's verdicts."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "panel",
+        help="combine several judges into one panel judge",
+        description="Combine the decisions of several judges in a judgments file into the verdicts of one "
+        "panel judge, written to --out as judgments under --id: usable wherever a judge's judgments are "
+        "(score, agree, report, …). majority: the verdict most members gave, an even split decided by "
+        "the members' mean p_true (≥ 0.5); mean: the mean p_true ≥ 0.5 (a member without p_true counts "
+        "its verdict as 1 or 0). Each record names the members, their votes and the rule. Every member "
+        "must have decided the same rubrics.",
+    )
+    p.add_argument("--judgments", required=True, help="judgments JSONL holding every member's judgments")
+    p.add_argument("--members", required=True, metavar="A,B,C",
+                   help="the member judges, comma-separated: judge ids (their first pass) or names id#k")
+    p.add_argument("--combine", choices=("majority", "mean"), default="majority", help="the rule (default majority)")
+    p.add_argument("--id", required=True, metavar="NAME", help="the panel judge's id in the written judgments")
+    p.add_argument("--out", required=True, metavar="FILE", help="where to write the panel's judgments (JSONL)")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from lifesearch_local.analysis.panel import panel_judgments
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.records import Judgment
+    from lifesearch_local.rundir.jsonl import read_records, write_records
+
+    out = Path(args.out)
+    if out.resolve() == Path(args.judgments).resolve():
+        raise LifesearchError(f"{out}: --out is the --judgments file; write the panel to a file of its own")
+    if out.exists() and not args.force:
+        raise LifesearchError(f"{out}: exists; choose another --out, or pass --force to replace it")
+    if out.is_dir():
+        raise LifesearchError(f"{out}: is a directory; name a file")
+    members = [m.strip() for m in args.members.split(",") if m.strip()]
+    panel = panel_judgments(read_records(args.judgments, Judgment), members, args.combine, args.id)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_records(out, panel)
+    ties = sum(1 for j in panel if j.panel and j.panel.tie)
+    ungraded = sum(1 for j in panel if j.satisfied is None)
+    print(f"panel {args.id} ({args.combine} of {', '.join(members)}): {len(panel)} decisions -> {out}"
+          + (f"; {ties} even split(s) decided by the mean p_true" if ties else "")
+          + (f"; {ungraded} ungraded" if ungraded else ""))
+    return 0

@@ -1,0 +1,128 @@
+"""`lifesearch leaderboard`: DRB II's published table, a run directory against `score --json`, mixed sources, outputs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from tests.helpers.cli import cli_out, run_cli
+from tests.helpers.drb2 import published_dir
+from tests.helpers.inputs import AGREE
+from tests.helpers.report_runs import make_run_dir
+
+
+def published(name: str = "agg_scores_total.csv"):
+    path = published_dir() / name
+    if not path.is_file():
+        pytest.skip(f"{path} absent (../shared)")
+    return path
+
+
+def test_drb2_published_totals_get_intervals_and_every_pair(capsys):
+    out = json.loads(cli_out(capsys, "leaderboard", str(published()), "--json", "--resamples", "2000"))
+    assert len(out["agents"]) == 7 and len(out["comparisons"]) == 21 and out["notes"] == []
+    for name, a in out["agents"].items():
+        assert a["ci95"][0] < a["mean"] < a["ci95"][1] <= 100, name
+        assert 120 <= a["n_tasks"] <= 132
+    means = [a["mean"] for a in out["agents"].values()]
+    assert means == sorted(means, reverse=True) and out["agents"]["OpenAI"]["mean"] == pytest.approx(45.3964, abs=1e-3)
+    # a task missing for one system is left out of that system's pairs only
+    n = {a: v["n_tasks"] for a, v in out["agents"].items()}
+    for c in out["comparisons"]:
+        assert c["n_tasks"] <= min(n[c["a"]], n[c["b"]])
+    assert any(c["n_tasks"] == 132 for c in out["comparisons"]) and any(c["n_tasks"] < 132 for c in out["comparisons"])
+    assert out["groups"] and all(set(g) <= set(out["agents"]) for g in out["groups"])
+
+
+def test_drb2_several_dimension_files(capsys):
+    files = [str(published(f"agg_scores_{d}.csv")) for d in ("total", "inforecall", "analysis", "presentation")]
+    out = json.loads(cli_out(capsys, "leaderboard", *files, "--json", "--resamples", "300"))
+    assert out["dimension"] == "total" and set(out["dimensions"]) == {"inforecall", "analysis", "presentation"}
+    assert out["notes"] == []  # one judge (not stated), one task set: ranked together
+    table = cli_out(capsys, "leaderboard", *files, "--resamples", "300", "--dimension", "analysis")
+    assert "analysis [95% CI]" in table and "total [95% CI]" in table
+
+
+def test_run_directory_numbers_are_score_s(tmp_path, capsys):
+    """On a run directory the leaderboard's numbers are `score --json`'s (× 100: points)."""
+    run = make_run_dir(tmp_path / "run", extras=False)
+    lb = json.loads(cli_out(capsys, "leaderboard", str(run), "--json", "--resamples", "700", "--seed", "3"))["judges"]
+    sc = json.loads(cli_out(capsys, "score", "--tasks", str(run / "tasks.jsonl"), "--judgments",
+                            str(run / "judgments.jsonl"), "--json", "--resamples", "700", "--seed", "3"))["judges"]
+    assert set(lb) == set(sc)
+    for judge, want in sc.items():
+        got = lb[judge]
+        assert list(got["agents"]) == list(want["agents"])
+        for a, w in want["agents"].items():
+            g = got["agents"][a]
+            assert g["mean"] == 100 * w["overall_mean"] and g["n_tasks"] == w["n_tasks"]
+            assert g["ci95"] == (None if w["ci95"] is None else [100 * w["ci95"][0], 100 * w["ci95"][1]])
+            assert g["ci95_reason"] == w["ci95_reason"]
+        for g, w in zip(got["comparisons"], want["comparisons"], strict=True):
+            assert (g["a"], g["b"], g["p_value"], g["p_holm"], g["n_tasks"]) == (w["a"], w["b"], w["p_value"],
+                                                                                  w["p_holm"], w["n_tasks"])
+            assert g["diff"] == 100 * w["diff"]
+            assert g["ci95"] == (None if w["ci95"] is None else [100 * w["ci95"][0], 100 * w["ci95"][1]])
+
+
+def test_sources_by_different_judges_are_not_ranked_together(tmp_path, capsys):
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("agent,task_id,score,judge\nx,t1,0.5,j1\nx,t2,0.7,j1\ny,t1,0.2,j1\ny,t2,0.4,j1\n")
+    b.write_text("agent,task_id,score,judge\nz,t1,0.9,j2\nz,t2,0.8,j2\n")
+    code, out, err = run_cli(["leaderboard", str(a), str(b), "--json", "--resamples", "200"], capsys)
+    assert code == 0 and "note: 2 judges (j1, j2)" in err and "ranked within each judge" in err
+    doc = json.loads(out)
+    assert set(doc["judges"]) == {"j1", "j2"} and list(doc["judges"]["j1"]["agents"]) == ["x", "y"]
+    code, out, err = run_cli(["leaderboard", str(a), str(b), "--json", "--resamples", "200", "--allow-mixed"], capsys)
+    assert code == 0 and set(json.loads(out)["agents"]) == {"x", "y", "z"} and "--allow-mixed" in err
+
+
+def test_table_csv_html_and_task_ids(tmp_path, capsys):
+    run = make_run_dir(tmp_path / "run", extras=False)
+    base = ["leaderboard", str(run), "--resamples", "200"]
+    table = cli_out(capsys, *base)
+    assert "Leaderboard — judge choice-a, total" in table and "n=1" in table and "cannot tell apart" in table
+    assert "not shown" not in table
+    rows = list(csv.DictReader(io.StringIO(cli_out(capsys, *base, "--csv"))))
+    mean = next(r for r in rows if r["judge"] == "choice-a" and r["agent"] == "alpha" and r["metric"] == "mean"
+                and not r["domain"])
+    assert float(mean["value"]) == pytest.approx(81.25) and mean["rank"] == "1" and mean["n_tasks"] == "2"
+    dom = next(r for r in rows if r["judge"] == "choice-a" and r["agent"] == "alpha" and r["domain"] == "company")
+    assert dom["n_tasks"] == "1" and dom["ci_lo"] == "" and dom["ci_reason"] == "n=1: no interval"
+    html = tmp_path / "lb.html"
+    code, _, err = run_cli([*base, "--html", str(html), "--json"], capsys)
+    assert code == 0 and html.read_text().startswith("<!DOCTYPE html>") and 'id="leaderboard-choice-a"' in html.read_text()
+    one = json.loads(cli_out(capsys, *base, "--json", "--task-ids", "t1", "--seed", "1"))
+    assert all(a["n_tasks"] == 1 and a["ci95"] is None for j in one["judges"].values() for a in j["agents"].values())
+    ids = tmp_path / "ids.txt"
+    ids.write_text("# the first task\nt1\n")
+    assert json.loads(cli_out(capsys, *base, "--json", "--task-ids-file", str(ids), "--seed", "1")) == one
+    code, _, err = run_cli([*base, "--task-ids", "t1,nope"], capsys)
+    assert code == 2 and "nope" in err
+
+
+def test_a_judgments_file_needs_its_tasks(capsys):
+    code, _, err = run_cli(["leaderboard", str(AGREE / "judgments.jsonl")], capsys)
+    assert code == 2 and "needs --tasks" in err and "Traceback" not in err
+    out = json.loads(cli_out(capsys, "leaderboard", str(AGREE / "judgments.jsonl"), "--tasks", str(AGREE / "tasks.jsonl"),
+                             "--json", "--resamples", "100"))
+    assert "choice-a" in out["judges"]
+
+
+def test_an_unknown_source_is_one_line(tmp_path, capsys):
+    p = tmp_path / "x.csv"
+    p.write_text("a,b\n1,2\n")
+    code, out, err = run_cli(["leaderboard", str(p)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "not a source of task scores" in err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["leaderboard", "--help"]])
+def test_help_prints(argv, capsys):
+    """A bare % in a help string made `lifesearch --help` end in a traceback."""
+    with pytest.raises(SystemExit) as e:
+        run_cli(argv, capsys)
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and "leaderboard" in out and "95%" in out and "95%%" not in out
