@@ -30,5 +30,5 @@ def validate_config(model: type[BaseModel], data: dict[str, Any], path: str | Pa
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        field, msg = validation_field(e)
+        field, msg = validation_field(e, model)
         raise InputError(str(path), None, field, msg) from None

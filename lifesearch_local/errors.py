@@ -1,10 +1,13 @@
-"""Errors that the CLI turns into exit code 2 with a precise message."""
+"""Errors that the CLI turns into one line and an exit code (2, or the error's own `exit_code`)."""
 
 from __future__ import annotations
 
 
 class LifesearchError(Exception):
     """A user-facing error: bad input, incomplete run, bad configuration."""
+
+    exit_code = 2
+    """What the CLI exits with: 2 for what the user must change before rerunning."""
 
 
 class InputError(LifesearchError):
@@ -18,3 +21,10 @@ class InputError(LifesearchError):
 
 class IncompleteRunError(LifesearchError):
     """Some rubric of some report has no judgment at all."""
+
+
+class DiskFull(LifesearchError):
+    """A write found no space left on device: nothing half-written stays, the same command resumes
+    once space is freed (exit 1, as a failure that passes on another attempt)."""
+
+    exit_code = 1

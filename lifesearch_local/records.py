@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+import unicodedata
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, field_validator
 
 
 class Domain(str, Enum):
@@ -71,6 +73,46 @@ Probability = Annotated[float, BeforeValidator(_probability)]
 Integer = Annotated[int, BeforeValidator(_number)]
 Flag = Annotated[bool, Strict()]
 
+# Format and separator characters that show nothing: a text of zero-width spaces is empty too.
+_INVISIBLE = frozenset({"Cf", "Zs", "Zl", "Zp", "Cc"})
+# C0 controls, DEL and C1 controls: never part of a name, and a \r splits a CSV row in two.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def is_blank(text: str) -> bool:
+    """Nothing visible: whitespace, zero-width spaces and joiners, BOMs, other format characters."""
+    return all(unicodedata.category(c) in _INVISIBLE for c in text)
+
+
+def id_problem(value: str) -> str | None:
+    """What is wrong with `value` as an id (task, rubric, agent, judge), or None."""
+    if is_blank(value):
+        return "empty (or only whitespace and invisible characters)"
+    bad = _CONTROL.search(value)
+    if bad:
+        return (f"control character U+{ord(bad.group()):04X} at character {bad.start()}: ids never hold "
+                "control characters (a carriage return would split a CSV row in two)")
+    return None
+
+
+def _id(value: str) -> str:
+    problem = id_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _visible(value: str) -> str:
+    if is_blank(value):
+        raise ValueError("empty (or only whitespace and invisible characters)")
+    return value
+
+
+Id = Annotated[str, AfterValidator(_id)]
+"""An id: some visible text, no control characters (C0, DEL, C1)."""
+Text = Annotated[str, AfterValidator(_visible)]
+"""Text a judge or an agent must read: not empty, nor only whitespace or invisible characters."""
+
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
@@ -79,9 +121,9 @@ class _Record(BaseModel):
 class Rubric(_Record):
     """One expert-written Pass/Fail requirement of a task (paper Table 2)."""
 
-    id: str
+    id: Id
     """Rubric id, unique within its task (the paper numbers them R1, R2, …)."""
-    criterion: str
+    criterion: Text
     """The self-contained acceptance statement the judge checks."""
     type: RubricType
     """Objective (verifiable fact or requirement) or Subjective (involves preference)."""
@@ -112,13 +154,13 @@ class BlockedSources(_Record):
 class Task(_Record):
     """One research task with its rubrics."""
 
-    id: str
+    id: Id
     """Task id, unique within the task file."""
     language: Language
     """`en` or `zh`; picks the judge prompt."""
     domain: Domain
     """One of the seven LifeSearch domains."""
-    question: str
+    question: Text
     """The research request given to the agent and shown to the judge."""
     as_of: dt.date | None = None
     """Time cutoff: the agent's 'today' and the latest date the web layer may serve."""
@@ -136,9 +178,9 @@ class Task(_Record):
 class Report(_Record):
     """The final answer an agent wrote for one task in one run."""
 
-    task_id: str
+    task_id: Id
     """The task this report answers."""
-    agent: str
+    agent: Id
     """Name of the agent configuration (model + harness settings) that wrote it."""
     run: Integer = 0
     """Index of the independent agent run (the paper runs each task three times)."""
@@ -150,6 +192,11 @@ class Report(_Record):
     """Model decision steps taken (Table 4's Iter.)."""
     output_tokens: Integer | None = None
     """Tokens the model generated over the whole run, not only the report."""
+    tool_calls: Integer | None = None
+    """Tool calls the agent ran (search, fetch, python; a malformed call that never ran not counted);
+    0 means the report was written without any research. None for reports not written here (imported)."""
+    pages_read: Integer | None = None
+    """web_fetch calls that returned a page (a failed fetch not counted); None for imported reports."""
     wall_s: Number | None = None
     """Wall-clock seconds the run took."""
     trajectory: str | None = None
@@ -181,15 +228,15 @@ class Panel(_Record):
 class Judgment(_Record):
     """One judge decision on one rubric of one report."""
 
-    task_id: str
+    task_id: Id
     """Task of the judged report."""
-    agent: str
+    agent: Id
     """Agent that wrote the judged report."""
     run: Integer = 0
     """Agent run of the judged report."""
-    rubric_id: str
+    rubric_id: Id
     """The rubric decided."""
-    judge: str
+    judge: Id
     """Judge configuration id (model + mode + settings)."""
     judge_run: Integer = 0
     """Repetition of the judge on the same report (for self-consistency); 0 for a single pass."""
@@ -226,17 +273,17 @@ class Judgment(_Record):
 class Label(_Record):
     """A reference decision (human or another judge) for one rubric of one report."""
 
-    task_id: str
+    task_id: Id
     """Task of the labelled report."""
-    agent: str
+    agent: Id
     """Agent that wrote the labelled report."""
     run: Integer = 0
     """Agent run of the labelled report."""
-    rubric_id: str
+    rubric_id: Id
     """The rubric labelled."""
     satisfied: Flag
     """The reference decision."""
-    source: str = "human"
+    source: Id = "human"
     """Where the label comes from: human, gemini, another judge id, …"""
 
     @property
@@ -330,6 +377,10 @@ class Manifest(BaseModel):
     """Per judge id: the fingerprint of the judge that made its judgments in this directory."""
     replays: list[Replay] = Field(default_factory=list)
     """Every `lifesearch rejudge` of this directory, the latest last."""
+    estimate: dict[str, Any] | None = None
+    """The latest invocation's estimate made at its start (`estimate`: `lifesearch estimate --json`'s
+    fields, from stored profiles) and, once it ended, what it actually took (`actual`: per phase its
+    seconds, decisions and tokens, and the ratio actual / estimate)."""
 
     @field_validator("hashes")
     @classmethod

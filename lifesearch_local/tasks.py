@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from lifesearch_local.errors import InputError
+from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.records import DOMAIN_ABBREV, DOMAIN_TITLES, Domain, Task
 from lifesearch_local.rundir.jsonl import load_unique, validation_field
 
@@ -211,6 +212,18 @@ def load_tasks(path: str | Path, draft: bool = False) -> list[Task]:
     return load_unique(path, lambda obj, p, n: parse_task(obj, p, n, draft=draft), "task", "tasks")
 
 
+def select_tasks(tasks: list[Task], ids: list[str] | None) -> list[Task]:
+    """The tasks named by `ids` (file order), or all (a run config's `task_ids`)."""
+    from lifesearch_local.errors import LifesearchError
+
+    if ids is None:
+        return tasks
+    unknown = sorted(set(ids) - {t.id for t in tasks})
+    if unknown:
+        raise LifesearchError(f"task_ids not in the tasks file: {', '.join(unknown)}")
+    return [t for t in tasks if t.id in set(ids)]
+
+
 def first_tasks(tasks: list[Task], limit: int | None, *records: list[Any]) -> tuple[list[Any], ...]:
     """The first `limit` tasks (file order; all when None) and, for each list of `records`, those
     of these tasks (by `task_id`): what `--limit N` selects in `judge` and in `score`."""
@@ -219,6 +232,33 @@ def first_tasks(tasks: list[Task], limit: int | None, *records: list[Any]) -> tu
     kept = tasks[:limit]
     ids = {t.id for t in kept}
     return (kept, *([r for r in rs if r.task_id in ids] for rs in records))
+
+
+def chosen_tasks(tasks: list[Task], ids: set[str] | None, source: str | Path, *records: list[Any]) -> tuple[list[Any], ...]:
+    """The tasks whose ids are in `ids` (file order; all when None) and, for each list of `records`,
+    those of these tasks (by `task_id`): what `--task-ids` selects. An id the tasks file lacks is an
+    error naming the file: a typo must not quietly score fewer tasks."""
+    if ids is None:
+        return (tasks, *records)
+    unknown = sorted(ids - {t.id for t in tasks})
+    if unknown:
+        raise LifesearchError(f"--task-ids: {len(unknown)} id(s) not in the tasks file {source}: {_some(unknown)}")
+    return ([t for t in tasks if t.id in ids], *([r for r in rs if r.task_id in ids] for rs in records))
+
+
+def check_known_tasks(tasks: list[Task], task_ids: Iterable[str], source: str | Path, what: str = "judgment") -> None:
+    """An error naming the tasks file when some records (`task_ids`: the task id of each judgment,
+    label, …) are for tasks it does not hold: the wrong tasks file, not a labels or scoring problem."""
+    known = {t.id for t in tasks}
+    strays = [tid for tid in task_ids if tid not in known]
+    if strays:
+        ids = sorted(set(strays))
+        raise LifesearchError(f"{len(strays)} {what}(s) are for {len(ids)} task(s) not in the tasks file {source}: "
+                              f"{_some(ids)}; pass the tasks file they were made from (--tasks)")
+
+
+def _some(ids: list[str], n: int = 5) -> str:
+    return ", ".join(ids[:n]) + (f", … ({len(ids) - n} more)" if len(ids) > n else "")
 
 
 def summarize(tasks: list[Task]) -> str:

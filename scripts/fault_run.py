@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Scripted fault run (issues 16, 24): `kill -9` of `lifesearch judge` at random points, then two
 concurrent runs on one directory, then a resume with another model after `repair` set a damaged
-manifest aside (and after the manifest was deleted), then a tampered web cache
+manifest aside (and after the manifest was deleted), then a full disk (a small tmpfs, mounted when
+run as root: `judge` and `report` run out of space, then resume), then a tampered web cache
 (scripts/fault_cache.py: altered, deleted, FIFO and /dev/zero-symlink blobs, forged rows), then a
 hostile model endpoint (scripts/fault_endpoint.py: NaN log-probs, a key echoed back, deep and huge
 bodies, a drip, a redirect, SIGTERM mid-call); checks that no judgment is lost or duplicated and
@@ -9,6 +10,7 @@ that every tamper and forgery is detected.
 
     python scripts/fault_run.py                    # 10 kills, tiny-llama, the 10 sample tasks
     python scripts/fault_run.py --kills 10 --limit 10 --seed 1 --also "lifesearch cache verify DIR"
+    python scripts/fault_run.py --only disk-full    # one phase (kills, concurrent, repair, disk-full, cache, endpoint)
 
 Each attempt is killed at a random time (uniform in [0, --horizon] s: during model load, inside
 model calls, between appends), and reports the work it threw away: seconds since its last saved
@@ -208,6 +210,67 @@ def repair_then_resume(args: argparse.Namespace, want: set[tuple], base: Path) -
     return ok
 
 
+def _fill(fs: Path, leave: int) -> Path:
+    """One file filling the filesystem at `fs` but for about `leave` bytes."""
+    import os
+
+    st = os.statvfs(fs)
+    filler = fs / "filler.bin"
+    with open(filler, "ab") as f:
+        try:
+            f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
+            f.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def disk_full(args: argparse.Namespace, want: set[tuple], base: Path) -> bool | None:
+    """`judge` with its run directory on a small real tmpfs, filled so that it runs out of space at
+    several points (nothing free, then room for a few pages of records): each attempt must end in one
+    line naming the path and "no space left on device", exit 1, no *.tmp and no torn or duplicated
+    line; after space is freed the same command finishes with every judgment once. Then `report`
+    on the full disk: exit 1, no report.html.tmp. None when no tmpfs can be mounted (not root)."""
+    fs = base / "diskfull-fs"
+    fs.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(fs)], capture_output=True, text=True)
+    if mounted.returncode:
+        print(f"disk full: skipped, no tmpfs could be mounted ({mounted.stderr.strip() or mounted.returncode})")
+        return None
+    ok, out = True, fs / "run"
+    try:
+        for leave in (0, 8192, 16384, 32768, 65536):
+            filler = _fill(fs, leave)
+            res = subprocess.run(judge_cmd(out, args.model, args.limit), cwd=ROOT, capture_output=True, text=True)
+            err = res.stderr.strip().splitlines()
+            temps = sorted(str(t.relative_to(fs)) for t in fs.rglob("*.tmp"))
+            got = check(out, want)
+            one_line = len(err) == 1 and "no space left on device" in err[0] and "Traceback" not in res.stderr
+            print(f"disk full ({leave // 1024} KiB left): rc {res.returncode}; {got['records']} records, duplicated "
+                  f"{got['duplicated']}, torn {got['torn']}; temporaries {temps or 'none'}; "
+                  f"{err[-1][:150] if err else '(no message)'}")
+            ok &= (res.returncode == 1 and one_line or res.returncode == 0) and not temps \
+                and got["duplicated"] == 0 and got["torn"] == 0 and got["extra"] == 0
+            filler.unlink()
+        res = subprocess.run(judge_cmd(out, args.model, args.limit), cwd=ROOT, capture_output=True, text=True)
+        final = check(out, want)
+        print(f"disk full: space freed, the same command: rc {res.returncode}; {final['records']} records, lost "
+              f"{final['lost']}, duplicated {final['duplicated']}, unexpected {final['extra']}, torn {final['torn']}")
+        ok &= res.returncode == 0 and final == {"records": len(want), "lost": 0, "extra": 0, "duplicated": 0, "torn": 0}
+        filler = _fill(fs, 0)
+        report = [sys.executable, "-m", "lifesearch_local", "report", str(out)]
+        full = subprocess.run(report, cwd=ROOT, capture_output=True, text=True)
+        left = sorted(p.name for p in out.iterdir() if p.name.startswith("report.html"))
+        filler.unlink()
+        freed = subprocess.run(report, cwd=ROOT, capture_output=True, text=True)
+        print(f"disk full: report on the full disk: rc {full.returncode} ({full.stderr.strip()[:150]}), left "
+              f"{left or 'nothing'}; after freeing: rc {freed.returncode}")
+        ok &= full.returncode == 1 and left == [] and freed.returncode == 0 and (out / "report.html").is_file()
+    finally:
+        subprocess.run(["umount", "-l", str(fs)], capture_output=True)
+    return ok
+
+
 def extra_checks(commands: list[str], base: Path) -> bool:
     ok = True
     for cmd in commands:
@@ -215,6 +278,9 @@ def extra_checks(commands: list[str], base: Path) -> bool:
         print(f"also: `{cmd}` -> exit {res.returncode}")
         ok &= res.returncode == 0
     return ok
+
+
+PHASES = ("kills", "concurrent", "repair", "disk-full", "cache", "endpoint")
 
 
 def main() -> int:
@@ -227,16 +293,26 @@ def main() -> int:
                    "(default: the time of one uninterrupted run, measured first)")
     p.add_argument("--dir", help="work directory (default: a new temp directory)")
     p.add_argument("--also", action="append", default=[], help="extra check command (DIR = the work directory)")
+    p.add_argument("--only", action="append", choices=PHASES, help="run only this phase (repeatable; default: all)")
     args = p.parse_args()
     base = Path(args.dir or tempfile.mkdtemp(prefix="fault_run-"))
     want = expected_keys(args.limit)
     t0 = time.monotonic()
-    ok = fault_kills(args, want, base)
-    ok &= concurrent(args, want, base)
-    ok &= repair_then_resume(args, want, base)
-    ok &= extra_checks([f"{shlex.quote(sys.executable)} scripts/fault_cache.py --dir DIR",
-                        f"{shlex.quote(sys.executable)} scripts/fault_endpoint.py --dir DIR --limit {min(args.limit, 3)} "
-                        f"--seed {args.seed}", *args.also], base)
+    run = set(args.only or PHASES)
+    ok = True
+    if "kills" in run:
+        ok &= fault_kills(args, want, base)
+    if "concurrent" in run:
+        ok &= concurrent(args, want, base)
+    if "repair" in run:
+        ok &= repair_then_resume(args, want, base)
+    if "disk-full" in run:
+        ok &= disk_full(args, want, base) is not False
+    extra = [f"{shlex.quote(sys.executable)} scripts/fault_cache.py --dir DIR"] if "cache" in run else []
+    if "endpoint" in run:
+        extra.append(f"{shlex.quote(sys.executable)} scripts/fault_endpoint.py --dir DIR --limit {min(args.limit, 3)} "
+                     f"--seed {args.seed}")
+    ok &= extra_checks([*extra, *args.also], base)
     print(f"RESULT: {'PASS' if ok else 'FAIL'} in {time.monotonic() - t0:.0f} s "
           f"({shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])})")
     return 0 if ok else 1

@@ -1,7 +1,8 @@
 """docs/compare-judges.md, run as written: its `bash` blocks in order (a third agent, the sweep of
-smollm2-135m and two tiny judges over three agents' reports, Table 3 against the sample labels,
-Table 5 against a reference judge), in a scratch directory holding the repository's data and
-configs, with `lifesearch` on PATH. Its Gemini judge YAML is checked as a config, not run; its
+smollm2-135m and two tiny judges over three agents' reports of four tasks with Table 3 against the
+sample labels, human labels on a random half of the tasks, the certify study of tiny-llama against
+smollm2-135m and its report section, `score --ppi`), in a scratch directory holding the
+repository's data and configs, with `lifesearch` on PATH. Its Gemini judge YAML is checked as a config, not run; its
 `shell` blocks (downloads and a GPU) are parsed by the real CLI."""
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import pytest
 
 from lifesearch_local.cli import build_parser
 from lifesearch_local.judge.config import JudgeConfig
-from lifesearch_local.records import Judgment, Report
+from lifesearch_local.records import Judgment, Label, Report
 from lifesearch_local.run.config import load_judge_configs, load_run_config
 from lifesearch_local.rundir.jsonl import read_records
+from lifesearch_local.tasks import load_tasks
 from tests.helpers.inputs import ROOT
 
 DOC = ROOT / "docs" / "compare-judges.md"
@@ -66,20 +68,29 @@ def walkthrough(smollm2_path, tmp_path_factory) -> tuple[Path, list[str]]:
     return work, outs
 
 
-def test_the_doc_runs_three_steps_on_three_agents(walkthrough):
+def judge_ids() -> dict[str, str]:
+    """model → the judge id configs/compare_judges.yaml derives for it."""
+    return {j.model.model: j.id for j in load_run_config(ROOT / "configs/compare_judges.yaml").all_judges()}
+
+
+def test_the_doc_runs_five_steps_on_three_agents(walkthrough):
     work, outs = walkthrough
-    assert len(outs) == 3  # agent, sweep, agree
+    assert len(outs) == 5  # agent, sweep, human subset, certify + report, score --ppi
     reports = read_records(work / "runs/compare/agents/reports.jsonl", Report)
-    assert sorted(r.agent for r in reports) == ["sample-shallow", "sample-thorough", "tiny-qwen3-agent"]
-    assert {r.task_id for r in reports} == {"sample-en-01"}
+    assert sorted({r.agent for r in reports}) == ["sample-shallow", "sample-thorough", "tiny-qwen3-agent"]
+    assert {r.task_id for r in reports} == set(TASKS) and len(reports) == 3 * len(TASKS)
+
+
+TASKS = ["sample-en-01", "sample-en-02", "sample-zh-01", "sample-zh-02"]
 
 
 def test_table3_compares_every_judge_with_the_human_labels(walkthrough):
     work, outs = walkthrough
-    ids = [j.id for j in load_run_config(ROOT / "configs/compare_judges.yaml").all_judges()]
+    ids = list(judge_ids().values())
     assert ids[0].startswith("smollm2-135m/choice/") and len(set(ids)) == 3
     judgments = read_records(work / "runs/compare/sweep/judgments.jsonl", Judgment)
-    rubrics = 14  # sample-en-01's rubrics with weight > 0
+    tasks = {t.id: t for t in load_tasks(ROOT / "data/sample/tasks.jsonl")}
+    rubrics = sum(1 for t in TASKS for r in tasks[t].rubrics if r.weight > 0)
     assert sorted({j.judge for j in judgments}) == sorted(ids) and len(judgments) == 3 * 3 * rubrics
     labels = 2 * rubrics  # the sample author labelled the two sample agents
     rows = table_rows(outs[1], f"Judge agreement with {labels} labels (sample-author)")
@@ -88,21 +99,47 @@ def test_table3_compares_every_judge_with_the_human_labels(walkthrough):
     for judge in ids:
         m = saved[judge]
         assert m["n"] == labels and rows[judge][2] == f"{100 * m['accuracy_mean']:.2f}"  # Acc% as computed
-        assert rows[judge][11] == "2" and rows[judge][9] == rows[judge][10] == "—"  # two labelled agents: no ρ/τ
+        assert rows[judge][12] == "2" and rows[judge][10] == rows[judge][11] == "—"  # two labelled agents: no ρ/τ
     assert "WARNING: random weights: judge tiny-llama/choice/" in outs[1]  # said next to the table
 
 
-def test_table5_ranks_three_agents_against_the_reference_judge(walkthrough):
+def test_the_human_labels_are_the_sample_labels_of_a_random_half(walkthrough):
     work, outs = walkthrough
-    reference = re.search(r"--label-judge (\S+)", blocks("bash")[2]).group(1)
-    judges = {j.model.model: j.id for j in load_run_config(ROOT / "configs/compare_judges.yaml").all_judges()}
-    assert reference == judges["tiny-qwen2"]  # the doc names the id the config derives
-    rows = table_rows(outs[2], "Judge agreement with")
-    assert set(rows) == {judges["smollm2-135m"], judges["tiny-llama"]}  # the reference is left out
-    for judge in rows.values():
-        assert judge[11] == "3"  # Agents: all three ranked
-    rho, tau = rows[judges["tiny-llama"]][9:11]
-    assert re.fullmatch(r"-?[01]\.\d{3}", rho) and re.fullmatch(r"-?[01]\.\d{3}", tau)
+    human = read_records(work / "runs/compare/human.jsonl", Label)
+    drawn = sorted({lab.task_id for lab in human})
+    assert len(drawn) == 2 and set(drawn) <= set(TASKS) and outs[2].strip() == f"human labels on {', '.join(drawn)}"
+    everything = [lab for lab in read_records(ROOT / "data/sample/labels.jsonl", Label) if lab.task_id in drawn]
+    assert human == everything
+
+
+def test_certify_studies_the_candidate_against_the_reference_with_the_humans(walkthrough):
+    work, outs = walkthrough
+    ids = judge_ids()
+    (cmd,) = [b for b in blocks("bash") if "lifesearch certify" in b]
+    assert f"--judge {ids['tiny-llama']}" in cmd and f"--label-judge {ids['smollm2-135m']}" in cmd  # the doc's ids
+    study = json.loads((work / "runs/compare/sweep/certify.json").read_text())
+    assert study["judge"] == ids["tiny-llama"] and study["reference"] == ids["smollm2-135m"]
+    assert set(study["agents"]) == {"sample-shallow", "sample-thorough", "tiny-qwen3-agent"}
+    assert study["ranking"]["n_agents"] == 3 and "kendall_tau" in study["ranking"]
+    assert study["non_inferiority"]["n"] == len(read_records(work / "runs/compare/human.jsonl", Label))
+    assert study["non_inferiority"]["verdict"] == study["decision"]
+    for agent in ("sample-shallow", "sample-thorough"):
+        assert study["agents"][agent]["ppi"]["n_labelled_tasks"] == 2
+    assert study["agents"]["tiny-qwen3-agent"]["ppi"]["n_labelled_tasks"] == 0  # nobody labelled its reports
+    assert f"verdict ({study['decision']})" in outs[3] and "random subset" in outs[3]
+    # the sweep recorded both judges' fingerprints: same engine, dtype, prompts and kernel, other weights
+    assert [d.split(":")[0] for d in study["fingerprints"]["differences"]] == ["weights_hash"]
+    assert "fingerprints: two different judges (their fingerprints differ in weights_hash)" in outs[3]
+    page = (work / "runs/compare/sweep/report.html").read_text()
+    assert 'id="certify"' in page and f'data-decision="{study["decision"]}"' in page
+    # the page quotes the decision this run made
+    assert f"verdict ({study['decision']})" in DOC.read_text(encoding="utf-8")
+
+
+def test_score_ppi_corrects_the_reference_judge(walkthrough):
+    work, outs = walkthrough
+    assert f"Prediction-powered scores — judge {judge_ids()['smollm2-135m']}" in outs[4]
+    assert "random subset" in outs[4]
 
 
 def test_the_gemini_judge_of_the_doc_is_a_valid_config_with_the_id_it_names(tmp_path):
@@ -124,11 +161,11 @@ def test_the_real_data_route_of_compare_judges_parses(tmp_path):
     every `lifesearch` line parses with the real CLI and the judge YAML is a valid vLLM judge config."""
     doc = (ROOT / "docs" / "compare-judges.md").read_text(encoding="utf-8")
     shell = re.findall(r"^```shell\n(.*?)^```$", doc, flags=re.S | re.M)
-    # `shell`, not bash/sh/yaml: the tests above run the walkthrough's 3 bash blocks
+    # `shell`, not bash/sh/yaml: the tests above run the walkthrough's 5 bash blocks
     # and checks its one sh and one yaml block
-    assert len(shell) == 2 and len(re.findall(r"^```(?:bash|sh|yaml)\n", doc, flags=re.M)) == 5
+    assert len(shell) == 2 and len(re.findall(r"^```(?:bash|sh|yaml)\n", doc, flags=re.M)) == 7
     commands = [c for block in shell for c in block.replace("\\\n", " ").splitlines() if c.startswith("lifesearch ")]
-    assert [shlex.split(c)[1] for c in commands] == ["import", "judge", "agree", "import", "judge", "agree"]
+    assert [shlex.split(c)[1] for c in commands] == ["import", "judge", "certify", "import", "judge", "judge", "certify"]
     for c in commands:
         build_parser().parse_args(shlex.split(c)[1:])  # SystemExit on an unknown flag or a missing one
     (yaml_text,) = re.findall(r"<<'END'\n(.*?)^END$", shell[0], flags=re.S | re.M)

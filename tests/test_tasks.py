@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lifesearch_local.errors import InputError
-from lifesearch_local.records import Domain
-from lifesearch_local.tasks import load_tasks, parse_domain, summarize
+from lifesearch_local.errors import InputError, LifesearchError
+from lifesearch_local.records import Domain, Report
+from lifesearch_local.tasks import check_known_tasks, chosen_tasks, load_tasks, parse_domain, summarize
 from tests.helpers.inputs import rubric, task, write_jsonl
 
 
@@ -71,6 +71,15 @@ BAD = [
     ("surrogate_raw_bytes", 2, "question", "lone surrogate \\ud800"),
     ("deep_nesting", 2, None, "nested deeper than"),
     ("deep_field", 2, "extra", "nested deeper than"),
+    # what `validate` refuses, and the importers with it (issue 32, item 7 and "also seen")
+    ("cr_in_id", 2, "id", "control character U+000D at character 0"),
+    ("nul_in_id", 2, "id", "control character U+0000"),
+    ("c1_in_rubric_id", 2, "rubrics[0].id", "control character U+0085"),
+    ("del_in_rubric_id", 2, "rubrics[0].id", "control character U+007F"),
+    ("empty_question", 2, "question", "empty"),
+    ("invisible_question", 2, "question", "empty"),
+    ("invisible_criterion", 2, "rubrics[0].criterion", "empty"),
+    ("blank_id", 2, "id", "empty"),
 ]
 _B = '{"id": "b", "language": "en", "domain": "company", '
 _R = '"rubrics": [{"id": "R1", "criterion": "%s", "type": "Objective", "necessity": "Explicit", "priority": "Must Have", "weight": 0.5}]'
@@ -103,6 +112,14 @@ def test_bad_input_names_file_line_field(tmp_path, case, line, field, fragment):
         "no_question": {k: v for k, v in task("b", [rubric("R1", 0.5)]).items() if k != "question"},
         "bad_date": task("b", [rubric("R1", 0.5)], as_of="last tuesday"),
         "no_rubrics": task("b", []),
+        "cr_in_id": task("\r=1+1", [rubric("R1", 0.5)]),
+        "nul_in_id": task("b\x00", [rubric("R1", 0.5)]),
+        "c1_in_rubric_id": task("b", [rubric("R\x851", 0.5)]),
+        "del_in_rubric_id": task("b", [rubric("R1\x7f", 0.5)]),
+        "empty_question": task("b", [rubric("R1", 0.5)], question=""),
+        "invisible_question": task("b", [rubric("R1", 0.5)], question="\u200b\u200d\ufeff "),
+        "invisible_criterion": task("b", [rubric("R1", 0.5, criterion="\u2060\u200b")]),
+        "blank_id": task(" ", [rubric("R1", 0.5)]),
     }.get(case, good)
     raw = {2: RAW[case]} if case in RAW else None
     path = write_jsonl(tmp_path / "tasks.jsonl", [good, second], raw)
@@ -122,3 +139,23 @@ def test_missing_and_empty_files(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(InputError, match="no tasks"):
         load_tasks(tmp_path / "empty.jsonl")
+
+
+def test_chosen_tasks_keep_file_order_and_their_records_and_refuse_an_unknown_id(tmp_path):
+    path = write_jsonl(tmp_path / "tasks.jsonl", [task(t, [rubric("R1", 1.0)]) for t in ("a", "b", "c")])
+    tasks = load_tasks(path)
+    reports = [Report(task_id=t, agent="x", text="r") for t in ("c", "a", "b")]
+    kept, mine = chosen_tasks(tasks, {"c", "a"}, path, reports)
+    assert [t.id for t in kept] == ["a", "c"] and [r.task_id for r in mine] == ["c", "a"]
+    assert chosen_tasks(tasks, None, path, reports) == (tasks, reports)
+    with pytest.raises(LifesearchError, match=rf"--task-ids: 2 id\(s\) not in the tasks file {path}: A, d$"):
+        chosen_tasks(tasks, {"a", "A", "d"}, path)
+
+
+def test_records_of_tasks_the_tasks_file_lacks_name_the_file(tmp_path):
+    path = write_jsonl(tmp_path / "tasks.jsonl", [task("a", [rubric("R1", 1.0)])])
+    tasks = load_tasks(path)
+    check_known_tasks(tasks, ["a", "a"], path)
+    with pytest.raises(LifesearchError) as e:
+        check_known_tasks(tasks, ["a", "b", "b", *[f"z{i}" for i in range(6)]], path, "label")
+    assert str(e.value).startswith(f"8 label(s) are for 7 task(s) not in the tasks file {path}: b, z0, z1, z2, z3, … (2 more)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lifesearch_local.records import Id
 from serving.affects import Execution, Result
 from serving.config import HFConfig, ModelConfig
 
@@ -75,7 +76,7 @@ class BatchConfig(_Cfg):
 class AgentConfig(_Cfg):
     """One agent: a model behind the shared ReAct harness. Its `id` tags every report."""
 
-    id: Result[str]
+    id: Result[Id]
     """Name recorded in reports, trajectories and score tables."""
     model: Result[ModelConfig] = Field(default_factory=HFConfig)
     """The model and the engine hosting it."""

@@ -16,6 +16,7 @@ from lifesearch_local.agent.observation import Observation
 from lifesearch_local.agent.toolcalls import Decision, ToolCall, parse_decision
 from lifesearch_local.agent.tools import Tool
 from lifesearch_local.agent.trajectory import TrajectoryLog, call_record, error_record
+from lifesearch_local.errors import DiskFull
 from lifesearch_local.llm.prompts import render
 from lifesearch_local.records import Report, ReportStatus, Task
 from serving.errors import EndpointError
@@ -46,6 +47,8 @@ class _Run:
     t0: float = field(default_factory=time.monotonic)
     output_tokens: int = 0
     prompt_tokens: int = 0
+    tool_calls: int = 0
+    pages_read: int = 0
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -143,6 +146,8 @@ async def _act(ctx: Context, decision: Decision, tools: Mapping[str, Tool], task
     """Run the decision's calls concurrently; add the decision, the results and any call errors to the context."""
     timeout = max(1.0, min(cfg.tools.timeout_s, cfg.wall_s - state.elapsed()))
     done = await asyncio.gather(*(_call(tools[c.name], c, task, timeout) for c in decision.calls))
+    state.tool_calls += len(decision.calls)
+    state.pages_read += sum(1 for c, (obs, _, _) in zip(decision.calls, done) if c.name == "web_fetch" and obs.ok)
     ctx.add_decision(decision)
     ctx.add_results(decision.calls, [obs for obs, _, _ in done])
     ctx.add_errors(decision.errors)
@@ -156,6 +161,8 @@ async def _call(tool: Tool, call: ToolCall, task: Task, timeout: float) -> tuple
         obs = await asyncio.wait_for(tool.run(call.arguments, task), timeout)
     except asyncio.TimeoutError:
         obs = Observation.fail("timeout", f"{call.name} did not finish within {timeout:g} s")
+    except DiskFull:  # not the tool's failure: no record of this run could be written either
+        raise
     except Exception as e:  # a tool bug must not end the run: the model sees it and moves on
         obs = Observation.fail("tool_error", f"{call.name} failed: {type(e).__name__}: {e}")
     # A page or an error body may echo a configured key: neither the model nor the log may see it.
@@ -181,6 +188,8 @@ def _finish(task: Task, run: int, cfg: AgentConfig, log: TrajectoryLog, state: _
             status: ReportStatus, error: str | None) -> Report:
     wall = round(state.elapsed(), 3)
     log.write({"type": "end", "status": status, "iterations": it, "output_tokens": state.output_tokens,
-               "prompt_tokens": state.prompt_tokens, "wall_s": wall, "error": error})
+               "prompt_tokens": state.prompt_tokens, "tool_calls": state.tool_calls, "pages_read": state.pages_read,
+               "wall_s": wall, "error": error})
     return Report(task_id=task.id, agent=cfg.id, run=run, text=text, status=status, iterations=it,
-                  output_tokens=state.output_tokens, wall_s=wall, trajectory=log.rel, error=error)
+                  output_tokens=state.output_tokens, tool_calls=state.tool_calls, pages_read=state.pages_read,
+                  wall_s=wall, trajectory=log.rel, error=error)

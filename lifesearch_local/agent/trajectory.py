@@ -9,6 +9,7 @@ from typing import Any
 
 from lifesearch_local.agent.observation import Observation
 from lifesearch_local.agent.toolcalls import CallError, ToolCall
+from lifesearch_local.rundir.files import empty_file
 from lifesearch_local.rundir.jsonl import append_lines
 
 _UNSAFE = re.compile(r"[^\w.-]+")
@@ -44,7 +45,7 @@ class TrajectoryLog:
 
     def reset(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_bytes(b"")
+        empty_file(self.path)
 
     def write(self, record: dict[str, Any]) -> None:
         append_lines(self.path, [record])

@@ -6,9 +6,13 @@ Definitions (each judge config = one `Judgment.judge`; its repetitions are `judg
 - accuracy: share of items whose decision equals the label; an ungraded decision
   (satisfied null) counts as wrong and is counted in `ungraded`. `accuracy_mean` is the
   mean of the per-run accuracies.
+- chance_accuracy: the chance baseline of accuracy, the accuracy of always answering the labels'
+  more common class (majority-class rate, max(p, 1 − p) for a share p of true labels). A judge at
+  or below it has learnt nothing from the reports; κ's chance baseline is 0.
 - self-consistency: share of items with the same decision in every judge run (ungraded
   is a decision value here); null with a single run, where it is undefined.
-- majority vote: the decision with more graded votes; a tie goes to the decision of the
+- majority vote (over judge runs, "RunMaj" in tables; not the majority-class baseline): the
+  decision with more graded votes; a tie goes to the decision of the
   first judge run that graded the item (so it is never worse-defined than a single
   pass); an item nobody graded stays ungraded (wrong).
 - kappa: Cohen's kappa pooled over all (judge run, item) pairs, an ungraded decision
@@ -46,7 +50,7 @@ from lifesearch_local.records import Judgment, Task
 
 BREAKDOWNS = ("language", "domain", "type", "necessity", "priority")
 METRIC_KEYS = (
-    "accuracy_mean", "self_consistency", "majority_accuracy", "kappa", "auroc", "ece",
+    "accuracy_mean", "chance_accuracy", "self_consistency", "majority_accuracy", "kappa", "auroc", "ece",
     "best_threshold", "best_threshold_accuracy", "n", "n_runs", "ungraded",
 )  # fmt: skip
 N_BINS = 10
@@ -128,6 +132,14 @@ def self_consistency(items: Sequence[Item]) -> float | None:
     if not items or len(items[0].decisions) < 2:
         return None
     return statistics.fmean(1.0 if len(set(it.decisions)) == 1 else 0.0 for it in items)
+
+
+def majority_class_rate(labels: Sequence[bool]) -> float | None:
+    """Accuracy of always answering the labels' more common class (accuracy's chance baseline); None without labels."""
+    if not labels:
+        return None
+    yes = sum(1 for y in labels if y)
+    return max(yes, len(labels) - yes) / len(labels)
 
 
 def majority_decision(decisions: Sequence[bool | None]) -> bool | None:
@@ -220,6 +232,7 @@ def item_metrics(items: Sequence[Item]) -> dict[str, float | int | None]:
     thr, thr_acc = best_threshold(py, pp)
     return {
         "accuracy_mean": statistics.fmean(per_run) if per_run else None,
+        "chance_accuracy": majority_class_rate(labels),
         "self_consistency": self_consistency(items),
         "majority_accuracy": accuracy([majority_decision(it.decisions) for it in items], labels) if items else None,
         "kappa": kappa(pooled_d, pooled_y) if items else None,

@@ -1,4 +1,4 @@
-"""The caveats shown beside judge-derived numbers: random-weight models and near-constant judges.
+"""The caveats shown beside judge-derived numbers: random-weight models, near-constant judges, agents that did no research.
 
 Every command that prints scores, agreement or judge figures (demo, run, sweep, judge, score,
 agree, reporteval) and report.html take their warnings from `caveats()`, so a reader meets
@@ -9,6 +9,10 @@ them, one verdict makes up at least `NEAR_CONSTANT_SHARE` of its graded verdicts
 mode) the middle 90% of its p_true values (5th to 95th percentile) spans less than
 `NEAR_CONSTANT_SPREAD`. Either way its verdicts carry little about the reports: its scores
 follow the judge, not the agents, and its agreement with labels is near their base rate.
+
+An agent **did no research** when every one of its reports shown records `tool_calls` = 0: it never
+searched, fetched or computed, so whatever its score, its report is the model's unaided text.
+Reports that do not record tool calls (imported ones) say nothing either way.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lifesearch_local.records import Judgment
+from lifesearch_local.records import Judgment, Report
 
 NEAR_CONSTANT_SHARE = 0.95
 """One verdict class at or above this share of a judge's graded verdicts is a caveat."""
@@ -27,9 +31,9 @@ MIN_DECISIONS = 20
 
 
 def caveats(*, judges: Sequence = (), agents: Sequence = (), manifest: Mapping[str, Any] | None = None,
-            judgments: Iterable[Judgment] = ()) -> list[str]:
+            judgments: Iterable[Judgment] = (), reports: Iterable[Report] = ()) -> list[str]:
     """The warning lines for numbers made by these judge and agent configs (`.id`, `.model`), the
-    run a manifest records, and/or these judgments; [] when none applies.
+    run a manifest records, these judgments and/or the reports they judged; [] when none applies.
 
     Random weights are found from the configs (`models.random_weights`), from the manifest's stages
     (`random_weights`, recorded by every run) and, for a bare judgments file, from derived judge ids
@@ -45,7 +49,23 @@ def caveats(*, judges: Sequence = (), agents: Sequence = (), manifest: Mapping[s
     for j in judgments:
         by_judge.setdefault(j.judge, []).append(j)
     lines += [line for judge, js in sorted(by_judge.items()) if (line := near_constant(judge, js))]
+    shown = {j.agent for j in judgments}
+    lines += no_research([r for r in reports if not judgments or r.agent in shown])
     return lines
+
+
+def no_research(reports: Sequence[Report]) -> list[str]:
+    """One warning per agent whose every report records no tool call (module docstring)."""
+    by_agent: dict[str, list[Report]] = {}
+    for r in reports:
+        by_agent.setdefault(r.agent, []).append(r)
+    out = []
+    for agent, mine in sorted(by_agent.items()):
+        if mine and all(r.tool_calls == 0 for r in mine):
+            out.append(f"WARNING: no research: agent {agent} made no tool call in any of its {len(mine)} report(s) "
+                       "(no search, no page read): its report is not research, whatever its score; it shows what "
+                       "the model writes unaided.")
+    return out
 
 
 def random_weight_roles(judges: Sequence = (), agents: Sequence = (), manifest: Mapping[str, Any] | None = None,
@@ -103,7 +123,7 @@ def caveats_html(lines: Sequence[str]) -> str:
     out = []
     for line in lines:
         text = line.removeprefix("WARNING: ")
-        kind = "random-weights" if text.startswith("random weights") else "near-constant"
+        kind = next((k for k in ("random-weights", "no-research") if text.startswith(k.replace("-", " "))), "near-constant")
         ident = ' id="random-weights"' if kind == "random-weights" else ""
         out.append(f'<p class="warn caveat {kind}"{ident}>{escape(text[0].upper() + text[1:])}</p>')
     return "".join(out)

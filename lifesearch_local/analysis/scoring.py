@@ -44,6 +44,10 @@ class AgentScore:
     judged: int = 0
     iterations: float | None = None
     output_tokens: float | None = None
+    tool_calls: float | None = None
+    """Tool calls per report (mean over the agent's reports that record them; 0: no research at all)."""
+    pages_read: float | None = None
+    """Pages fetched per report (mean, as tool_calls)."""
     extra: dict[str, float] = field(default_factory=dict)
 
     def as_json(self) -> dict:
@@ -59,6 +63,8 @@ class AgentScore:
             "judged": self.judged,
             "iterations": self.iterations,
             "output_tokens": self.output_tokens,
+            "tool_calls": self.tool_calls,
+            "pages_read": self.pages_read,
         }
 
 
@@ -150,13 +156,12 @@ def _score_agent(agent: str, runs: Mapping[int, Mapping[str, Mapping[str, bool |
 
 
 def _attach_resources(rows: dict[str, AgentScore], reports: Sequence[Report]) -> None:
-    """Per-task means of iterations and output tokens (Table 4's resource columns)."""
+    """Per-report means of iterations, output tokens (Table 4's resource columns), tool calls and pages read."""
     for agent, row in rows.items():
         mine = [r for r in reports if r.agent == agent]
-        its = [r.iterations for r in mine if r.iterations is not None]
-        toks = [r.output_tokens for r in mine if r.output_tokens is not None]
-        row.iterations = statistics.fmean(its) if its else None
-        row.output_tokens = statistics.fmean(toks) if toks else None
+        for name in ("iterations", "output_tokens", "tool_calls", "pages_read"):
+            values = [v for r in mine if (v := getattr(r, name)) is not None]
+            setattr(row, name, statistics.fmean(values) if values else None)
 
 
 def score_by_judge(

@@ -12,9 +12,11 @@ from lifesearch_local import __version__
 from lifesearch_local.cli import (
     agree,
     bench,
+    certify,
     cluster,
     curate,
     demo,
+    estimate,
     importer,
     judge,
     leaderboard,
@@ -39,6 +41,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "leaderboard": leaderboard.register,
     "judge": judge.register,
     "run": run.register,
+    "estimate": estimate.register,
     "agent": run.register_agent,
     "demo": demo.register,
     "sweep": sweep.register,
@@ -49,6 +52,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "corpus": web_cli.register_corpus,
     "cache": web_cli.register_cache,
     "agree": agree.register,
+    "certify": certify.register,
     "panel": panel.register,
     "rejudge": rejudge.register,
     "report": report.register,
@@ -76,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv_given, argv = argv, list(sys.argv[1:] if argv is None else argv)
     unknown = unknown_command(argv)
     if unknown:
         print(f"error: {unknown}", file=sys.stderr)
@@ -94,9 +98,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The library logs; here its notices and warnings become stderr lines, worded as they are
     # (--debug adds our debug records). Library output that is the command's own goes through `say`.
     log_to_stderr(logging.DEBUG if args.debug else logging.INFO)
+    from lifesearch_local.runtime.signals import command_stop
+
     try:
-        code = int(args.func(args) or 0)
-        sys.stdout.flush()  # here, not at exit: a reader that closed the pipe is handled below
+        # SIGTERM after the command has begun work lets it finish (exit 0), even just after its last record
+        with command_stop(program=argv_given is None):
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()  # here, not at exit: a reader that closed the pipe is handled below
         return code
     except BrokenPipeError:  # `lifesearch score --json | head`: the reader has what it wanted
         _quiet_stdout()
@@ -105,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         print(f"error: {redact(str(e))}", file=sys.stderr)
-        return 2
+        return e.exit_code  # 2: the user must change something; 1 (a full disk): the same command can pass later
     except EndpointError as e:  # one line; a wrong key/URL/model (401/403/404) is the user's to fix
         if args.debug:
             traceback.print_exc()

@@ -6,7 +6,13 @@ import argparse
 import json
 import sys
 
-from lifesearch_local.cli.common import manifest_beside, positive_int, print_caveats
+from lifesearch_local.cli.common import (
+    add_task_ids,
+    manifest_beside,
+    positive_int,
+    print_caveats,
+    selected_task_ids,
+)
 from lifesearch_local.cli.score import add_bootstrap_options
 
 
@@ -42,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="list every labelled decision where a judge and the labels differ, most confident "
                    "mistakes first (with --json / --csv: as JSON / CSV)")
     p.add_argument("--limit", type=positive_int, metavar="N", help="with --disagreements: show the first N")
+    add_task_ids(p)
     add_bootstrap_options(p)
     p.set_defaults(func=run)
 
@@ -50,11 +57,11 @@ def load_labels(args: argparse.Namespace) -> tuple[dict, str]:
     """The reference labels by key, and a description of where they came from."""
     from lifesearch_local.analysis.labels import label_index, labels_from_judgments
     from lifesearch_local.errors import LifesearchError
-    from lifesearch_local.records import Judgment, Label
+    from lifesearch_local.records import Judgment
     from lifesearch_local.rundir.jsonl import read_records
 
     if args.labels:
-        labels = read_records(args.labels, Label)
+        labels = read_labels(args.labels)
         index = label_index(labels, args.label_source)
         return index, args.label_source or ", ".join(sorted({lab.source for lab in labels}))
     if not args.label_judge:
@@ -65,6 +72,32 @@ def load_labels(args: argparse.Namespace) -> tuple[dict, str]:
     return label_index(labels), args.label_judge
 
 
+def read_labels(path: str) -> list:
+    """The Label records of --labels; a judgments file there is named as such, with the option that takes it."""
+    from lifesearch_local.errors import InputError, LifesearchError
+    from lifesearch_local.records import Judgment, Label
+    from lifesearch_local.rundir.jsonl import iter_json_lines, read_records
+
+    try:
+        return read_records(path, Label)
+    except InputError:
+        first = next(iter_json_lines(path, skip_tail=True), (0, None))[1]
+        if isinstance(first, dict) and "judge" in first and _is(Judgment, first):
+            raise LifesearchError(f"{path} holds judgments (judge {first['judge']!r}), not labels: use it as the "
+                                  f"reference with --labels-from-judgments {path} --label-judge {first['judge']}") from None
+        raise
+
+
+def _is(model: type, obj: dict) -> bool:
+    from pydantic import ValidationError
+
+    try:
+        model.model_validate(obj)
+    except ValidationError:
+        return False
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.analysis.agreement import agreement
     from lifesearch_local.analysis.agreement_ci import agreement_uncertainty
@@ -72,12 +105,19 @@ def run(args: argparse.Namespace) -> int:
     from lifesearch_local.output.csv_rows import AGREE_COLUMNS, agreement_rows, to_csv
     from lifesearch_local.records import Judgment
     from lifesearch_local.rundir.jsonl import read_records
-    from lifesearch_local.tasks import load_tasks
+    from lifesearch_local.tasks import check_known_tasks, chosen_tasks, load_tasks
 
     tasks = load_tasks(args.tasks)
     labels, source = load_labels(args)
     judgments = read_records(args.judgments, Judgment)
     manifest = manifest_beside(args.judgments)  # before any output: a damaged one stops the command
+    check_known_tasks(tasks, (j.task_id for j in judgments), args.tasks)
+    check_known_tasks(tasks, (k[0] for k in labels), args.tasks, "label")
+    ids = selected_task_ids(args)
+    if ids is not None:
+        tasks, judgments = chosen_tasks(tasks, ids, args.tasks, judgments)
+        labels = {k: v for k, v in labels.items() if k[0] in ids}
+        print(f"--task-ids: {len(tasks)} task(s), {len(labels)} of their labels", file=sys.stderr)
     exclude = [args.label_judge.split("#")[0]] if args.label_judge else []
     if args.disagreements:
         return print_disagreements(args, tasks, judgments, labels, exclude, manifest)

@@ -15,7 +15,7 @@ from typing import TextIO
 from lifesearch_local.bench import columns
 from lifesearch_local.bench.judge import check_args, measure
 from lifesearch_local.bench.settings import JudgeBench
-from lifesearch_local.cli.common import add_device, positive_int
+from lifesearch_local.cli.common import add_device, positive_int, seed_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_device(p, default="auto")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     p.add_argument("--peak-tflops", type=float, help="device bf16 peak for the fraction-of-peak figure")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 

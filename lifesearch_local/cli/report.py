@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lifesearch_local.cli.common import add_task_ids, selected_task_ids
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -24,6 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", help="tasks JSONL (default: RUN_DIR/tasks.jsonl, else the manifest's)")
     p.add_argument("--reports", help="reports JSONL (default: RUN_DIR/reports.jsonl, else the manifest's)")
     p.add_argument("--out", help="output file (default: RUN_DIR/report.html)")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="count rubrics without a judgment as not satisfied (the page says how many), as `score "
+                   "--allow-missing` does; without it an incomplete run is refused")
+    add_task_ids(p)
     p.set_defaults(func=run)
 
 
@@ -36,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         Path(args.out) if args.out else None,
         tasks_path=Path(args.tasks) if args.tasks else None,
         reports_path=Path(args.reports) if args.reports else None,
+        allow_missing=args.allow_missing,
+        task_ids=selected_task_ids(args),
     )
     print(path)
     return 0

@@ -13,6 +13,7 @@ from lifesearch_local.cli.common import (
     add_kernel,
     add_quiet,
     print_caveats,
+    seed_int,
 )
 
 
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how cited sources are obtained (default replay: corpus and cache only)")
     p.add_argument("--cache", help="web cache directory (default: the config's, else DIR/web_cache)")
     p.add_argument("--corpus", action="append", help="local corpus directory (repeatable; default the bundled data/web)")
-    p.add_argument("--seed", type=int, help="base seed of the redundancy pair sampler (default 0)")
+    p.add_argument("--seed", type=seed_int, help="base seed of the redundancy pair sampler (default 0)")
     p.add_argument("--max-pairs", type=int, help="redundancy pairs per report (default 30)")
     add_kernel(p)
     add_device(p)

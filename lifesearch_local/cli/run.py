@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 
 from lifesearch_local.cli.common import (
+    add_calibration,
     add_force_config,
     add_quiet,
     phase_models,
+    positive_int,
     print_caveats,
     print_result,
     run_judgments,
+    run_reports,
 )
 
 
@@ -30,7 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
     add_force_config(p, "a run directory's records")
     add_quiet(p)
+    add_dry_run(p)
     p.set_defaults(func=run)
+
+
+def add_dry_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the estimate of what this command would do (as `lifesearch estimate`) and run nothing")
+    add_calibration(p)
 
 
 def register_agent(sub: argparse._SubParsersAction) -> None:
@@ -44,11 +54,12 @@ def register_agent(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", help="tasks JSONL (default: the config's `tasks`); the config's `task_ids` still apply")
     p.add_argument("--config", required=True, help="run YAML (its tasks, task_ids, agents, web and ray blocks are used)")
     p.add_argument("--out", required=True, help="run directory")
-    p.add_argument("--runs", type=int, help="independent runs per task (the paper uses 3)")
+    p.add_argument("--runs", type=positive_int, help="independent runs per task (the paper uses 3)")
     p.add_argument("--no-ray", action="store_true", help="ignore the `ray:` block: load models in-process")
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
     add_force_config(p, "a run directory's records")
     add_quiet(p)
+    add_dry_run(p)
     p.set_defaults(func=run_agents)
 
 
@@ -72,6 +83,12 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
         update["ray"] = None
     cfg = cfg.model_copy(update=update)
     phases = phases or PHASES
+    if args.dry_run:
+        from lifesearch_local.cli.common import calibration
+        from lifesearch_local.cli.estimate import print_run_estimate
+
+        print_run_estimate(cfg, args.config, calibration(args), phases=phases, fresh=args.fresh)
+        return 0
     preflight(phase_models(cfg, phases), cfg.ray)
     if args.fresh and Path(cfg.out_dir()).is_dir():
         RunDir(cfg.out_dir()).clear()  # under the lock: never from under another process's run
@@ -79,7 +96,7 @@ def run(args: argparse.Namespace, phases: tuple[str, ...] | None = None, update:
     if print_result(result):
         if result.scores:  # right under the tables, where a reader would take them for findings
             print_caveats(judges=cfg.all_judges(), agents=cfg.agents,
-                          judgments=run_judgments(result.run_dir, cfg.all_judges()))
+                          judgments=run_judgments(result.run_dir, cfg.all_judges()), reports=run_reports(result.run_dir))
         html = f"  (report: {result.report_html})" if result.report_html else ""
         print(f"run finished in {result.wall_s} s; run directory: {result.run_dir}{html}")
     return 0

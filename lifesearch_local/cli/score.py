@@ -6,7 +6,15 @@ import argparse
 import json
 import sys
 
-from lifesearch_local.cli.common import manifest_beside, positive_int, print_caveats
+from lifesearch_local.cli.common import (
+    add_task_ids,
+    manifest_beside,
+    no_limit_with_ids,
+    positive_int,
+    print_caveats,
+    seed_int,
+    selected_task_ids,
+)
 
 
 def add_bootstrap_options(p: argparse.ArgumentParser) -> None:
@@ -15,7 +23,7 @@ def add_bootstrap_options(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--resamples", type=positive_int, default=DEFAULT_RESAMPLES, metavar="B",
                    help=f"bootstrap resamples and random sign flips (default {DEFAULT_RESAMPLES})")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
+    p.add_argument("--seed", type=seed_int, default=DEFAULT_SEED,
                    help=f"seed of the resampling; same input and seed, same output (default {DEFAULT_SEED})")
 
 
@@ -37,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-missing", action="store_true", help="count unjudged rubrics as not satisfied")
     p.add_argument("--limit", type=positive_int, metavar="N",
                    help="score only the first N tasks of the tasks file (what `lifesearch judge --limit N` judged)")
+    add_task_ids(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON instead of tables (with ci95, comparisons)")
     out.add_argument("--csv", action="store_true",
@@ -44,8 +53,45 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "(columns in docs/statistics.md)")
     p.add_argument("--compare", action="store_true",
                    help="print every agent pair: difference with its paired 95%% CI, sign-flip p, Holm p")
+    add_ppi_options(p)
     add_bootstrap_options(p)
     p.set_defaults(func=run)
+
+
+def add_ppi_options(p: argparse.ArgumentParser) -> None:
+    """--ppi --labels H [--label-source S]: prediction-powered scores (docs/statistics.md)."""
+    p.add_argument("--ppi", action="store_true",
+                   help="add each agent's prediction-powered score (PPI++): the judge's score on every task "
+                   "corrected with the tasks the --labels cover; they must be a random subset of the tasks")
+    p.add_argument("--labels", metavar="H", help="with --ppi: human labels (Label records) on some tasks' rubrics")
+    p.add_argument("--label-source", metavar="S", help="with --ppi: keep only labels with this source")
+
+
+def ppi_scores(args: argparse.Namespace, tasks: list, by_judge: dict) -> dict | None:
+    """judge → agent → PPI score with --ppi (analysis.ppi.ppi_by_judge), else None."""
+    from lifesearch_local.analysis.labels import label_index
+    from lifesearch_local.analysis.ppi import ppi_by_judge
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.records import Label
+    from lifesearch_local.rundir.jsonl import read_records
+
+    if bool(args.ppi) != bool(args.labels):
+        raise LifesearchError("--ppi and --labels H go together: the human labels correct the judge's scores")
+    if not args.ppi:
+        return None
+    return ppi_by_judge(tasks, by_judge, label_index(read_records(args.labels, Label), args.label_source))
+
+
+def with_ppi(result: dict, ppi: dict) -> dict:
+    """`score --json` with agents.<name>.ppi and the note that the labelled tasks must be a random subset."""
+    from lifesearch_local.analysis.ppi import RANDOM_SUBSET
+
+    per = result["judges"] if "judges" in result else {result["judge"]: result}
+    for name, entry in per.items():
+        for agent, row in entry["agents"].items():
+            row["ppi"] = ppi[name][agent]
+    result["ppi_note"] = f"agents.<name>.ppi: the judge's score corrected with human labels (PPI++); {RANDOM_SUBSET}"
+    return result
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,23 +105,51 @@ def run(args: argparse.Namespace) -> int:
     from lifesearch_local.output.csv_rows import SCORE_COLUMNS, score_rows, to_csv
     from lifesearch_local.records import Judgment, Report
     from lifesearch_local.rundir.jsonl import read_records
-    from lifesearch_local.tasks import first_tasks, load_tasks
+    from lifesearch_local.tasks import check_known_tasks, chosen_tasks, first_tasks, load_tasks
 
     tasks = load_tasks(args.tasks)
     judgments = read_records(args.judgments, Judgment)
     manifest = manifest_beside(args.judgments)  # before any output: a damaged one stops the command
     reports = read_records(args.reports, Report) if args.reports else []
+    check_known_tasks(tasks, (j.task_id for j in judgments), args.tasks)
+    ids = selected_task_ids(args)
+    if ids is not None:
+        no_limit_with_ids(args)
+        tasks, judgments, reports = chosen_tasks(tasks, ids, args.tasks, judgments, reports)
+        print(f"--task-ids: scoring {len(tasks)} task(s)", file=sys.stderr)
     if args.limit is not None and args.limit < len(tasks):
         tasks, judgments, reports = first_tasks(tasks, args.limit, judgments, reports)
         print(f"--limit {args.limit}: scoring the first {len(tasks)} tasks", file=sys.stderr)
     by_judge = score_by_judge(tasks, judgments, judge=args.judge, allow_missing=args.allow_missing, reports=reports)
     unc = uncertainty_by_judge(tasks, judgments, by_judge, n_resamples=args.resamples, seed=args.seed)
+    ppi = ppi_scores(args, tasks, by_judge)
     if args.json:
-        print(json.dumps(scores_json(by_judge, unc), indent=2, ensure_ascii=False))
+        result = scores_json(by_judge, unc)
+        print(json.dumps(with_ppi(result, ppi) if ppi else result, indent=2, ensure_ascii=False))
     elif args.csv:
-        sys.stdout.write(to_csv(SCORE_COLUMNS, score_rows(by_judge, unc)))
+        sys.stdout.write(to_csv(SCORE_COLUMNS, score_rows(by_judge, unc) + (ppi_rows(ppi) if ppi else [])))
     else:
         print_scores(by_judge, unc, compare=args.compare)
+        if ppi:
+            print_ppi(ppi)
     shown = [j for name, js in split_by_judge(judgments).items() if name in by_judge for j in js]
-    print_caveats(args.json or args.csv, manifest=manifest, judgments=shown)
+    print_caveats(args.json or args.csv, manifest=manifest, judgments=shown, reports=reports)
     return 0
+
+
+def ppi_rows(ppi: dict) -> list[dict]:
+    """`score --csv --ppi`: one row per judge × agent, metric `ppi` (0–1), n_tasks = the labelled tasks."""
+    return [{"judge": j, "agent": a, "metric": "ppi", "value": p["mean"], "ci_lo": (p["ci95"] or [None])[0],
+             "ci_hi": (p["ci95"] or [None, None])[1], "n_tasks": p["n_labelled_tasks"]}
+            for j, agents in ppi.items() for a, p in agents.items()]
+
+
+def print_ppi(ppi: dict) -> None:
+    from lifesearch_local.analysis.ppi import RANDOM_SUBSET
+    from lifesearch_local.output.study import ppi_table
+    from lifesearch_local.output.terminal import console
+
+    out = console()
+    for judge, agents in ppi.items():
+        out.print(ppi_table(judge, agents))
+    out.print(f"PPI++ (power-tuned, task level; normal 95% interval): {RANDOM_SUBSET}", highlight=False)

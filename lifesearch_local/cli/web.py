@@ -66,12 +66,15 @@ def run_cache_verify(args: argparse.Namespace) -> int:
 
     from lifesearch_local.errors import LifesearchError
     from lifesearch_local.web.cache import CacheCorrupt, WebCache
+    from lifesearch_local.web.cache_key import CacheNotPrivate
 
     root = Path(args.dir)
     if not (root / "index.sqlite").is_file():
         raise LifesearchError(f"{root}: not a web cache (no index.sqlite); pass the directory given as cache_dir")
     try:
         report = WebCache(root).verify()
+    except CacheNotPrivate:  # not damage: another user's (or an open) cache, refused in one line
+        raise
     except (sqlite3.DatabaseError, CacheCorrupt) as e:
         print(f"{root}: CORRUPT: the index cannot be read ({e})", file=sys.stderr)
         return 1

@@ -28,7 +28,14 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, StrictInt, StrictStr
 
 from lifesearch_local.errors import InputError, LifesearchError
-from lifesearch_local.importers.common import json_text, read_rows, write_import_dir
+from lifesearch_local.importers.common import (
+    check_id,
+    check_text,
+    json_text,
+    located,
+    read_rows,
+    write_import_dir,
+)
 from lifesearch_local.records import Domain, Report, Rubric, Task
 from lifesearch_local.tasks import parse_domain
 
@@ -200,7 +207,9 @@ def _domains(queries: dict[str, tuple[int, DrbQuery]], mapping: dict[str, Domain
 
 
 def _check_criteria(c: DrbCriteria, path: str, lineno: int) -> None:
-    for dim in c.criterions:
+    for dim, xs in c.criterions.items():
+        for i, x in enumerate(xs):
+            check_text(x.criterion, path, lineno, f"criterions.{dim}[{i}].criterion", "criterion")
         if dim not in DIMENSIONS:
             raise InputError(path, lineno, f"criterions.{dim}", f"unknown DRB dimension (expected one of {list(DIMENSIONS)})")
         if dim not in c.dimension_weight:
@@ -279,8 +288,11 @@ def convert(queries: str | Path, criteria: str | Path, *, domain_map: dict[str, 
     domains = _domains(qs, mapping, str(queries))
     result = DrbImport(tasks=[], sources=[], deviations={}, domain_map=mapping,
                        inputs={"queries": str(queries), "criteria": str(criteria), "id_prefix": prefix})
-    for key, (_, q) in qs.items():
-        task, source, dev = convert_task(q, cs[key][1], domains[key], prefix)
+    for key, (lineno, q) in qs.items():
+        check_text(q.prompt, queries, lineno, "prompt", "question")
+        check_id(f"{prefix}{q.id}", queries, lineno, "id")
+        with located(queries, lineno):  # our id (prefix + DRB id) as `validate` checks it
+            task, source, dev = convert_task(q, cs[key][1], domains[key], prefix)
         result.tasks.append(task)
         result.sources.append(source)
         result.deviations[task.id] = dev
@@ -293,7 +305,7 @@ def import_drb(queries: str | Path, criteria: str | Path, reports: str | Path | 
     result = convert(queries, criteria, domain_map=load_domain_map(domain_map), prefix=prefix)
     result.inputs["domain_map"] = None if domain_map is None else str(domain_map)
     if reports is not None:
-        agent = agent or agent_from_path(reports)
+        agent = check_id(agent or agent_from_path(reports), reports, None, "agent (--agent, or from the file name)")
         result.reports = convert_reports(reports, {t.id: t for t in result.tasks}, agent, prefix)
         result.inputs.update(reports=str(reports), agent=agent)
     return result

@@ -12,7 +12,6 @@ does not, so that `reconstruct_tasks` gives back the original lines byte for byt
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +20,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, StrictInt
 
 from lifesearch_local.errors import InputError, LifesearchError
-from lifesearch_local.importers.common import read_rows, unique_by
+from lifesearch_local.importers.common import check_id, check_text, located, read_rows, unique_by
 from lifesearch_local.importers.drb import DEFAULT_DOMAIN_MAP, load_domain_map
+from lifesearch_local.importers.report_files import (
+    REPORT_NAME,
+    FileRead,
+    Unreadable,
+    file_problem,
+    read_report_file,
+    refusal,
+)
 from lifesearch_local.records import BlockedSources, Domain, Report, Rubric, Task
 
 DIMENSIONS = ("info_recall", "analysis", "presentation")
@@ -30,9 +37,6 @@ RUBRIC_TYPE = {"info_recall": "Objective", "analysis": "Objective", "presentatio
 NECESSITY = "Implicit"
 PRIORITY = "Must Have"
 QuestionField = Literal["prompt", "task"]
-TEXT_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm")
-BINARY_SUFFIXES = (".pdf", ".docx", ".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tiff")
-REPORT_NAME = re.compile(r"^idx-(\d+)(?:\..+)?$", re.IGNORECASE)  # the upstream evaluator's naming
 UPSTREAM_MAX_CHARS = 150_000  # run_evaluation.py's MAX_PAPER_CHARS default: the text Gemini read
 
 
@@ -101,6 +105,8 @@ class Drb2Import:
     reports: list[Report] = field(default_factory=list)
     cut_reports: int = 0
     inputs: dict[str, Any] = field(default_factory=dict)
+    report_files: list[FileRead] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
 
 
 def _check_task(t: Drb2Task, path: str, lineno: int) -> None:
@@ -108,8 +114,7 @@ def _check_task(t: Drb2Task, path: str, lineno: int) -> None:
         if dim not in DIMENSIONS:
             raise InputError(path, lineno, f"content.rubric.{dim}", f"unknown DRB II dimension (expected one of {list(DIMENSIONS)})")
         for i, text in enumerate(items):
-            if not text.strip():
-                raise InputError(path, lineno, f"content.rubric.{dim}[{i}]", "empty rubric")
+            check_text(text, path, lineno, f"content.rubric.{dim}[{i}]", "rubric")
     if not any(t.content.rubric.values()):
         raise InputError(path, lineno, "content.rubric", "no rubrics")
 
@@ -150,7 +155,10 @@ def convert(path: str | Path, *, domain_map: dict[str, Domain] | None = None, pr
                         inputs={"tasks": str(path), "id_prefix": prefix, "question": question})
     for lineno, t in rows:
         _check_task(t, str(path), lineno)
-        task, source = convert_task(t, mapping[t.theme], prefix, question)
+        check_text(t.prompt if question == "prompt" else t.content.task, path, lineno,
+                   "prompt" if question == "prompt" else "content.task", "question")
+        with located(path, lineno):  # our id (prefix + idx) as `validate` checks it
+            task, source = convert_task(t, mapping[t.theme], prefix, question)
         result.tasks.append(task)
         result.sources.append(source)
     return result
@@ -165,7 +173,8 @@ class Drb2Report(_Drb2):
     article: str
 
 
-def _report_files(folder: Path) -> dict[int, Path]:
+def _report_files(folder: Path, refused: list[str]) -> dict[int, Path]:
+    """idx → its report file in `folder`; a file we cannot read (an image, an unknown format) joins `refused`."""
     found: dict[int, Path] = {}
     for f in sorted(folder.iterdir()):
         m = REPORT_NAME.match(f.name)
@@ -174,75 +183,90 @@ def _report_files(folder: Path) -> dict[int, Path]:
         idx = int(m.group(1))
         if idx in found:
             raise InputError(str(f), None, None, f"a second report for idx {idx} (first: {found[idx].name})")
-        suffix = f.suffix.lower()
-        if suffix in BINARY_SUFFIXES:
-            raise InputError(str(f), None, None, f"{suffix} report: our judges read text; convert it to markdown or "
-                             "text first (the upstream evaluator sends PDFs and images to Gemini as attachments)")
-        if suffix not in TEXT_SUFFIXES:
-            raise InputError(str(f), None, None, f"unknown report format {suffix or '(none)'}; expected one of {list(TEXT_SUFFIXES)}")
         found[idx] = f
-    return found
+    for f in [f for f in found.values() if file_problem(f)]:
+        refused.append(f"{f}: {file_problem(f)}")
+    return {idx: f for idx, f in found.items() if not file_problem(f)}
 
 
-def _read_text(f: Path) -> str:
-    try:
-        return f.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(str(f), None, None, f"not UTF-8 text at byte {e.start}; re-encode the report as UTF-8") from None
+def _has_reports(folder: Path) -> bool:
+    return any(REPORT_NAME.match(f.name) and f.is_file() for f in folder.iterdir())
 
 
-def report_sources(path: str | Path, agent: str | None) -> list[tuple[str, dict[int, tuple[str, str]]]]:
-    """(agent, idx → (where, text)) for one --reports path: a folder of idx-<n>.<ext> files (agent =
-    its name), a folder of such folders (the evaluator's PDF_DIR: one agent per subfolder), or a
-    JSONL file of {idx, article} (agent = --agent, or <name> of reports-<name>.jsonl)."""
+def _read(files: dict[int, Path], agent: str, refused: list[str]) -> dict[int, tuple[str, str, FileRead | None]]:
+    """idx → (where, text, what the file lost) of every file that gives text; the others join `refused`."""
+    out: dict[int, tuple[str, str, FileRead | None]] = {}
+    for idx, f in files.items():
+        try:
+            text, info = read_report_file(f, "", agent)
+        except Unreadable as e:
+            refused.append(f"{f}: {e}")
+            continue
+        out[idx] = (str(f), text, info)
+    return out
+
+
+def report_sources(path: str | Path, agent: str | None,
+                   refused: list[str]) -> list[tuple[str, dict[int, tuple[str, str, FileRead | None]]]]:
+    """(agent, idx → (where, text, what the file lost)) for one --reports path: a folder of idx-<n>.<ext> files
+    (agent = its name), a folder of such folders (the evaluator's PDF_DIR: one agent per subfolder), or a JSONL
+    file of {idx, article} (agent = --agent, or <name> of reports-<name>.jsonl). Files that give no text join
+    `refused` (report_files.py)."""
     p = Path(path)
     if p.is_file():
         name = agent or p.name.removesuffix(".jsonl").removeprefix("reports-")
         rows = unique_by(read_rows(p, Drb2Report), lambda r: r.idx, p, "idx")
-        return [(name, {idx: (f"{p}:{n}", r.article) for idx, (n, r) in rows.items()})]
+        return [(name, {idx: (f"{p}:{n}", r.article, None) for idx, (n, r) in rows.items()})]
     if not p.is_dir():
         raise InputError(str(p), None, None, "no such file or directory")
-    files = _report_files(p)
-    if files:
-        return [(agent or p.name, {idx: (str(f), _read_text(f)) for idx, f in files.items()})]
-    subs = [d for d in sorted(p.iterdir()) if d.is_dir() and _report_files(d)]
+    if _has_reports(p):
+        return [(agent or p.name, _read(_report_files(p, refused), agent or p.name, refused))]
+    subs = [d for d in sorted(p.iterdir()) if d.is_dir() and _has_reports(d)]
     if not subs:
         raise InputError(str(p), None, None, "no idx-<n>.<ext> report files in it or in its subfolders")
     if agent:
         raise LifesearchError(f"{p}: holds one folder per agent ({', '.join(d.name for d in subs)}); --agent names "
                               "the agent of a single folder or file, so leave it out here")
-    return [(d.name, {idx: (str(f), _read_text(f)) for idx, f in _report_files(d).items()}) for d in subs]
+    return [(d.name, _read(_report_files(d, refused), d.name, refused)) for d in subs]
 
 
-def convert_reports(result: Drb2Import, paths: list[str | Path], agent: str | None, max_chars: int | None) -> None:
-    """Add the reports of `paths` to `result` (run 0; text cut at `max_chars` as the evaluator cuts it)."""
+def convert_reports(result: Drb2Import, paths: list[str | Path], agent: str | None, max_chars: int | None,
+                    skip_unreadable: bool = False) -> None:
+    """Add the reports of `paths` to `result` (run 0; text cut at `max_chars` as the evaluator cuts it); files
+    that give no text are refused, one line each, unless `skip_unreadable` (then recorded in `result.refused`)."""
     if agent and len(paths) > 1:
         raise LifesearchError("--agent names the agent of one --reports path; with several, each is named by its folder or file")
     by_idx = {s.idx: s.task_id for s in result.sources}
     seen: dict[tuple[str, str], str] = {}
     for path in paths:
-        for name, reports in report_sources(path, agent):
-            for idx, (where, text) in sorted(reports.items()):
+        for name, reports in report_sources(path, agent, result.refused):
+            check_id(name, path, None, "agent (--agent, or the folder or file name)")
+            for idx, (where, text, info) in sorted(reports.items()):
                 if idx not in by_idx:
                     raise InputError(where, None, "idx", f"report for idx {idx}, which is not in the tasks file")
                 key = (by_idx[idx], name)
                 if key in seen:
                     raise InputError(where, None, "idx", f"a second report of agent {name!r} for idx {idx} (first: {seen[key]})")
                 seen[key] = where
+                if info is not None:
+                    result.report_files.append(info.model_copy(update={"task_id": by_idx[idx]}))
                 if max_chars and len(text) > max_chars:
                     text, result.cut_reports = text[:max_chars], result.cut_reports + 1
                 result.reports.append(Report(task_id=by_idx[idx], agent=name, run=0, text=text))
+    if result.refused and not skip_unreadable:
+        raise refusal(result.refused)
     result.inputs.update(reports=[str(p) for p in paths], agent=agent, max_chars=max_chars)
 
 
 def import_drb2(tasks: str | Path, *, reports: list[str | Path] | None = None, agent: str | None = None,
                 max_chars: int | None = UPSTREAM_MAX_CHARS, domain_map: str | Path | None = None,
-                prefix: str = "drb2-", question: QuestionField = "prompt") -> Drb2Import:
-    """Tasks (theme → domain from DRB's map, overridden by the `domain_map` file) and optional reports."""
+                prefix: str = "drb2-", question: QuestionField = "prompt", skip_unreadable: bool = False) -> Drb2Import:
+    """Tasks (theme → domain from DRB's map, overridden by the `domain_map` file) and optional reports
+    (markdown, text, HTML, PDF or DOCX files: report_files.py; `skip_unreadable` imports the rest)."""
     result = convert(tasks, domain_map=load_domain_map(domain_map), prefix=prefix, question=question)
     result.inputs["domain_map"] = None if domain_map is None else str(domain_map)
     if reports:
-        convert_reports(result, list(reports), agent, max_chars)
+        convert_reports(result, list(reports), agent, max_chars, skip_unreadable)
     return result
 
 

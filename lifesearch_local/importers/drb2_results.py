@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from lifesearch_local.errors import InputError, LifesearchError
-from lifesearch_local.importers.common import import_inputs, json_text, read_rows, write_import_dir
+from lifesearch_local.importers.common import check_id, import_inputs, json_text, read_rows, write_import_dir
 from lifesearch_local.importers.drb2 import (
     DIMENSIONS,
     NECESSITY,
@@ -125,6 +125,7 @@ def _line(obj: dict[str, Any], path: str, lineno: int, by_idx: dict[int, tuple[T
     model, idx, result = obj["model"], obj["idx"], obj["result"]
     if not isinstance(model, str) or not model:
         raise InputError(path, lineno, "model", f"expected the graded system's name, got {model!r}")
+    check_id(model, path, lineno, "model")
     if isinstance(idx, bool) or not isinstance(idx, int):
         raise InputError(path, lineno, "idx", f"expected an integer, got {idx!r}")
     if idx not in by_idx:
@@ -138,6 +139,7 @@ def _line(obj: dict[str, Any], path: str, lineno: int, by_idx: dict[int, tuple[T
 def convert_results(paths: list[str | Path], tasks: list[Task], sources: list[Drb2Source], *,
                     judge: str = "gemini", blocked: BlockedVerdict = "fail") -> ResultsImport:
     """Every results line as labels (first grading of each report) and judgments (all), with its source."""
+    check_id(judge, "--judge-name", None, "judge")
     by_id = {t.id: t for t in tasks}
     by_idx = {s.idx: (by_id[s.task_id], s.other_text if s.question_field == "prompt" else by_id[s.task_id].question)
               for s in sources}
@@ -266,6 +268,9 @@ def summary(result: Drb2Import, results: ResultsImport | None = None) -> dict[st
         "domain_map": {k: v.value for k, v in result.domain_map.items()},
         "counts": task_counts(result),
     }
+    if result.report_files or result.refused:  # what each report file lost on the way to text, and those refused
+        info["report_files"] = [f.model_dump() for f in result.report_files]
+        info["refused"] = result.refused
     if results is not None:
         info["results"] = results_counts(results, result.tasks)
         agents = set(info["results"]["labels_by_agent"])

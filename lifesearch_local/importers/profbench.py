@@ -19,7 +19,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from lifesearch_local.errors import InputError
-from lifesearch_local.importers.common import import_inputs, json_text, read_rows, unique_by, write_import_dir
+from lifesearch_local.importers.common import (
+    check_id,
+    check_text,
+    import_inputs,
+    json_text,
+    located,
+    read_rows,
+    unique_by,
+    write_import_dir,
+)
 from lifesearch_local.importers.drb import load_domain_map
 from lifesearch_local.records import Domain, Label, Report, Rubric, Task
 from lifesearch_local.rundir.jsonl import iter_json_lines
@@ -104,9 +113,13 @@ def _check(row: ProfRow, systems: list[str], path: str, lineno: int) -> None:
     for s in systems:
         if not isinstance(extra[s + RESPONSE], str):
             raise InputError(path, lineno, s + RESPONSE, f"expected the report text, got {type(extra[s + RESPONSE]).__name__}")
+    check_text(row.prompt, path, lineno, "prompt", "question")
+    for s in systems:
+        check_id(s, path, lineno, s + RESPONSE)
     if not row.rubrics:
         raise InputError(path, lineno, "rubrics", "no criteria")
     for i, c in enumerate(row.rubrics):
+        check_text(c.criterion_description, path, lineno, f"rubrics[{i}].criterion_description", "criterion")
         if c.criterion_weight not in LEVEL_SCALE:
             raise InputError(path, lineno, f"rubrics[{i}].criterion_weight",
                              f"unknown level {c.criterion_weight!r} (expected one of {list(LEVEL_SCALE)})")
@@ -132,6 +145,7 @@ def convert_row(raw: dict[str, Any], row: ProfRow, domain: Domain, path: str, li
     """One ProfBench row (`raw`: as read, for its key order; `row`: validated) as our task, its
     reports (one per system, run 0), human labels and source."""
     systems = systems_of(row)
+    check_id(f"{prefix}{row.task_id}", path, lineno, "task_id")
     _check(row, systems, path, lineno)
     rubrics = [_rubric(i, c) for i, c in enumerate(row.rubrics, start=1)]
     task = Task(id=f"{prefix}{row.task_id}", language="en", domain=domain, question=row.prompt, rubrics=rubrics)
@@ -163,7 +177,8 @@ def import_profbench(path: str | Path, *, domain_map: str | Path | None = None, 
         if row.domain not in mapping:
             raise InputError(str(path), lineno, "domain", f"no LifeSearch domain for ProfBench domain {row.domain!r}; "
                              "map it with --domain-map FILE (YAML or JSON `name: domain`)")
-        task, reports, labels, source = convert_row(raws[lineno], row, mapping[row.domain], str(path), lineno, prefix)
+        with located(path, lineno):  # our id (prefix + task_id) as `validate` checks it
+            task, reports, labels, source = convert_row(raws[lineno], row, mapping[row.domain], str(path), lineno, prefix)
         out.tasks.append(task)
         out.reports += reports
         out.labels += labels

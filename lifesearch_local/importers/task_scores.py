@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lifesearch_local.analysis.leaderboard import TOTAL, ScoreTable
 from lifesearch_local.errors import InputError, LifesearchError
-from lifesearch_local.records import Judgment, Task
+from lifesearch_local.records import Judgment, Task, id_problem
 
 DRB2_PREFIX = "drb2-"
 """Task id prefix of a wide table's idx (what `lifesearch import drb2` gives its tasks)."""
@@ -165,6 +165,8 @@ def _from_wide(path: Path) -> ScoreTable:
     rows = _rows(path)
     cols = list(rows[0][1]) if rows else []
     systems = [c for c in cols if c.lower() not in _WIDE_FIXED]
+    for s in systems:
+        _check_id(path, 1, "(header)", s)
     m = _DIMENSION_FILE.match(path.name)
     table = ScoreTable(str(path), None, m.group("dim") if m else TOTAL, {s: {} for s in systems})
     for line, row in rows:
@@ -197,6 +199,8 @@ def _from_long(path: Path) -> list[ScoreTable]:
         dim = str(row.get("dimension") or "").strip() or TOTAL
         t = tables.setdefault((judge, dim), ScoreTable(str(path), judge, dim, {}))
         agent, tid = str(row["agent"]).strip(), str(row["task_id"]).strip()
+        for key, value in (("agent", agent), ("task_id", tid), ("judge", judge or "-")):
+            _check_id(path, line, key, value)
         if tid in t.scores.setdefault(agent, {}):
             raise InputError(str(path), line, "task_id", f"a second score of {agent} on {tid}" + (
                 f" ({dim})" if dim != TOTAL else ""))
@@ -206,6 +210,14 @@ def _from_long(path: Path) -> list[ScoreTable]:
     if not tables:
         raise InputError(str(path), None, None, "no scores in it")
     return list(tables.values())
+
+
+def _check_id(path: Path, line: int, field: str, value: str) -> None:
+    """An agent, task or judge name holds what an id may (records.id_problem: no control character),
+    as every other loader of ids requires (issue 32 item 7)."""
+    problem = id_problem(value)
+    if problem:
+        raise InputError(str(path), line, field, f"{value!r}: {problem}")
 
 
 def _long_rows(path: Path) -> list[tuple[int, dict]]:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from lifesearch_local.records import Id
 from serving.affects import ChoiceOnly, Execution, GenerateOnly, Result, result_settings
 from serving.config import HFConfig, ModelConfig
 
@@ -19,7 +20,7 @@ class JudgeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: Result[str | None] = None
+    id: Result[Id | None] = None
     """Name recorded in judgments and every table; default `<model name>/<mode>/<6 hex>`, the hex
     hashing the settings that change verdicts (`derived_judge_id`). A given id is kept as written."""
     model: Result[ModelConfig] = Field(default_factory=HFConfig)

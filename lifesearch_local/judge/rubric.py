@@ -9,7 +9,7 @@ from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.judge.verdict import VERDICT_SCHEMA
 from lifesearch_local.llm.generate import generate_parsed_fitted, judge_template_kwargs, parse_object
 from lifesearch_local.llm.prompts import render_span
-from lifesearch_local.records import Judgment, Report, Rubric, Task
+from lifesearch_local.records import Judgment, Report, Rubric, Task, is_blank
 from serving.protocol import ChoiceGroup, ChoiceRequest, Engine, Span
 
 # Choice mode pre-fills the assistant turn up to the decision of the paper's JSON answer.
@@ -119,17 +119,6 @@ def iter_judge_choice(
 
 
 EMPTY_REPORT = "empty report"
-# Format and separator characters that show nothing: a report of zero-width spaces is empty too.
-_INVISIBLE = frozenset({"Cf", "Zs", "Zl", "Zp", "Cc"})
-
-
-def is_blank(text: str) -> bool:
-    """Nothing visible: whitespace, zero-width spaces and joiners, BOMs, other format characters."""
-    import unicodedata
-
-    return all(unicodedata.category(c) in _INVISIBLE for c in text)
-
-
 def is_empty_report(report: Report) -> bool:
     """Nothing but whitespace: not sent to the judge (the paper's eq. 1 counts it 0)."""
     return is_blank(report.text)

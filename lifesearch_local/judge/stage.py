@@ -68,10 +68,10 @@ def judge_stage(
                     force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model, check=check,
                     on_open=fingerprint) as st:
         done = {j.key for j in st.recorded}
-        decisions = _judge_all(st, by_id, reports, cfg, done, show, stamp)
+        decisions, stopped = _judge_all(st, by_id, reports, cfg, done, show, stamp)
         st.close_engine()
-        stats = _stats(st, cfg, decisions)
-        if decisions or st.stop:  # a rerun with nothing left keeps the last run's figures
+        stats = _stats(st, cfg, decisions, stopped)
+        if decisions or stopped:  # a rerun with nothing left keeps the last run's figures
             st.record(stats, hashes={f"config/judge/{cfg.id}": config_hash(cfg),
                                      "prompts/judge_en": load_template("judge_en")[1],
                                      "prompts/judge_zh": load_template("judge_zh")[1]},
@@ -98,14 +98,17 @@ def _refuse_stale(rd: RunDir, stage: str, by_id: dict[str, Task], mine: list[Jud
 
 
 def _judge_all(st: Stage, by_id: dict[str, Task], reports: Sequence[Report], cfg: JudgeConfig, done: set,
-               show: bool, stamp: str) -> int:
-    """Every judge run's pending rubrics, report by report; the decisions written."""
+               show: bool, stamp: str) -> tuple[int, bool]:
+    """Every judge run's pending rubrics, report by report: (the decisions written, whether a
+    signal stopped it with work left). A signal after the last record stops nothing: the stage is finished."""
     decisions = 0
     for judge_run in range(cfg.runs):
         work = pending_work(by_id, reports, done, cfg.id, judge_run)
         total = sum(len(p.rubrics) for p in work)
         if not total:
             continue
+        if st.stop:  # a signal came before this run began: no model is loaded for it
+            return decisions, True
         desc = f"judge {cfg.id}" + (f" run {judge_run}" if cfg.runs > 1 else "")
         keys = {r.key for r in reports}
         already = sum(1 for k in done if k[:2] == (cfg.id, judge_run) and k[2:5] in keys)  # a resumed run's
@@ -120,17 +123,17 @@ def _judge_all(st: Stage, by_id: dict[str, Task], reports: Sequence[Report], cfg
                 bar.advance_to(written)
                 if st.stop:
                     break
-        if st.stop:  # a model call may have given up mid-report on SIGTERM
-            break
-    return decisions
+        if st.stop and written < total:  # a model call may have given up mid-report on SIGTERM
+            return decisions, True
+    return decisions, False
 
 
-def _stats(st: Stage, cfg: JudgeConfig, decisions: int) -> dict:
+def _stats(st: Stage, cfg: JudgeConfig, decisions: int, stopped: bool) -> dict:
     wall = st.wall()
     stats = {"backend": cfg.model.backend, "model": cfg.model.model, "random_weights": random_weights(cfg.model),
              "mode": cfg.mode, "decisions": decisions,
              "wall_s": wall, "decisions_per_s": round(decisions / wall, 2) if wall and decisions else 0.0,
-             "stopped_early": bool(st.stop)}
+             "stopped_early": stopped}
     start = getattr(st.engine, "open_s", None)
     if start is not None and decisions and wall > start:  # the rate once the engine is up, start-up apart
         stats.update(engine_start_s=start, steady_decisions_per_s=round(decisions / (wall - start), 3))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,14 +24,43 @@ def _num(v: Any) -> Any:
     return v
 
 
+# What makes a spreadsheet read a cell as a formula (OWASP, "CSV injection"): =, +, -, @, tab, CR.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def safe_cell(v: Any) -> Any:
+    """A cell no spreadsheet runs: text that starts with = + - @ tab or CR gets a leading `'`
+    (OWASP's rule), so `=cmd|' /C calc'!A0` in an agent name or a judge's reason stays text.
+    Numbers stay numbers: a float or int is left alone, and so is text that is only a number
+    (`-0.5`), which no spreadsheet runs."""
+    if isinstance(v, str) and v.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(v):
+        return "'" + v
+    return v
+
+
 def to_csv(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
-    """CSV text with a header; absent cells are empty."""
+    """CSV text with a header; absent cells are empty. Every CSV this program writes goes through
+    here: text cells through `safe_cell`, and a field holding a line break (\\n or \\r) is quoted.
+
+    Rows end in \\n. Each row is written with \\r\\n as its terminator and that ending swapped after:
+    the csv module quotes (QUOTE_MINIMAL) only the line-break characters of its terminator, and
+    with a bare \\n an unquoted \\r in a cell split the row in two for every reader."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n", extrasaction="raise")
+    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\r\n", extrasaction="raise")
+    out: list[str] = []
+
+    def take() -> None:
+        out.append(buf.getvalue()[:-2] + "\n")
+        buf.seek(0)
+        buf.truncate()
+
     w.writeheader()
+    take()
     for r in rows:
-        w.writerow({k: _num(r.get(k)) for k in columns})
-    return buf.getvalue()
+        w.writerow({k: safe_cell(_num(r.get(k))) for k in columns})
+        take()
+    return "".join(out)
 
 
 def _ci(ci: Sequence[float] | None, reason: str | None = None) -> dict[str, Any]:
@@ -59,7 +89,7 @@ def score_rows(by_judge: Mapping[str, Mapping], uncertainty: Mapping | None = No
                 rows.append({**base, "n_tasks": dn, "metric": f"domain:{d}", "value": v, **ci, **boot})
             for r, v in sorted(s.runs.items()):
                 rows.append({**base, "metric": f"run:{r}", "value": v})
-            for m in ("ungraded", "missing", "judged", "iterations", "output_tokens"):
+            for m in ("ungraded", "missing", "judged", "iterations", "output_tokens", "tool_calls", "pages_read"):
                 rows.append({**base, "metric": m, "value": getattr(s, m)})
         for c in u.comparisons if u is not None else ():
             rows.append({"judge": judge, "agent": c.a, "other": c.b, "metric": "diff", "value": c.diff,
@@ -75,7 +105,7 @@ def agreement_rows(result: Mapping[str, Mapping], vs: Sequence[Mapping] = (), bo
     b = {"resamples": (boot or {}).get("resamples"), "seed": (boot or {}).get("seed")}
     for judge, m in result.items():
         cis, why = m.get("ci95") or {}, m.get("ci95_reason") or {}
-        for key in ("accuracy_mean", "self_consistency", "majority_accuracy", "kappa", "auroc", "ece",
+        for key in ("accuracy_mean", "chance_accuracy", "self_consistency", "majority_accuracy", "kappa", "auroc", "ece",
                     "best_threshold", "best_threshold_accuracy", "rank_spearman", "rank_kendall", "ungraded"):
             ci = cis.get(key)
             rows.append({"judge": judge, "group": "all", "metric": key, "value": m.get(key), **_ci(ci, why.get(key)),

@@ -8,16 +8,19 @@ from collections.abc import Sequence
 # (column title, short title for terminals, metric key, format); "pct" formats print shares × 100.
 TABLE3_COLUMNS: list[tuple[str, str, str, str]] = [
     ("Mean acc. (%)", "Acc%", "accuracy_mean", "pct2"),
+    ("Chance: majority-class acc. (%)", "Chance%", "chance_accuracy", "pct2"),
     ("Self-consistency (%)", "SC%", "self_consistency", "pct1"),
-    ("Majority vote (%)", "Maj%", "majority_accuracy", "pct2"),
+    ("Majority over judge runs (%)", "RunMaj%", "majority_accuracy", "pct2"),
     ("κ", "κ", "kappa", "f3"),
     ("AUROC", "AUROC", "auroc", "f3"),
     ("ECE", "ECE", "ece", "f3"),
     ("Best-threshold acc. (%)", "Thr%", "best_threshold_accuracy", "pct2"),
 ]
 TABLE3_LEGEND = (
-    "Acc = mean accuracy over judge runs, SC = self-consistency, Maj = majority-vote accuracy, "
-    "κ = Cohen's kappa, AUROC / ECE / Thr (accuracy at the best threshold) from p_true, "
+    "Acc = mean accuracy over judge runs; Chance = the chance baseline, the accuracy of always answering "
+    "the labels' majority class (κ's chance baseline is 0: a judge at or below these has learnt nothing from "
+    "the reports); SC = self-consistency; RunMaj = accuracy of the majority vote over judge runs (not the "
+    "majority-class baseline); κ = Cohen's kappa, AUROC / ECE / Thr (accuracy at the best threshold) from p_true, "
     "ρ / τ = Spearman / Kendall correlation of the agents' scores under judge and labels, over the "
     "Agents column (— below three: two agents always give ±1); "
     "ungraded judgments count as wrong; — = undefined or no p_true."
@@ -35,8 +38,13 @@ def fmt_metric(value: float | int | None, how: str) -> str:
     return str(value)
 
 # (column title, metric key, format) of the interval table under Table 3
-CI_COLUMNS = [("Acc%", "accuracy_mean", "pct1"), ("Maj%", "majority_accuracy", "pct1"), ("κ", "kappa", "f2"),
+CI_COLUMNS = [("Acc%", "accuracy_mean", "pct1"), ("RunMaj%", "majority_accuracy", "pct1"), ("κ", "kappa", "f2"),
               ("AUROC", "auroc", "f2"), ("ECE", "ece", "f2"), ("ρ", "rank_spearman", "f2"), ("τ", "rank_kendall", "f2")]
+
+
+def per_report(x: float | None) -> str:
+    """A per-report mean count (tool calls, pages read): — when the reports do not record it."""
+    return "—" if x is None else f"{x:.1f}"
 
 
 def pct(x: float | None, digits: int = 1) -> str:

@@ -16,6 +16,7 @@ from lifesearch_local.output.numbers import (
     mean_ci,
     mean_pm_std,
     pct,
+    per_report,
     signed_ci,
 )
 from lifesearch_local.records import DOMAIN_ABBREV, Domain
@@ -64,7 +65,7 @@ def comparison_table(u: ScoreUncertainty, title: str = ""):
 
 def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: ScoreUncertainty | None = None):
     """A rich Table: one row per agent, domain scores, overall mean ± std (the paper's) and its
-    95% task-bootstrap CI, resources, ungraded."""
+    95% task-bootstrap CI, resources (iterations, output tokens, tool calls and pages read per report), ungraded."""
     from rich.table import Table
 
     domains = [d for d in Domain if any(d.value in r.domains for r in rows.values())]
@@ -78,6 +79,8 @@ def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: Sc
     t.add_column("Runs", justify="right")
     t.add_column("Iter.", justify="right")
     t.add_column("Out tok (k)", justify="right")
+    t.add_column("Tools", justify="right")
+    t.add_column("Pages", justify="right")
     t.add_column("Ungraded", justify="right")
     t.add_column("Missing", justify="right")
     for agent, r in rows.items():
@@ -90,6 +93,8 @@ def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: Sc
             str(len(r.runs)),
             "—" if r.iterations is None else f"{r.iterations:.1f}",
             "—" if r.output_tokens is None else f"{r.output_tokens / 1000:.1f}",
+            per_report(r.tool_calls),
+            per_report(r.pages_read),
             str(r.ungraded),
             str(r.missing),
         )

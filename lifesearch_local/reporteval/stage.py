@@ -21,6 +21,7 @@ from lifesearch_local.reporteval.records import ReportEvaluation
 from lifesearch_local.reporteval.redundancy import judge_redundancy
 from lifesearch_local.reporteval.sources import fetch_sources
 from lifesearch_local.rundir.directory import REPORTEVAL, REPORTEVAL_SUMMARY, RunDir
+from lifesearch_local.rundir.files import write_atomic
 from lifesearch_local.rundir.manifest import resume_config, settings_hash, sha256_bytes
 from lifesearch_local.runtime.progress import progress_bar
 from lifesearch_local.runtime.skeleton import OpenModel, open_stage
@@ -132,7 +133,7 @@ def reporteval_stage(
         st.close_engine()
         stats["wall_s"] = st.wall()
         summary = summarize(rd.load(RECORDS, ReportEvaluation))
-        rd.file(SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_atomic(rd.file(SUMMARY), json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
         st.record(stats, hashes={**{f"prompts/{p}": load_template(p)[1] for p in PROMPTS},
                                  f"config/reporteval/{cfg.id}": config_digest},
                   seeds={"reporteval/redundancy": rcfg.seed}, model_key=cfg.id)

@@ -6,7 +6,6 @@ import contextlib
 import datetime as dt
 import functools
 import json
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -32,6 +31,7 @@ from lifesearch_local.rundir.directory import (
     RunDir,
     open_run,
 )
+from lifesearch_local.rundir.files import write_atomic
 from lifesearch_local.rundir.manifest import sha256_file
 from lifesearch_local.runtime.signals import StopFlag, graceful_stop
 from lifesearch_local.runtime.skeleton import OpenModel
@@ -90,12 +90,14 @@ def run_pipeline(cfg: RunConfig, *, command: str = "run", show: bool = True, tod
 
 def _pipeline(cfg: RunConfig, show: bool, today: dt.date | None, phases: tuple[str, ...],
               open_model: OpenModel | None, force_config: bool) -> PipelineResult:
+    from lifesearch_local.run.dry_run import record_actual, record_run_estimate
     from serving.ray.session import ray_session
 
     t0 = time.perf_counter()
     rd = prepare_run_dir(cfg, force_config=force_config)
     result = PipelineResult(run_dir=rd.path)
     import_reports(rd, cfg)
+    est = record_run_estimate(rd, cfg, phases, today)  # the actual figures go beside it at the end
     # One Ray cluster for all phases; a signal while a model loads stops before its phase starts.
     with ray_session(cfg.ray), graceful_stop() as stop:
         run = _Run(rd, cfg, _load_tasks(rd), stop, show, today, result, open_model, force_config)
@@ -106,10 +108,12 @@ def _pipeline(cfg: RunConfig, show: bool, today: dt.date | None, phases: tuple[s
         for step in steps:
             result.stopped = step(run)
             if result.stopped:
+                record_actual(rd, est, result.stages, round(time.perf_counter() - t0, 3))
                 return _done(result, t0)
     result.scores = write_scores(rd, cfg, run.tasks, rd.load(REPORTS, Report))
     from lifesearch_local.output.report import write_report
 
+    record_actual(rd, est, result.stages, round(time.perf_counter() - t0, 3))  # for report.html to show
     result.report_html = write_report(rd.path)
     return _done(result, t0)
 
@@ -160,12 +164,12 @@ def prepare_run_dir(cfg: RunConfig, *, force_config: bool = False) -> RunDir:
     import yaml
 
     from lifesearch_local.rundir.jsonl import dumps
-    from lifesearch_local.tasks import load_tasks
+    from lifesearch_local.tasks import load_tasks, select_tasks
 
     rd = RunDir(cfg.out_dir())
     if not force_config:
         _check_same_run(rd.file(CONFIG), cfg)
-    rd.file(CONFIG).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
+    write_atomic(rd.file(CONFIG), yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
     tasks = select_tasks(load_tasks(cfg.tasks), cfg.task_ids)
     _write_once(rd.file(TASKS), "".join(dumps(t) + "\n" for t in tasks), TASKS)
     if cfg.labels:
@@ -179,7 +183,7 @@ def _copy_labels(src: Path, dst: Path, task_ids: set[str] | None) -> None:
     """The labels file, only its lines of the selected tasks when `task_ids` selects some: labels of
     tasks outside the run are not a mismatch for the agreement check."""
     if task_ids is None:
-        shutil.copyfile(src, dst)
+        write_atomic(dst, src.read_bytes())
         return
     def other_task(line: bytes) -> bool:  # a malformed line is kept for the label loader to report
         try:
@@ -189,7 +193,7 @@ def _copy_labels(src: Path, dst: Path, task_ids: set[str] | None) -> None:
         return isinstance(row, dict) and isinstance(row.get("task_id"), str) and row["task_id"] not in task_ids
 
     lines = src.read_bytes().splitlines(keepends=True)  # bytes: a line that is not UTF-8 is the loader's to report
-    dst.write_bytes(b"".join(x for x in lines if x.strip() and not other_task(x)))
+    write_atomic(dst, b"".join(x for x in lines if x.strip() and not other_task(x)))
 
 
 def _check_same_run(path: Path, cfg: RunConfig) -> None:
@@ -217,17 +221,7 @@ def _write_once(path: Path, text: str, what: str) -> None:
     if path.exists() and path.read_text(encoding="utf-8") != text:
         raise LifesearchError(f"{path.parent}: holds a run with a different {what}; use another `out` "
                               "(or --fresh to start this one over)")
-    path.write_text(text, encoding="utf-8")
-
-
-def select_tasks(tasks: list[Task], ids: list[str] | None) -> list[Task]:
-    """The tasks named by `ids` (file order), or all."""
-    if ids is None:
-        return tasks
-    unknown = sorted(set(ids) - {t.id for t in tasks})
-    if unknown:
-        raise LifesearchError(f"task_ids not in the tasks file: {', '.join(unknown)}")
-    return [t for t in tasks if t.id in set(ids)]
+    write_atomic(path, text)
 
 
 def _load_tasks(rd: RunDir) -> list[Task]:
@@ -303,7 +297,7 @@ def write_scores(rd: RunDir, cfg: RunConfig, tasks: list[Task], reports: list[Re
         return None
     by_judge = score_by_judge(tasks, judgments, reports=reports)
     unc = uncertainty_by_judge(tasks, judgments, by_judge)  # the CIs `lifesearch score --json` prints
-    rd.file(SCORES).write_text(json.dumps(scores_json(by_judge, unc), indent=2, ensure_ascii=False) + "\n")
+    write_atomic(rd.file(SCORES), json.dumps(scores_json(by_judge, unc), indent=2, ensure_ascii=False) + "\n")
     return by_judge
 
 

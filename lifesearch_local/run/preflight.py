@@ -145,7 +145,7 @@ def weights_problem(name: str, revision: str | None = None) -> str | None:
     if name in TINY_MODELS or Path(name).expanduser().is_dir():
         return None
     if name.startswith((".", "/", "~")) or name.count("/") != 1:
-        return f"model {name!r} is neither a local directory nor a Hugging Face repo id (org/name)"
+        return f"model {name!r} is neither a local directory nor a Hugging Face repo id (org/name){_close_model(name)}"
     if in_hf_cache(name, revision):
         return None
     from huggingface_hub import constants
@@ -160,6 +160,17 @@ def weights_problem(name: str, revision: str | None = None) -> str | None:
                 f"{host} cannot be reached; download it where there is network (`hf download {name}`), "
                 "or pass a local model directory")
     return None
+
+
+def _close_model(name: str) -> str:
+    """`; did you mean 'tiny-llama'?` for a misspelt built-in model name, else ''."""
+    import difflib
+
+    from serving.engines.real_models import REAL_MODELS
+    from serving.engines.tiny import TINY_MODELS
+
+    close = difflib.get_close_matches(name, [*TINY_MODELS, *REAL_MODELS], n=2, cutoff=0.75)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def in_hf_cache(name: str, revision: str | None = None) -> bool:

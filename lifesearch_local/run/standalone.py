@@ -37,25 +37,45 @@ def limit_work(tasks: list[Task], reports: list[Report], limit: int | None, say:
     return kept, mine
 
 
+def judge_inputs(tasks_path: str | Path, reports_path: str | Path, limit: int | None, say: Say,
+                 task_ids: set[str] | None = None) -> tuple[list[Task], list[Report]]:
+    """The tasks and reports a `judge` invocation works on (`task_ids` and `--limit` applied, and said)."""
+    from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import chosen_tasks, load_tasks
+
+    tasks, reports = load_tasks(tasks_path), read_records(reports_path, Report)
+    if task_ids is not None:
+        kept, mine = chosen_tasks(tasks, task_ids, tasks_path, reports)
+        say(f"--task-ids: judging {len(kept)} of {len(tasks)} tasks and their {len(mine)} of {len(reports)} reports")
+        tasks, reports = kept, mine
+    return limit_work(tasks, reports, limit, say)
+
+
 def judge_run(out: str | Path, tasks_path: str | Path, reports_path: str | Path, judges: Sequence[JudgeConfig], *,
               after: AfterJudge, say: Say, ray: RayConfig | None = None, limit: int | None = None, show: bool = True,
-              force_config: bool = False) -> None:
+              force_config: bool = False, task_ids: set[str] | None = None) -> None:
     """`lifesearch judge`: every judge config over the reports (resumable), in `out`. Models are
-    checked before the directory exists; `say` gets what --limit cut."""
+    checked before the directory exists; `say` gets what --limit or `task_ids` (--task-ids) cut. The manifest
+    gets the invocation's estimate (stored profiles only) at its start and what it actually took at its end."""
+    import time
+
     from lifesearch_local.judge.stage import judge_stage
+    from lifesearch_local.run.dry_run import record_actual, record_judge_estimate
     from lifesearch_local.run.preflight import preflight
-    from lifesearch_local.rundir.jsonl import read_records
-    from lifesearch_local.tasks import load_tasks
     from serving.ray.session import ray_session
 
-    tasks, reports = limit_work(load_tasks(tasks_path), read_records(reports_path, Report), limit, say)
+    tasks, reports = judge_inputs(tasks_path, reports_path, limit, say, task_ids)
     preflight([(f"judge {c.id}", c.model) for c in judges], ray)  # before the run directory exists
     with open_run(out, "judge", inputs={"tasks": tasks_path, "reports": reports_path}, keep=(JUDGMENTS,)) as rd, \
             ray_session(ray):
+        t0, done = time.perf_counter(), {}
+        est = record_judge_estimate(rd, tasks, reports, judges, ray)
         for cfg in judges:
             stats = judge_stage(rd, tasks, reports, cfg, show=show, ray=ray, force_config=force_config)
+            done[f"judge/{cfg.id}"] = stats
             if not after(cfg, stats, rd):
-                return
+                break
+        record_actual(rd, est, done, round(time.perf_counter() - t0, 3))
 
 
 def sweep_inputs(config_path: str, reports: str | None = None) -> tuple[Any, list[Task], list[Report], list[Label]]:
@@ -63,9 +83,8 @@ def sweep_inputs(config_path: str, reports: str | None = None) -> tuple[Any, lis
     `task_ids:` narrows the tasks, their reports and their labels."""
     from lifesearch_local.errors import LifesearchError
     from lifesearch_local.run.config import load_run_config
-    from lifesearch_local.run.pipeline import select_tasks
     from lifesearch_local.rundir.jsonl import read_records
-    from lifesearch_local.tasks import load_tasks
+    from lifesearch_local.tasks import load_tasks, select_tasks
 
     cfg = load_run_config(config_path)
     if reports:
@@ -92,6 +111,7 @@ def sweep_run(config_path: str, *, out: str | None = None, reports: str | None =
     from lifesearch_local.analysis.labels import label_index
     from lifesearch_local.judge.stage import judge_stage
     from lifesearch_local.run.preflight import preflight
+    from lifesearch_local.rundir.files import write_atomic
     from serving.ray.session import ray_session
 
     cfg, tasks, reports_, labels = sweep_inputs(config_path, reports)
@@ -109,7 +129,7 @@ def sweep_run(config_path: str, *, out: str | None = None, reports: str | None =
         index = label_index(labels)
         result = agreement(tasks, judgments, index)
         unc = agreement_uncertainty(tasks, judgments, index, result)  # adds each judge's ci95 to result
-        rd.file(AGREEMENT).write_text(json.dumps(result, indent=2) + "\n")
+        write_atomic(rd.file(AGREEMENT), json.dumps(result, indent=2) + "\n")
     return rd, judges, labels, result, unc
 
 

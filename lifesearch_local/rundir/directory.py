@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.records import Manifest
 from lifesearch_local.rundir import manifest as _manifest
+from lifesearch_local.rundir.files import disk_full, is_disk_full, refuse_link
 from lifesearch_local.rundir.jsonl import append_lines, cut_torn_tail, read_records
 from lifesearch_local.rundir.lock import LOCK_FILE, RunDirBusy, hold, is_held
 from lifesearch_local.rundir.manifest import MANIFEST, sha256_file
@@ -50,6 +51,8 @@ def make_dir(path: Path, what: str) -> None:
         above = next((p for p in path.parents if p.exists() and not p.is_dir()), path.parent)
         raise LifesearchError(f"{path}: {above} is a file, so no {what} can be made under it") from None
     except OSError as e:
+        if is_disk_full(e):
+            raise disk_full(path) from None
         raise LifesearchError(f"{path}: cannot make the {what}: {e.strerror or e}") from None
 
 
@@ -94,9 +97,11 @@ class RunDir:
         """Records of a stage file (empty if absent). A torn last line from a kill is dropped:
         cut off the file by the lock holder, only skipped by a reader (it may be mid-write)."""
         p = self.file(name)
+        owner = self.holds_lock()
+        if owner:  # the writer's own file: a link planted there is refused before anything is read or cut
+            refuse_link(p)
         if not p.exists():
             return []
-        owner = self.holds_lock()
         try:
             return read_records(p, model, repair_tail=owner, skip_tail=not owner)
         except InputError as e:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from lifesearch_local.errors import InputError
+from lifesearch_local.rundir.files import append_bytes, cut_to, open_plain, write_atomic
 from serving.jsonread import JSONError, loads
 from serving.redact import redact_obj
 
@@ -34,8 +35,7 @@ def iter_json_lines(
     if (repair_tail or skip_tail) and data and not data.endswith(b"\n"):
         cut = data.rfind(b"\n") + 1
         if repair_tail:
-            with open(path, "r+b") as f:
-                f.truncate(cut)
+            cut_to(path, cut)
         data = data[:cut]
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
@@ -92,8 +92,9 @@ def load_unique(path: str | Path, parse: Callable[[dict[str, Any], str, int], T]
 _BACKEND_TAGS = ("hf", "vllm", "openai")
 
 
-def validation_field(err: ValidationError) -> tuple[str, str]:
-    """The first failing field of a pydantic error as `a.b[2].c` and its message."""
+def validation_field(err: ValidationError, model: type[BaseModel] | None = None) -> tuple[str, str]:
+    """The first failing field of a pydantic error as `a.b[2].c` and its message; with the `model`
+    that was validated, an unknown key gets the closest known one (`did you mean 'max_iterations'?`)."""
     first = err.errors()[0]
     parts: list[str] = []
     msg, backend = first["msg"], None
@@ -106,7 +107,61 @@ def validation_field(err: ValidationError) -> tuple[str, str]:
             parts.append(str(p))
     if backend and first["type"] == "extra_forbidden":
         msg += f" (not a setting of backend {backend})"
-    return ".".join(parts) or "(record)", msg
+    if model is not None and first["type"] == "extra_forbidden" and first["loc"]:
+        msg += close_key(str(first["loc"][-1]), known_keys(model, first["loc"][:-1]))
+    return ".".join(parts) or "(record)", msg.removeprefix("Value error, ")
+
+
+def close_key(key: str, known: list[str]) -> str:
+    """`; did you mean 'x'?` naming the known key closest to a misspelt one, or ''."""
+    import difflib
+
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.7)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def known_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The field names allowed at `loc` (a pydantic error's location, less its last key) inside `model`,
+    following nested models, lists, dicts, optionals and tagged unions (the model block's `hf`)."""
+    cands = _flatten(model)
+    for part in loc:
+        cands = [c for tp, tag in cands for c in _step(tp, tag, part)]
+    return sorted({name for tp, _ in cands if _is_model(tp) for name in tp.model_fields})
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
+
+
+def _flatten(tp: Any, tag: str | None = None) -> list[tuple[Any, str | None]]:
+    """(type, union tag) of every alternative of an annotation (Annotated and unions unwrapped)."""
+    from typing import Annotated, Union, get_args, get_origin
+
+    from pydantic import Tag
+
+    origin = get_origin(tp)
+    if origin is Annotated:
+        base, *meta = get_args(tp)
+        return _flatten(base, next((m.tag for m in meta if isinstance(m, Tag)), tag))
+    if origin is Union or type(tp).__name__ == "UnionType":
+        return [x for arg in get_args(tp) for x in _flatten(arg, tag)]
+    return [(tp, tag)]
+
+
+def _step(tp: Any, tag: str | None, part: int | str) -> list[tuple[Any, str | None]]:
+    from collections.abc import Mapping, Sequence
+    from typing import get_args, get_origin
+
+    if tag is not None and part == tag:  # the location names the union member it was validated as
+        return [(tp, None)]
+    origin, args = get_origin(tp), get_args(tp)
+    if _is_model(tp) and isinstance(part, str) and part in tp.model_fields:
+        return _flatten(tp.model_fields[part].annotation)
+    if isinstance(part, int) and origin in (list, tuple, set, frozenset, Sequence) and args:
+        return _flatten(args[0])
+    if isinstance(part, str) and origin in (dict, Mapping) and len(args) == 2:
+        return _flatten(args[1])
+    return []
 
 
 def require_file(path: str | Path, kind: str = "JSONL") -> None:
@@ -129,7 +184,7 @@ def numbered_records(
         try:
             yield lineno, model.model_validate(obj)
         except ValidationError as e:
-            field, msg = validation_field(e)
+            field, msg = validation_field(e, model)
             raise InputError(str(path), lineno, field, msg) from None
 
 
@@ -146,23 +201,15 @@ def dumps(record: BaseModel | dict[str, Any]) -> str:
 
 
 def append_lines(path: str | Path, records: list[BaseModel] | list[dict[str, Any]]) -> None:
-    """Append records with one write() on an O_APPEND descriptor, then fsync.
+    """Append records with one write() on an O_APPEND descriptor, then fsync (`files.append_bytes`:
+    never through a symlink; a full disk cuts the write back and raises DiskFull).
 
     One write per batch keeps concurrent appenders from interleaving within a line, and a
     kill leaves at worst a torn last line, which `iter_json_lines(repair_tail=True)` drops.
     """
     if not records:
         return
-    payload = "".join(dumps(r) + "\n" for r in records).encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        view = memoryview(payload)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_bytes(path, "".join(dumps(r) + "\n" for r in records).encode("utf-8"))
 
 
 def write_records(path: str | Path, records: list[BaseModel] | list[dict[str, Any]]) -> None:
@@ -170,21 +217,10 @@ def write_records(path: str | Path, records: list[BaseModel] | list[dict[str, An
     write_atomic(path, "".join(dumps(r) + "\n" for r in records).encode("utf-8"))
 
 
-def write_atomic(path: str | Path, data: bytes) -> None:
-    """Replace a file's content all at once: a temp file beside it, fsynced, then renamed over it."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def cut_torn_tail(path: str | Path) -> int:
     """Cut a last line that lacks its newline (a write torn by a kill); returns the bytes cut."""
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = open_plain(path, os.O_RDWR)
     except FileNotFoundError:
         return 0
     try:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lifesearch_local.errors import LifesearchError
+from lifesearch_local.rundir.files import disk_full, is_disk_full
 from serving.jsonread import loads
 
 LOCK_FILE = ".lifesearch.lock"
@@ -67,6 +68,8 @@ def _acquire(path: Path, command: str) -> int:
     try:  # O_NOFOLLOW: a lock file planted as a symlink must not make us truncate what it points at
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as e:
+        if is_disk_full(e):
+            raise disk_full(path) from None
         why = "is a symbolic link" if path.is_symlink() else (e.strerror or str(e))
         raise LifesearchError(f"{path}: the lock file {why}; remove it (a lock file is a plain file that "
                               "lifesearch creates) and rerun") from None
@@ -83,7 +86,12 @@ def _acquire(path: Path, command: str) -> int:
         os.close(fd)
         raise
     os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps({"pid": os.getpid(), "command": command, "since": _now()}) + "\n").encode(), 0)
+    try:
+        os.pwrite(fd, (json.dumps({"pid": os.getpid(), "command": command, "since": _now()}) + "\n").encode(), 0)
+    except OSError as e:  # the flock is the lock; on a full disk it holds without the holder's name
+        if not is_disk_full(e):
+            os.close(fd)
+            raise
     return fd
 
 

@@ -6,7 +6,6 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import os
 import platform
 import subprocess
 import threading
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from lifesearch_local import __version__
 from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.records import Manifest
+from lifesearch_local.rundir.files import refuse_link, write_atomic
 from lifesearch_local.rundir.jsonl import read_json_file, validation_field
 from lifesearch_local.rundir.lock import hold
 from serving.affects import result_settings
@@ -168,6 +168,7 @@ def update_manifest(
 ) -> Manifest:
     """Create or merge into manifest.json (written atomically, holding the directory's lock)."""
     with hold(directory), _WRITE:
+        refuse_link(directory / MANIFEST)  # before reading through it
         m = read_manifest(directory) or new_manifest()
         m.updated = _now()
         m.hashes.update(hashes or {})
@@ -177,9 +178,7 @@ def update_manifest(
             m.stages.setdefault(stage[0], {}).update(stage[1])
         for k, v in extra.items():
             setattr(m, k, v)
-        tmp = directory / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(m.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
-        os.replace(tmp, directory / MANIFEST)
+        write_atomic(directory / MANIFEST, json.dumps(m.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
         return m
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
@@ -16,7 +17,8 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lifesearch_local.errors import LifesearchError
-from lifesearch_local.web.cache_key import CacheCorrupt, open_keyed, row_mac
+from lifesearch_local.rundir.files import disk_full, full_disk_as_error, is_disk_full
+from lifesearch_local.web.cache_key import CacheCorrupt, open_keyed, private_root, row_mac
 from lifesearch_local.web.records import FETCH_RESULT, Document, Failure, SearchResult
 
 _SCHEMA = """
@@ -33,6 +35,11 @@ _PAGE_COLUMNS = "key, url, as_of, result, body_sha256, created, row_sha256, row_
 _SEARCH_COLUMNS = "key, backend, query, params, as_of, results, created, row_sha256, row_mac"
 _TABLES = {"pages": _PAGE_COLUMNS, "searches": _SEARCH_COLUMNS}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _sqlite_full(e: sqlite3.Error) -> bool:
+    """SQLite's "database or disk is full" (SQLITE_FULL), or the OS's ENOSPC under it."""
+    return getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(e)
 
 
 class ReplayMiss(LifesearchError):
@@ -112,14 +119,16 @@ class WebCache:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
-        (self.root / "blobs").mkdir(parents=True, exist_ok=True)
-        self.db_path = self.root / "index.sqlite"
+        self.db_path = private_root(self.root)  # ssh's rule: the user's own, no one else may write it
+        (self.root / "blobs").mkdir(mode=0o700, exist_ok=True)
         self._local = threading.local()
         try:
             con = self._db()
             con.executescript(_SCHEMA)
             self._key = open_keyed(con, self.root, _TABLES)
         except sqlite3.DatabaseError as e:
+            if _sqlite_full(e):
+                raise disk_full(self.db_path) from None
             raise CacheCorrupt(f"cache index {self.db_path} cannot be read ({e}); check it with "
                                f"`lifesearch cache verify {self.root}` or move the cache away") from None
 
@@ -149,12 +158,29 @@ class WebCache:
         path = self.blob_path(sha)
         if path.exists():
             return sha
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        with full_disk_as_error(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException as e:  # a full disk (or anything else) leaves no temporary behind
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if is_disk_full(e):
+                raise disk_full(path) from None
+            raise
         return sha
+
+    def _write_row(self, sql: str, values: tuple) -> None:
+        """One row into the index; SQLite's "database or disk is full" is `DiskFull` naming the index."""
+        try:
+            self._db().execute(sql, values)
+        except sqlite3.OperationalError as e:
+            if _sqlite_full(e):
+                raise disk_full(self.db_path) from None
+            raise
 
     def get_blob(self, sha256: str) -> bytes:
         """The blob's bytes; CacheCorrupt when it is missing or does not hash to its name."""
@@ -203,7 +229,7 @@ class WebCache:
         if sha:
             result.body_sha256 = sha  # type: ignore[union-attr]
         fields = (key, normalize_url(url), _as_of(as_of), result.model_dump_json(), sha)
-        self._db().execute(
+        self._write_row(
             f"INSERT OR REPLACE INTO pages ({_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (*fields, _now(), row_sha256(*fields), row_mac(self._key, "pages", *fields)),
         )
@@ -241,8 +267,8 @@ class WebCache:
         key = search_key(backend, query, params, as_of)
         payload = json.dumps([r.model_dump() for r in results], ensure_ascii=False)
         fields = (key, backend, query, json.dumps(params, sort_keys=True), _as_of(as_of), payload)
-        self._db().execute(f"INSERT OR REPLACE INTO searches ({_SEARCH_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           (*fields, _now(), row_sha256(*fields), row_mac(self._key, "searches", *fields)))
+        self._write_row(f"INSERT OR REPLACE INTO searches ({_SEARCH_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (*fields, _now(), row_sha256(*fields), row_mac(self._key, "searches", *fields)))
 
     # -- verification -------------------------------------------------------------------
     def verify(self) -> CacheReport:

@@ -5,11 +5,14 @@ edits a row can recompute it. Rows are therefore keyed (HMAC-SHA256) with a 32-b
 outside the database, in `<cache>/cache.key` (mode 0600). Someone who can write index.sqlite but
 cannot read that file cannot make a row that passes. Someone who controls the whole cache
 directory (reads the key, or deletes it and the database's marker) can: the MAC is no defence
-against the cache's owner.
+against the cache's owner. So, as ssh does with its keys, a cache is used only when its
+directory, index and key belong to the current user and no one else can write them (nor read
+the key): `check_private`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -19,6 +22,7 @@ import stat
 from pathlib import Path
 
 from lifesearch_local.errors import LifesearchError
+from lifesearch_local.rundir.files import disk_full, is_disk_full
 
 KEY_FILE = "cache.key"
 FORMAT = "2"  # index format with keyed rows and the `meta` table
@@ -33,6 +37,48 @@ class CacheCorrupt(LifesearchError):
 class CacheKeyError(CacheCorrupt):
     """The cache's key file is missing, unreadable or not what this program writes, or the index
     lost its format marker: no row of it can be trusted."""
+
+
+class CacheNotPrivate(CacheKeyError):
+    """The cache directory, its index or its key belongs to another user, or others may write it
+    (or read the key): someone else could plant or read the key and forge rows that pass."""
+
+
+def check_private(path: Path, st: os.stat_result, *, secret: bool) -> None:
+    """CacheNotPrivate unless `path` (stat `st`) is the current user's and no one else may write
+    it, nor, for a `secret` (the key), read it: ssh's rule for its keys, in one line with the fix."""
+    uid = os.geteuid()
+    what = "the cache key" if secret else "the cache directory" if stat.S_ISDIR(st.st_mode) else "the cache index"
+    if st.st_uid != uid:
+        raise CacheNotPrivate(f"{path}: {what} belongs to uid {st.st_uid}, not to you (uid {uid}): its owner could "
+                              "forge pages that replay as genuine; use a cache directory of your own")
+    mode = stat.S_IMODE(st.st_mode)
+    if secret and mode & 0o077:
+        raise CacheNotPrivate(f"{path}: {what} has mode {mode:04o}: group or others may read or write it, and "
+                              f"whoever reads it can forge pages that replay as genuine; `chmod 600 {path}` (as ssh "
+                              "requires of its keys), or record the pages again into a fresh cache")
+    if not secret and mode & 0o022:
+        fix = f"chmod go-w {path}" if stat.S_ISDIR(st.st_mode) else f"chmod 600 {path}"
+        raise CacheNotPrivate(f"{path}: {what} has mode {mode:04o}: group or others may write it, and so plant "
+                              f"a key or rows of their own; `{fix}`, or keep the cache in a private directory")
+
+
+def private_root(root: Path) -> Path:
+    """The cache directory, made (mode 0700) if absent, with its index file (0600, so that a
+    permissive umask cannot open it to others); CacheNotPrivate if either is another user's or
+    writable by others. Returns the index's path."""
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as e:
+        if is_disk_full(e):
+            raise disk_full(root) from None
+        raise LifesearchError(f"{root}: cannot make the cache directory: {e.strerror or e}") from None
+    check_private(root, os.stat(root), secret=False)
+    index = root / "index.sqlite"
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(index, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    check_private(index, os.stat(index), secret=False)
+    return index
 
 
 def row_mac(key: bytes, table: str, *fields: str | None) -> str:
@@ -51,6 +97,7 @@ def _read_key(path: Path) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > 256:
             raise CacheKeyError(f"{path}: the cache key is not a small plain file")
+        check_private(path, st, secret=True)
         text = os.read(fd, 256).decode("ascii", "replace").strip()
     finally:
         os.close(fd)
@@ -71,11 +118,18 @@ def load_key(root: Path, *, create: bool) -> bytes | None:
         if not create:
             return None
         tmp = root / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(32) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:  # a full disk: no half-written key stays behind
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if is_disk_full(e):
+                raise disk_full(path) from None
+            raise
         try:
             os.link(tmp, path)  # create-if-absent: a racing creator's key wins, ours is dropped
         except FileExistsError:

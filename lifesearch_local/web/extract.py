@@ -66,8 +66,10 @@ def _fallback_text(html: str) -> str:
     return (trafilatura.html2txt(html) or "").strip()
 
 
-def extract_html(body: bytes, charset: str | None, url: str | None = None) -> Extracted:
-    """Decode (before trafilatura sees it), then markdown with tables and links, plus metadata."""
+def extract_html(body: bytes, charset: str | None, url: str | None = None, *, favor_recall: bool = False) -> Extracted:
+    """Decode (before trafilatura sees it), then markdown with tables and links, plus metadata.
+    `favor_recall` keeps more of a page that is all content (an imported report: its lists and
+    references) at the price of some boilerplate on a web page."""
     import trafilatura
     from trafilatura.metadata import extract_metadata
 
@@ -81,6 +83,7 @@ def extract_html(body: bytes, charset: str | None, url: str | None = None) -> Ex
         include_links=True,
         include_comments=False,
         with_metadata=False,
+        favor_recall=favor_recall,
     )
     text = (text or "").strip() or _fallback_text(html)
     # Dates from metadata and the URL only: guesses from the running text cost more than the

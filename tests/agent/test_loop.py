@@ -73,6 +73,8 @@ def test_search_fetch_python_answer(tmp_path, sample_tasks, corpus_index):
     assert report.trajectory.startswith("trajectories/sample-en-01__scripted__r0-")
     assert [r["type"] for r in traj] == ["start", "step", "step", "step", "step", "end"]
     assert traj[0]["today_date"] == "2026-07-20" and traj[-1]["status"] == "completed"
+    # what the score table and the no-research caveat read: calls that ran, pages that came back
+    assert (report.tool_calls, report.pages_read) == (3, 1) and (traj[-1]["tool_calls"], traj[-1]["pages_read"]) == (3, 1)
     s = steps(traj)
     search, fetch, py = s[0]["calls"][0], s[1]["calls"][0], s[2]["calls"][0]
     assert search["tool"] == "web_search" and search["ok"] and PERMITS in search["data"]["links"]
@@ -147,6 +149,8 @@ def test_malformed_call_timeout_and_fetch_failure_are_observations(tmp_path, sam
     # The HTML report counts the failed fetch (and not the call that never ran).
     stats = fetch_stats(tmp_path, [report])
     assert stats["scripted"].calls == 1 and dict(stats["scripted"].failures) == {"not_found": 1}
+    # python, sleep and the failed fetch ran (no page read); the malformed and unknown calls never did
+    assert (report.tool_calls, report.pages_read) == (3, 0)
 
 
 def test_native_openai_tool_calls(tmp_path, sample_tasks, corpus_index):
@@ -267,6 +271,7 @@ def test_an_answer_cut_by_the_token_limit_is_budget_not_completed(tmp_path, samp
                                     corpus_index)
     assert report.status == "budget" and report.iterations == 1
     assert report.error == "answer cut at max_tokens (64) at iteration 1"
+    assert (report.tool_calls, report.pages_read) == (0, 0)  # the demo's tiny agents: no research done
     assert traj[-1]["status"] == "budget" and steps(traj)[0]["output"]["finish"] == "length"
 
 

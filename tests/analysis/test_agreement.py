@@ -42,6 +42,14 @@ def test_majority_decision_and_ties():
     assert ag.majority_decision([U, U]) is None
 
 
+def test_chance_accuracy_is_the_majority_class_rate_of_the_labels():
+    """Issue 33: the chance baseline beside each judge (a constant judge can score "fair" accuracy)."""
+    m = ag.item_metrics(items([(T, [F]), (F, [F]), (F, [F]), (F, [T])]))
+    assert m["chance_accuracy"] == 0.75 and m["accuracy_mean"] == 0.5  # worse than always answering "false"
+    assert ag.item_metrics(items([(T, [T]), (T, [T]), (F, [F])]))["chance_accuracy"] == pytest.approx(2 / 3)
+    assert ag.item_metrics([])["chance_accuracy"] is None
+
+
 def test_majority_accuracy_by_hand():
     its = items([(T, [T, F, T]), (F, [T, T, F]), (F, [F, T]), (T, [U, U, U])])
     m = ag.item_metrics(its[:2])

@@ -73,3 +73,20 @@ def test_html_paragraphs():
     assert html.count("<p class=\"warn caveat") == 2 and 'id="random-weights">Random weights: judge' in html
     assert "&lt;j&gt; answered satisfied" in html and "WARNING" not in html
     assert caveats_html([]) == ""
+
+
+def test_an_agent_whose_reports_made_no_tool_call_did_no_research():
+    """Issue 33: the demo's tiny agents answered at iteration 1 with 0 tool calls and one ranked first."""
+    from lifesearch_local.records import Report
+
+    def reports(agent, calls):
+        return [Report(task_id=f"t{i}", agent=agent, text="x", tool_calls=c) for i, c in enumerate(calls)]
+
+    [line] = caveats(reports=reports("lazy", [0, 0]) + reports("busy", [0, 3]) + reports("imported", [None, None]))
+    assert line.startswith("WARNING: no research: agent lazy made no tool call in any of its 2 report(s)")
+    assert "its report is not research" in line
+    # only the agents behind the numbers shown
+    shown = [j.model_copy(update={"agent": "busy"}) for j in verdicts("j", [True, False])]
+    assert caveats(judgments=shown, reports=reports("lazy", [0])) == []
+    html = caveats_html([line])
+    assert '<p class="warn caveat no-research">No research: agent lazy' in html

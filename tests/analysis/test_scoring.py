@@ -105,3 +105,7 @@ def test_resources_from_reports():
             Report(task_id="t2", agent="beta", text="y", iterations=20, output_tokens=4000)]
     beta = score_agents(tasks, read_records(JUDG, Judgment), reports=reps)["beta"]
     assert beta.iterations == 15 and beta.output_tokens == 3000
+    assert beta.tool_calls is None and beta.pages_read is None  # reports that do not say
+    reps = [r.model_copy(update={"tool_calls": n, "pages_read": n // 2}) for r, n in zip(reps, (4, 0))]
+    beta = score_agents(tasks, read_records(JUDG, Judgment), reports=reps)["beta"]
+    assert (beta.tool_calls, beta.pages_read) == (2, 1) and beta.as_json()["tool_calls"] == 2

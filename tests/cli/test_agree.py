@@ -165,6 +165,76 @@ def test_agree_json_csv_and_disagreements(capsys):
     assert tuple(drows[0]) == DISAGREEMENT_COLUMNS and len(drows) == wrong
 
 
+def test_agree_csv_and_disagreements_csv_neutralise_formula_cells(tmp_path, capsys):
+    """`agree --csv` and `agree --disagreements --csv` wrote judge ids, agent names and reasons that start
+    with = + - @ verbatim (issue 32, item 6): they now start with a quote; numbers are left alone."""
+    import csv
+    import io
+
+    tasks, _ = judge_inputs(tmp_path, 1)
+    judge, agent = "=cmd|' /C calc'!A0", "@agent"
+    rows = [{**J, "agent": agent, "judge": judge, "rubric_id": r, "satisfied": r == "R0", "p_true": 0.8 if r == "R0" else 0.3,
+             "reason": "-2+3 looked fine"} for r in ("R0", "R1")]
+    judgments = write_jsonl(tmp_path / "judgments.jsonl", rows)
+    labels = write_jsonl(tmp_path / "labels.jsonl", [{"task_id": "t0", "agent": agent, "run": 0, "rubric_id": r,
+                                                      "satisfied": False} for r in ("R0", "R1")])
+    base = ("agree", "--tasks", str(tasks), "--judgments", str(judgments), "--labels", str(labels), "--resamples", "50")
+    summary = list(csv.DictReader(io.StringIO(cli_out(capsys, *base, "--csv"))))
+    assert summary and {r["judge"] for r in summary} == {"'" + judge}
+    listed = list(csv.DictReader(io.StringIO(cli_out(capsys, *base, "--disagreements", "--csv"))))
+    assert [(r["judge"], r["agent"], r["reason"]) for r in listed] == [("'" + judge, "'" + agent, "'-2+3 looked fine")]
+    assert listed[0]["p_true"] == "0.8"
+
+
+def test_cli_chance_baseline_beside_each_judge_and_the_run_majority_named_as_such(capsys):
+    """Issue 33: no chance baseline, and "Maj%" (majority over judge runs) read as the majority-class rate."""
+    base = ["agree", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
+            "--labels", str(AGREE / "labels.jsonl")]
+    assert cli(*base) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("┃ Judge"))
+    cols = [c.strip() for c in header.split("┃")[1:-1]]
+    assert cols[:6] == ["Judge", "Runs", "Acc%", "Chance%", "SC%", "RunMaj%"] and "Maj%" not in cols
+    table3 = out[:out.index("└")]
+    rows = {r.split("│")[1].strip(): [c.strip() for c in r.split("│")[1:-1]] for r in table3.splitlines() if r.startswith("│")}
+    # 8 of the 15 labels are "not satisfied": always answering that is right 53.33% of the time
+    assert {rows[j][3] for j in ("gen-b", "choice-a", "const")} == {"53.33"}
+    assert "κ's chance baseline is 0" in " ".join(out.split()) and "majority vote over judge runs" in " ".join(out.split())
+    assert cli(*base, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["judges"]["const"]["chance_accuracy"] == pytest.approx(8 / 15)
+    assert cli(*base, "--csv") == 0
+    assert "const,,all,chance_accuracy,0.5333333333333333," in capsys.readouterr().out
+
+
+def test_cli_a_judgments_file_as_labels_names_the_option_that_takes_it(capsys):
+    base = ["agree", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl")]
+    ref = AGREE / "ref_judgments.jsonl"
+    assert cli(*base, "--labels", str(ref)) == 2
+    out = capsys.readouterr().out
+    assert "Extra inputs are not permitted" not in out
+    assert f"holds judgments (judge 'gemini-3.1-pro'), not labels: use it as the reference with --labels-from-judgments {ref}" in out
+
+
+def test_cli_judgments_of_tasks_the_tasks_file_lacks_name_that_file(tmp_path, capsys):
+    """Issue 33: this was an error about the labels and --label-source."""
+    one = tmp_path / "tasks.jsonl"
+    one.write_text((AGREE / "tasks.jsonl").read_text().splitlines()[0] + "\n")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(line + "\n" for line in (AGREE / "labels.jsonl").read_text().splitlines() if '"t1"' in line))
+    assert cli("agree", "--tasks", str(one), "--judgments", str(AGREE / "judgments.jsonl"), "--labels", str(labels)) == 2
+    out = capsys.readouterr().out
+    assert f"task(s) not in the tasks file {one}: t2; pass the tasks file" in out and "--label-source" not in out
+
+
+def test_cli_task_ids_keep_those_tasks_their_judgments_and_labels(tmp_path, capsys):
+    base = ["agree", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
+            "--labels", str(AGREE / "labels.jsonl"), "--json"]
+    assert cli(*base, "--task-ids", "t1") == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["n_labels"] == 9 and {m["n"] for m in got["judges"].values()} == {9}
+    assert set(got["judges"]["choice-a"]["by"]["language"]) == {"en"}  # t2 is the Chinese task
+
+
 def test_one_report_gives_no_zero_width_interval(tmp_path, capsys):
     """Issue 32 item 9: on one labelled report `agree` printed `[21.4, 21.4]`; one report resamples to
     itself, so there is no interval, and the table, JSON and CSV say why."""

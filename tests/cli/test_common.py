@@ -160,3 +160,112 @@ def test_print_agreement_summary(agree_records, tmp_path, capsys):
     bad.write_text('{"task_id":"t1","agent":"omega","run":0,"rubric_id":"r1","satisfied":true}\n')
     print_agreement_summary(agree_records["tasks"], agree_records["judgments"], bad)
     assert "judge agreement not computed" in capsys.readouterr().err
+
+
+# -- --seed ------------------------------------------------------------------------------------------------
+
+SEEDED = {
+    "score": ["score", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl")],
+    "agree": ["agree", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
+              "--labels", str(AGREE / "labels.jsonl")],
+    "reporteval": ["reporteval", "--reports", str(AGREE / "reports.jsonl"), "--model", "tiny-llama", "--out", "unused"],
+    "bench judge": ["bench", "judge"],
+    "leaderboard": ["leaderboard", str(AGREE / "judgments.jsonl"), "--tasks", str(AGREE / "tasks.jsonl")],
+    "rejudge": ["rejudge", "unused", "--sample", "1"],
+}
+
+
+@pytest.mark.parametrize("command", SEEDED)
+@pytest.mark.parametrize("seed", ["-1", str(2**64)])
+def test_every_seed_outside_its_range_is_refused_in_one_line(command, seed, capsys, tmp_path, monkeypatch):
+    """`score --seed -1` ended in a numpy traceback (issue 32, item 10): every --seed is an integer
+    from 0 to 2^64 - 1, refused by the argument parser in one line naming the flag."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main([*SEEDED[command], "--seed", seed])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and "argument --seed:" in err[-1] and "Traceback" not in "\n".join(err)
+    assert not (tmp_path / "unused").exists()
+
+
+def test_every_seed_flag_of_every_command_is_checked():
+    """A command added later with `--seed` of type int took -1 (rejudge did, after issue 32 item 10):
+    every --seed of every subcommand goes through seed_int."""
+    import argparse
+
+    from lifesearch_local.cli import build_parser
+    from lifesearch_local.cli.common import seed_int
+
+    def seeds(parser: argparse.ArgumentParser, name: str) -> list[tuple[str, object]]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    found += seeds(subparser, f"{name} {sub}".strip())
+            elif "--seed" in action.option_strings:
+                found.append((name, action.type))
+        return found
+
+    found = seeds(build_parser(), "")
+    assert {"score", "agree", "leaderboard", "rejudge"} <= {n for n, _ in found}
+    assert [n for n, t in found if t is not seed_int] == []
+
+
+def test_the_largest_seed_is_a_seed(capsys):
+    assert main([*SEEDED["score"], "--json", "--resamples", "50", "--seed", str(2**64 - 1)]) == 0
+    assert json.loads(capsys.readouterr().out)["judges"]["const"]["bootstrap"]["seed"] == 2**64 - 1
+
+
+# -- --task-ids ------------------------------------------------------------------------------------------
+
+def test_task_ids_from_the_option_or_a_file(tmp_path):
+    import argparse
+
+    from lifesearch_local.cli.common import add_task_ids, selected_task_ids
+    from lifesearch_local.errors import InputError, LifesearchError
+
+    p = argparse.ArgumentParser()
+    p.add_argument("sources", nargs="*")
+    add_task_ids(p)
+    assert selected_task_ids(p.parse_args(["a.csv"])) is None
+    # comma-separated, repeatable, and never swallowing the positional arguments after it
+    args = p.parse_args(["--task-ids", "drb2-1, drb2-16", "--task-ids", "drb2-2", "a.csv"])
+    assert selected_task_ids(args) == {"drb2-1", "drb2-16", "drb2-2"} and args.sources == ["a.csv"]
+    ids = tmp_path / "ids.txt"
+    ids.write_text("# chosen by hand\ndrb2-1\n  drb2-40  # the HTML one\n\n")
+    assert selected_task_ids(p.parse_args(["--task-ids-file", str(ids)])) == {"drb2-1", "drb2-40"}
+    ids.write_text("# nothing\n\n")
+    with pytest.raises(InputError, match="lists no task ids"):
+        selected_task_ids(p.parse_args(["--task-ids-file", str(ids)]))
+    with pytest.raises(LifesearchError, match="no task id given"):
+        selected_task_ids(p.parse_args(["--task-ids", " , "]))
+    with pytest.raises(SystemExit):
+        p.parse_args(["--task-ids", "a", "--task-ids-file", str(ids)])
+
+
+def test_judge_task_ids_judge_only_those_tasks_reports(inputs, engine, tmp_path, capsys):
+    out = tmp_path / "run"
+    stdout, _ = run_cli(capsys, "judge", "--tasks", str(inputs["tasks"]), "--reports", str(inputs["reports"]),
+                        "--model", inputs["model"], "--out", str(out), "--quiet", "--task-ids", "t1")
+    assert "--task-ids: judging 1 of 2 tasks and their 2 of 4 reports" in stdout
+    judged = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
+    assert {j["task_id"] for j in judged} == {"t1"} and len(judged) == 2 * N_RUBRICS
+    capsys.readouterr()
+    assert main(["judge", "--tasks", str(inputs["tasks"]), "--reports", str(inputs["reports"]), "--model", inputs["model"],
+                 "--out", str(tmp_path / "other"), "--task-ids", "t1,t7"]) == 2
+    assert f"1 id(s) not in the tasks file {inputs['tasks']}: t7" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()
+
+
+def test_demo_like_agents_without_tool_calls_get_the_no_research_caveat_in_run_and_report(inputs, engine, tmp_path, capsys):
+    """Issue 33: the demo's agents made no tool call and nothing said their reports were not research."""
+    rows = [{**json.loads(line), "tool_calls": 0 if '"alpha"' in line else 5, "pages_read": 0}
+            for line in inputs["reports"].read_text().splitlines()]
+    write_jsonl(inputs["reports"], rows)
+    cfg = write_config(tmp_path / "run.yaml", inputs, [inputs["model"]], out=tmp_path / "run")
+    stdout, _ = run_cli(capsys, "run", "--config", cfg, "--quiet")
+    [line] = [x for x in stdout.splitlines() if x.startswith("WARNING: no research")]
+    assert "agent alpha made no tool call in any of its 2 report(s)" in line
+    page = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+    assert 'class="warn caveat no-research">No research: agent alpha' in page
+    assert ">Tool calls</th>" in page and ">Pages read</th>" in page

@@ -46,11 +46,16 @@ def test_demo_runs_offline_and_writes_a_complete_run_directory(demo):
     warning = next(line for line in tail.splitlines() if line.startswith("WARNING: random weights: "))
     assert f"judge {JUDGE} (tiny-qwen3)" in warning and "agent tiny-qwen3-agent (tiny-qwen3)" in warning
     assert tail.index("WARNING: random weights") < tail.index("demo finished")
+    # issue 33: the tiny agent answers at iteration 1 without a tool call, and may still rank first
+    [lazy] = [line for line in tail.splitlines() if line.startswith("WARNING: no research: ")]
+    assert lazy.startswith("WARNING: no research: agent tiny-qwen3-agent made no tool call in any of its")
+    assert "sample-thorough" not in lazy  # the sample reports record no tool calls: nothing said of them
     assert f"LifeSearch scores — judge {JUDGE}" in stdout
     page = (out / "report.html").read_text(encoding="utf-8")
     scores = page[page.index('<h2 id="scores">'):page.index('<h2 id="charts">')]
     assert 'id="random-weights"' in scores and f"judge {JUDGE} (tiny-qwen3)" in scores
     assert "agent tiny-qwen3-agent (tiny-qwen3)" in scores  # the same caveat as the terminal's
+    assert 'class="warn caveat no-research">No research: agent tiny-qwen3-agent' in scores
     assert scores.index('id="random-weights"') < scores.index('<table')  # above the scores, not below the fold
     for name in ("config.yaml", "manifest.json", "tasks.jsonl", "reports.jsonl", "labels.jsonl",
                  "judgments.jsonl", "scores.json", "report.html"):

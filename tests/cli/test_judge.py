@@ -45,3 +45,71 @@ def test_generate_mode_answer_cap_and_retries_from_the_command_line(tmp_path, ca
     with pytest.raises(SystemExit):
         main([*base, "--max-tokens", "4", "--out", str(tmp_path / "x")])
     assert "--max-tokens: must be at least 8, got 4" in capsys.readouterr().err
+
+
+def _judged(path) -> list[Judgment]:
+    """Every line of a judgments file, which must all parse (a torn line would not)."""
+    return read_records(path, Judgment) if path.exists() else []
+
+
+def test_judge_on_a_full_disk_is_one_line_exit_1_and_resumes_clean(tmp_path, capsys):
+    """`judge` on a real tmpfs filled up mid-run (no injection): one line naming the file and "no space
+    left on device", exit 1, no *.tmp left; after space is freed the same command finishes with
+    nothing lost, nothing twice, no torn line (issue 32, item 8)."""
+    from lifesearch_local.cli import main
+    from tests.helpers.diskfull import PAGE, fill, small_tmpfs
+    from tests.helpers.inputs import rubric, task, write_jsonl
+
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [task(f"t{i}", [rubric(f"R{k}", 0.5) for k in range(6)]) for i in range(4)])
+    reports = write_jsonl(tmp_path / "reports.jsonl", [
+        {"task_id": f"t{i}", "agent": "a", "run": 0, "text": f"Report on t{i}. " * 20} for i in range(4)])
+    with small_tmpfs(tmp_path / "fs", 256) as fs:
+        out = fs / "run"
+        argv = ["judge", "--tasks", str(tasks), "--reports", str(reports), "--model", "tiny-llama", "--id", "tiny",
+                "--out", str(out), "--quiet"]
+        assert main([*argv, "--limit", "1"]) == 0
+        first = len(_judged(out / "judgments.jsonl"))
+        assert first == 6
+        for leave in (0, PAGE):  # nothing left, then room for a page or two of records
+            filler = fill(fs, leave)
+            capsys.readouterr()
+            assert main(argv) == 1
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and err[0].startswith(f"error: {out}/") and "no space left on device" in err[0], err
+            assert "Traceback" not in "\n".join(err)
+            assert list(fs.rglob("*.tmp")) == []
+            js = _judged(out / "judgments.jsonl")
+            assert len(js) == len({j.key for j in js}) >= first
+            filler.unlink()
+        assert main(argv) == 0
+        js = _judged(out / "judgments.jsonl")
+        assert len(js) == len({j.key for j in js}) == 24
+        assert list(fs.rglob("*.tmp")) == []
+
+
+def test_judge_refuses_a_symlinked_judgments_file_and_leaves_its_target_alone(tmp_path, capsys):
+    """The issue's case: `x/judgments.jsonl -> /some/file` made `judge --out x` append 28 records to that
+    file; now one line refuses it and the file is as it was (issue 32, item 11)."""
+    from lifesearch_local.cli import main
+    from tests.helpers.cli import judge_sample_args
+
+    victim = tmp_path / "victim.jsonl"
+    victim.write_text("")
+    out = tmp_path / "x"
+    out.mkdir()
+    (out / "judgments.jsonl").symlink_to(victim)
+    assert main(judge_sample_args(out, "--model", "tiny-llama")) == 2
+    err = capsys.readouterr().err
+    assert "judgments.jsonl: is a symbolic link" in err and "Traceback" not in err
+    assert victim.read_text() == ""
+
+
+@pytest.mark.parametrize("command", [["judge", "--tasks", "t", "--reports", "r", "--model", "tiny-llama", "--out", "o"],
+                                     ["agent", "--config", "c", "--out", "o"], ["sweep", "--config", "c"]])
+def test_runs_0_is_refused_not_run_once(command, capsys):
+    """Issue 33: `--runs 0` silently ran once."""
+    from lifesearch_local.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main([*command, "--runs", "0"])
+    assert e.value.code == 2 and "--runs: must be at least 1, got 0" in capsys.readouterr().err

@@ -104,6 +104,19 @@ def test_table_csv_html_and_task_ids(tmp_path, capsys):
     assert code == 2 and "nope" in err
 
 
+def test_task_ids_are_the_shared_option_of_judge_score_agree_report(tmp_path, capsys):
+    """The leaderboard kept its own --task-ids: a second --task-ids replaced the first (t2 only) where
+    `score` takes both, and an id file's inline comment became part of the id."""
+    run = make_run_dir(tmp_path / "run", extras=False)
+    base = ["leaderboard", str(run), "--json", "--resamples", "200", "--seed", "1"]
+    every = json.loads(cli_out(capsys, *base))
+    assert {a["n_tasks"] for j in every["judges"].values() for a in j["agents"].values()} == {2}
+    assert json.loads(cli_out(capsys, *base, "--task-ids", "t1", "--task-ids", "t2")) == every
+    ids = tmp_path / "ids.txt"
+    ids.write_text("t1  # the company task\nt2\n")
+    assert json.loads(cli_out(capsys, *base, "--task-ids-file", str(ids))) == every
+
+
 def test_a_judgments_file_needs_its_tasks(capsys):
     code, _, err = run_cli(["leaderboard", str(AGREE / "judgments.jsonl")], capsys)
     assert code == 2 and "needs --tasks" in err and "Traceback" not in err

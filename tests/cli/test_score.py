@@ -118,6 +118,83 @@ def test_cli_validate_and_errors(tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout)["agents"]["beta"]["missing"] == 1
 
 
+FORMULA_AGENT, FORMULA_JUDGE = "=cmd|' /C calc'!A0", "@SUM(1+1)*cmd"
+
+
+def formula_inputs(tmp_path):
+    """Task, agent and judge ids a spreadsheet would run as formulas (legal ids: no control character)."""
+    from tests.helpers.inputs import J, rubric, task, write_jsonl
+
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [task("+t1", [rubric("R0", 0.5), rubric("-R1", 0.5)])])
+    rows = [{**J, "task_id": "+t1", "agent": a, "judge": FORMULA_JUDGE, "rubric_id": r, "p_true": p, "satisfied": p > 0.5,
+             "reason": "=1+1"}
+            for a, p in ((FORMULA_AGENT, 0.2), ("-minus", 0.9)) for r in ("R0", "-R1")]
+    return tasks, write_jsonl(tmp_path / "judgments.jsonl", rows)
+
+
+def test_score_csv_neutralises_formula_cells(tmp_path, capsys):
+    """`score --csv` wrote `=cmd|' /C calc'!A0` verbatim (issue 32, item 6): every text cell that starts
+    with = + - @ now starts with a quote, and the numbers (negative differences too) stay numbers."""
+    import csv
+    import io
+
+    tasks, judgments = formula_inputs(tmp_path)
+    rows = list(csv.DictReader(io.StringIO(cli_out(capsys, "score", "--tasks", str(tasks), "--judgments",
+                                                   str(judgments), "--csv", "--resamples", "50"))))
+    text = [v for r in rows for k, v in r.items() if k in ("judge", "agent", "other", "metric")]
+    assert not [v for v in text if v and v[0] in "=+-@"], text
+    assert {r["agent"] for r in rows} == {"'" + FORMULA_AGENT, "'-minus"} and {r["judge"] for r in rows} == {"'" + FORMULA_JUDGE}
+    numbers = [r[k] for r in rows for k in ("value", "ci_lo", "ci_hi", "p_value", "n_tasks") if r[k]]
+    assert numbers and all(isinstance(float(v), float) for v in numbers)  # not one got a quote
+
+
+def test_cli_score_task_ids_score_those_tasks_as_a_tasks_file_of_them_would(tmp_path):
+    """Issue 33: no way to select tasks (a user filtered the JSONL by hand, and a grep missed)."""
+    only_t2 = tmp_path / "t2.jsonl"
+    only_t2.write_text(TASKS.read_text().splitlines(keepends=True)[1])
+    by_hand = tmp_path / "j2.jsonl"
+    by_hand.write_text("".join(line for line in JUDG.read_text().splitlines(keepends=True) if '"t2"' in line))
+    want = cli("score", "--tasks", str(only_t2), "--judgments", str(by_hand), "--json")
+    assert want.returncode == 0, want.stderr
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text("# the policy task\nt2\n\n")
+    for how in (("--task-ids", "t2"), ("--task-ids-file", str(ids_file))):
+        got = cli("score", "--tasks", str(TASKS), "--judgments", str(JUDG), "--json", *how)
+        assert got.returncode == 0 and got.stdout == want.stdout, got.stderr
+        assert "--task-ids: scoring 1 task(s)" in got.stderr
+    both = cli("score", "--tasks", str(TASKS), "--judgments", str(JUDG), "--task-ids", "t1,t2", "--json")
+    assert json.loads(both.stdout) == json.loads(cli("score", "--tasks", str(TASKS), "--judgments", str(JUDG), "--json").stdout)
+    typo = cli("score", "--tasks", str(TASKS), "--judgments", str(JUDG), "--task-ids", "t2,t3")
+    assert typo.returncode == 2 and f"error: --task-ids: 1 id(s) not in the tasks file {TASKS}: t3" in typo.stderr
+    two_ways = cli("score", "--tasks", str(TASKS), "--judgments", str(JUDG), "--task-ids", "t2", "--limit", "1")
+    assert two_ways.returncode == 2 and "pass one of them" in two_ways.stderr
+
+
+def test_cli_score_judgments_of_tasks_the_tasks_file_lacks_name_that_file(tmp_path):
+    only_t1 = tmp_path / "t1.jsonl"
+    only_t1.write_text(TASKS.read_text().splitlines(keepends=True)[0])
+    r = cli("score", "--tasks", str(only_t1), "--judgments", str(JUDG))
+    assert r.returncode == 2
+    assert f"error: 12 judgment(s) are for 1 task(s) not in the tasks file {only_t1}: t2; pass the tasks file" in r.stderr
+
+
+def test_cli_score_shows_tool_calls_and_says_when_an_agent_did_no_research(tmp_path):
+    """Issue 33: the demo's agents made no tool call, yet one ranked first and nothing said so."""
+    reports = tmp_path / "reports.jsonl"
+    rows = [{"task_id": t, "agent": "alpha", "run": r, "text": "x", "tool_calls": 0, "pages_read": 0}
+            for t in ("t1", "t2") for r in range(3)]
+    rows += [{"task_id": t, "agent": "beta", "run": 0, "text": "y", "tool_calls": 6, "pages_read": 3} for t in ("t1", "t2")]
+    reports.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    r = cli("score", "--tasks", str(TASKS), "--judgments", str(JUDG), "--reports", str(reports))
+    assert r.returncode == 0, r.stderr
+    assert "Tools" in r.stdout and "Pages" in r.stdout
+    [warning] = [line for line in r.stdout.splitlines() if line.startswith("WARNING: no research")]
+    assert "agent alpha made no tool call in any of its 6 report(s)" in warning and "not research" in warning
+    out = json.loads(cli("score", "--tasks", str(TASKS), "--judgments", str(JUDG), "--reports", str(reports), "--json").stdout)
+    assert (out["agents"]["alpha"]["tool_calls"], out["agents"]["beta"]["tool_calls"]) == (0, 6)
+    assert out["agents"]["beta"]["pages_read"] == 3
+
+
 def test_one_task_prints_no_zero_width_interval(capsys):
     """Issue 32 item 9 / 33: on one task `score --compare` printed `17.9 [17.9, 17.9]` and
     `+12.8 [+12.8, +12.8]`; below 2 tasks there is no interval, and every output says why."""

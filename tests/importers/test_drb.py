@@ -191,6 +191,8 @@ def test_ids_missing_on_either_side(tmp_path):
     (lambda c: c["dimension_weight"].pop("readability"), "dimension_weight", "no weight for dimension 'readability'"),
     (lambda c: c["criterions"]["insight"][0].update(weight="0.5"), "criterions.insight[0].weight", "finite number"),
     (lambda c: c.update(extra=1), "extra", "Extra inputs are not permitted"),
+    (lambda c: c["criterions"]["insight"][0].update(criterion="\u200b \ufeff"), "criterions.insight[0].criterion",
+     "empty criterion"),
 ])
 def test_bad_criteria_records(tmp_path, change, field, msg):
     qp, cp, _ = drb_files(tmp_path)
@@ -200,6 +202,30 @@ def test_bad_criteria_records(tmp_path, change, field, msg):
     with pytest.raises(InputError) as exc:
         drb.import_drb(qp, cp)
     assert (exc.value.line, exc.value.field) == (1, field) and msg in exc.value.message
+
+
+@pytest.mark.parametrize(("prompt", "qid", "field", "msg"), [
+    ("", 1, "prompt", "empty question"),
+    ("\u200b\u200d", 1, "prompt", "empty question"),
+    ("Compare two banks.", "1\x00", "id", "control character U+0000"),
+    ("Compare two banks.", "1\r=1+1", "id", "control character U+000D"),
+])
+def test_what_validate_refuses_is_refused_at_import(tmp_path, prompt, qid, field, msg):
+    """An empty or invisible question and control characters in an id are refused where they stand
+    (file:line: field), as `lifesearch validate` refuses them in a tasks file (issue 32)."""
+    q = [{"id": qid, "topic": "Finance & Business", "language": "en", "prompt": prompt}]
+    c = [{"id": qid, "prompt": prompt, "dimension_weight": {"insight": 1.0}, "criterions": {"insight": [crit("depth", 1.0)]}}]
+    qp, cp, _ = drb_files(tmp_path, queries=q, criteria=c)
+    with pytest.raises(InputError) as exc:
+        drb.import_drb(qp, cp)
+    assert (exc.value.path, exc.value.line, exc.value.field) == (str(qp), 1, field) and msg in exc.value.message
+
+
+@pytest.mark.parametrize("agent", [" ", "\u200b", "a\x00b", "x\x85"])
+def test_an_empty_or_control_agent_name_is_refused(tmp_path, agent):
+    qp, cp, rp = drb_files(tmp_path)
+    with pytest.raises(InputError, match="agent .*: (empty|control character)"):
+        drb.import_drb(qp, cp, rp, agent=agent)
 
 
 def test_bad_reports(tmp_path):

@@ -76,13 +76,23 @@ def test_bad_reports(tmp_path):
     with pytest.raises(InputError, match="idx: report for idx 9, which is not in the tasks file"):
         drb2.import_drb2(TASKS, reports=[d])
     (d / "idx-9.md").unlink()
+    # files that give no text: refused together, one line each (report_files.py reads the rest)
     (d / "idx-1.pdf").write_bytes(b"%PDF")
-    with pytest.raises(InputError, match="convert it to markdown or text first"):
+    (d / "idx-2.md").write_bytes(b"\xff\xfe bad")
+    (d / "idx-3.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(LifesearchError) as e:
         drb2.import_drb2(TASKS, reports=[d])
-    (d / "idx-1.pdf").unlink()
-    (d / "idx-1.md").write_bytes(b"\xff\xfe bad")
-    with pytest.raises(InputError, match="not UTF-8"):
-        drb2.import_drb2(TASKS, reports=[d])
+    assert str(e.value).splitlines()[1:] == [f"  {d / 'idx-3.jpg'}: a .jpg image: our judges read text and there is no "
+                                             "OCR here (the upstream evaluator sends images to Gemini as attachments); "
+                                             "transcribe it to markdown",
+                                             f"  {d / 'idx-1.pdf'}: not a PDF file (no %PDF- header)",
+                                             f"  {d / 'idx-2.md'}: not UTF-8 text at byte 0; re-encode the report as UTF-8"]
+    (d / "idx-3.jpg").unlink()
+    (d / "idx-3.md").write_text("readable")
+    kept = drb2.import_drb2(TASKS, reports=[d], skip_unreadable=True)
+    assert [r.task_id for r in kept.reports] == ["drb2-3"] and len(kept.refused) == 2  # the others recorded
+    for name in ("idx-1.pdf", "idx-2.md", "idx-3.md"):
+        (d / name).unlink()
     (d / "idx-1.md").write_text("a")
     (d / "idx-1.txt").write_text("b")
     with pytest.raises(InputError, match="a second report for idx 1"):
@@ -91,6 +101,16 @@ def test_bad_reports(tmp_path):
         drb2.import_drb2(TASKS, reports=[REPORTS / "sys-a", REPORTS / "sys-b"], agent="x")
     with pytest.raises(LifesearchError, match="one folder per agent"):
         drb2.import_drb2(TASKS, reports=[REPORTS], agent="x")
+    for agent in ("\u200b", "sys\x00b"):  # an empty or control-character agent name, as validate refuses it
+        with pytest.raises(InputError, match="agent .*: (empty|control character)"):
+            drb2.import_drb2(TASKS, reports=[REPORTS / "sys-b"], agent=agent)
+
+
+def test_a_control_character_in_the_ids_is_refused_where_it_comes_from():
+    with pytest.raises(InputError) as exc:
+        drb2.import_drb2(TASKS, prefix="drb2\x00-")
+    assert (exc.value.path, exc.value.line, exc.value.field) == (str(TASKS), 1, "id")
+    assert "control character U+0000" in exc.value.message
 
 
 @pytest.mark.parametrize(("change", "line", "field", "msg"), [
@@ -100,6 +120,9 @@ def test_bad_reports(tmp_path):
     (lambda d: d[0].update(language="fr"), 1, "language", "Input should be 'en' or 'zh'"),
     (lambda d: d[1].update(theme="Pets"), 2, "theme", "no domain for DRB II theme(s) 'Pets'"),
     (lambda d: d[0]["content"]["blocked"].pop("urls"), 1, "content.blocked.urls", "Field required"),
+    (lambda d: d[0]["content"]["rubric"]["analysis"].append("\u200b\u2060"), 1, "content.rubric.analysis[2]", "empty rubric"),
+    (lambda d: d[1].update(prompt=""), 2, "prompt", "empty question"),
+    (lambda d: d[1].update(prompt="\ufeff \u200c"), 2, "prompt", "empty question"),
 ])
 def test_bad_tasks_are_located(tmp_path, change, line, field, msg):
     data = rows(TASKS)

@@ -96,6 +96,8 @@ R1_TEXT = "The report names the Rance barrage as operating since 1966."
     (lambda d: d[1].update(idx=99), "idx", "idx 99 is not in the tasks file"),
     (lambda d: d[1].update(idx="1"), "idx", "expected an integer"),
     (lambda d: d[1].pop("model"), "model", "missing"),
+    (lambda d: d[1].update(model="sys\x00a"), "model", "control character U+0000"),
+    (lambda d: d[1].update(model="\u200b"), "model", "empty"),
 ])
 def test_bad_results_are_located(tmp_path, change, field, msg):
     path = results_with(tmp_path, change)

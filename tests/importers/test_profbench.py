@@ -97,6 +97,11 @@ def test_round_trip_keeps_int_fulfilment_and_extra_keys(tmp_path):
     (lambda d: d[0]["rubrics"][0].pop("criterion_description"), 1, "rubrics[0].criterion_description", "Field required"),
     (lambda d: d[1].update(o3_response=None), 2, "o3_response", "expected the report text"),
     (lambda d: d[1].update(rubrics=[]), 2, "rubrics", "no criteria"),
+    (lambda d: d[1].update(prompt=" "), 2, "prompt", "empty question"),
+    (lambda d: d[0]["rubrics"][1].update(criterion_description="\u200b"), 1, "rubrics[1].criterion_description",
+     "empty criterion"),
+    (lambda d: d[1].update(task_id="Chem\x00-1"), 2, "task_id", "control character U+0000"),
+    (lambda d: d[0].update({"\u200b_response": "text"}), 1, "\u200b_response", "empty"),
 ])
 def test_bad_rows_are_located(tmp_path, change, line, field, msg):
     data = rows()

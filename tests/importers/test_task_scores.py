@@ -80,6 +80,26 @@ def test_duplicates_are_refused(tmp_path):
         read_source(q)
 
 
+@pytest.mark.parametrize(("row", "field"), [({"agent": "a\u0000b"}, "agent"), ({"task_id": "t\u00851"}, "task_id"),
+                                          ({"judge": "j\u007f"}, "judge"), ({"agent": "\u200b"}, "agent")])
+def test_a_name_with_a_control_character_is_refused_naming_the_line(tmp_path, row, field):
+    """Published tables reached every table and export with a NUL, C1 or DEL in an agent, task or judge
+    name (issue 32 item 7): refused as every other loader of ids does, file:line: field."""
+    p = tmp_path / "long.jsonl"
+    p.write_text(json.dumps({"agent": "a", "task_id": "t0", "score": 0.5}) + "\n"
+                 + json.dumps({"agent": "a", "task_id": "t1", "score": 0.5, **row}) + "\n")
+    with pytest.raises(InputError, match="control character|empty") as e:
+        read_source(p)
+    assert str(e.value).startswith(f"{p}:2: {field}:")
+
+
+def test_a_system_column_with_a_control_character_is_refused(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text(WIDE.replace("gemini", "gem\u0001ini", 1))
+    with pytest.raises(InputError, match="control character U\\+0001"):
+        read_source(p)
+
+
 def test_long_table_with_dimensions_domains_and_judges(tmp_path):
     p = tmp_path / "long.jsonl"
     rows = [{"agent": "a", "task_id": "t1", "score": 0.5, "dimension": "analysis", "domain": "policy", "judge": "j1"},

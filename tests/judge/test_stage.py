@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,42 @@ def test_judge_runs_repeat(tmp_path):
     judge_stage(rd, TASKS, REPORTS, JudgeConfig(id="j", runs=3), ScriptedBackend(), show=False)
     js = rd.load("judgments.jsonl", Judgment)
     assert sorted({j.judge_run for j in js}) == [0, 1, 2] and len(js) == 18
+
+
+class SignalsWithCall(ScriptedBackend):
+    """Delivers SIGTERM, through the handler the stage installed, while answering call number `at`."""
+
+    def __init__(self, at: int):
+        super().__init__()
+        self.at = at
+
+    def score_choices(self, groups, choices):
+        out = super().score_choices(groups, choices)
+        if len(self.choice_calls) == self.at:
+            handler = signal.getsignal(signal.SIGTERM)
+            if not callable(handler):
+                pytest.skip("the stage installs no SIGTERM handler outside the main thread")
+            handler(signal.SIGTERM, None)
+        return out
+
+
+def test_a_signal_during_the_last_report_leaves_a_finished_stage_not_a_stopped_one(tmp_path):
+    """SIGTERM while the last report is judged: every record is then written, so the stage is finished
+    (issue 32, item 12): not `stopped_early`, which makes `judge` say "rerun the same command to finish"."""
+    rd = RunDir(tmp_path)
+    stats = judge_stage(rd, TASKS, REPORTS, JudgeConfig(id="j", groups_per_call=1), SignalsWithCall(len(REPORTS)),
+                        show=False)
+    assert stats["decisions"] == len(rd.load("judgments.jsonl", Judgment)) == 6
+    assert stats["stopped_early"] is False and rd.manifest().stages["judge/j"]["stopped_early"] is False
+
+
+def test_a_signal_before_a_judge_run_begins_stops_the_stage_there(tmp_path):
+    """With the first of two judge runs written when SIGTERM comes, the second is not begun: stopped, with work left."""
+    rd = RunDir(tmp_path)
+    stats = judge_stage(rd, TASKS, REPORTS, JudgeConfig(id="j", runs=2, groups_per_call=1),
+                        SignalsWithCall(len(REPORTS)), show=False)
+    assert stats["stopped_early"] is True
+    assert {j.judge_run for j in rd.load("judgments.jsonl", Judgment)} == {0} and stats["decisions"] == 6
 
 
 # -- a rubric edited after judging ----------------------------------------------------------------------------

@@ -29,6 +29,32 @@ def test_unknown_keys_are_errors(tmp_path):
         load_run_config(bad)
 
 
+@pytest.mark.parametrize(("yaml", "where", "guess"), [
+    ("agents:\n  - id: a\n    max_iteration: 3\n", "agents[0].max_iteration", "max_iterations"),
+    ("judge:\n  model:\n    backend: hf\n    kernal: auto\n", "judge.model.kernal", "kernel"),
+    ("judge:\n  model:\n    backend: vllm\n    model: m\n    enforce_eagre: true\n", "judge.model.enforce_eagre",
+     "enforce_eager"),
+    ("web:\n  serch: {}\n", "web.serch", "search"),
+    ("tasks_ids: [a]\n", "tasks_ids", "task_ids"),
+])
+def test_a_misspelt_key_gets_did_you_mean(tmp_path, yaml, where, guess):
+    """Issue 33: `max_iteration` got "Extra inputs are not permitted" and no hint."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml)
+    with pytest.raises(InputError) as e:
+        load_run_config(bad)
+    assert str(e.value).startswith(f"{bad}: {where}: Extra inputs are not permitted")
+    assert str(e.value).endswith(f"; did you mean {guess!r}?")
+
+
+def test_an_unknown_key_with_nothing_close_gets_no_guess(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents:\n  - id: a\n    colour: blue\n")
+    with pytest.raises(InputError) as e:
+        load_run_config(bad)
+    assert str(e.value).endswith("colour: Extra inputs are not permitted")
+
+
 def test_the_tiny_sweep_uses_the_ids_judge_derives():
     # `lifesearch judge --model tiny-llama` and the sweep record the same judge under one id
 

@@ -80,6 +80,19 @@ def test_a_model_in_the_local_cache_passes_without_network(tmp_path, monkeypatch
     assert weights_problem("tiny-llama") is None and weights_problem(str(tmp_path)) is None
 
 
+def test_a_misspelt_built_in_model_gets_did_you_mean(tmp_path, capsys):
+    """Issue 33: `--model tiny-lama` said only that it is no directory and no repo id."""
+    from lifesearch_local.cli import main
+
+    assert weights_problem("tiny-lama").endswith("(org/name); did you mean 'tiny-llama'?")
+    assert weights_problem("smollm-135m").endswith("; did you mean 'smollm2-135m'?")
+    assert "did you mean" not in weights_problem("gpt2")  # nothing close: no guess
+    out = tmp_path / "j"
+    assert main(["judge", "--tasks", str(SAMPLE / "tasks.jsonl"), "--reports", str(SAMPLE / "reports.jsonl"),
+                 "--model", "tiny-lama", "--out", str(out)]) == 2
+    assert "did you mean 'tiny-llama'?" in capsys.readouterr().err and not out.exists()
+
+
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 def test_demo_on_cuda_without_cuda_fails_before_any_phase(tmp_path):
     import torch

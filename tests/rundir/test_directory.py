@@ -101,3 +101,24 @@ def test_new_dir_or_nothing(tmp_path):
     with pytest.raises(RuntimeError), new_dir_or_nothing(old):
         raise RuntimeError("x")
     assert old.exists()  # never remove what was there before
+
+
+@pytest.mark.parametrize("name", ["judgments.jsonl", "manifest.json"])
+def test_a_file_of_the_run_planted_as_a_symlink_is_refused_and_its_target_untouched(tmp_path, name):
+    """The lock file's rule for every file a run directory writes (issue 32, item 11): the writer that
+    holds the directory refuses the link before it reads, cuts or appends anything."""
+    from lifesearch_local.rundir.files import NotAPlainFile
+
+    victim = tmp_path / "victim.jsonl"
+    victim.write_text('{"task_id": "t9", "agent": "a", "rubric_id": "R1", "judge": "j", "satisfied": true}\n{"torn')
+    rd = RunDir(tmp_path / "run")
+    rd.file(name).symlink_to(victim)
+    before = victim.read_bytes()
+    with rd.locked(), pytest.raises(NotAPlainFile, match=f"{name}: is a symbolic link"):
+        if name == "judgments.jsonl":
+            rd.load(name, Judgment)  # the owner's load would cut the torn line of whatever it points at
+        else:
+            rd.update_manifest(seeds={"x": 1})
+    with pytest.raises(NotAPlainFile):
+        rd.append(name, [j(0)])
+    assert victim.read_bytes() == before

@@ -65,6 +65,21 @@ def test_tasks_pointing_at_a_directory_says_so(tmp_path, capsys):
     assert f"{tmp_path}: is a directory; pass a JSONL file (it holds tasks.jsonl)" in err and "no such file" not in err
 
 
+def test_a_misspelt_field_of_a_record_gets_did_you_mean(tmp_path):
+    from lifesearch_local.rundir.jsonl import known_keys
+
+    path = write_jsonl(tmp_path / "judgments.jsonl", [J, {**{k: v for k, v in J.items() if k != "p_true"}, "p_ture": 0.5}])
+    with pytest.raises(InputError) as e:
+        read_records(path, Judgment)
+    assert str(e.value) == f"{path}:2: p_ture: Extra inputs are not permitted; did you mean 'p_true'?"
+    # through lists, optionals and the model block's tagged union
+    from lifesearch_local.run.config import RunConfig
+
+    assert "max_iterations" in known_keys(RunConfig, ("agents", 0))
+    assert "kernel" in known_keys(RunConfig, ("judges", 1, "model", "hf"))
+    assert "kernel" not in known_keys(RunConfig, ("judge", "model", "openai")) and known_keys(RunConfig, ("nope",)) == []
+
+
 @pytest.mark.parametrize("line, message", [
     (b'{"task_id": "t0", "agent": "a", "text": "\xff\xfe"}', "not UTF-8 text"),
     (b'{"task_id": "t0", "agent": "a", "text": "x", "run": 1e999}', "1e999 is beyond the range of a float"),

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lifesearch_local.analysis.scoring import AgentScore
-from lifesearch_local.errors import InputError, LifesearchError
+from lifesearch_local.errors import IncompleteRunError, InputError, LifesearchError
 from lifesearch_local.records import Judgment, Label, Report, Task
 from lifesearch_local.rundir.jsonl import parse_json, read_json_file, read_records
 from lifesearch_local.rundir.manifest import manifest_data
@@ -26,6 +26,9 @@ FETCH_TOOLS = {"web_fetch", "fetch"}
 _TOOL_KEYS = ("tool", "name", "tool_name", "function")
 _RESULT_KEYS = ("result", "observation", "output")
 _FAILED_STATUS = {"error", "failed", "failure"}
+CERTIFY_NAME = "certify.json"  # where `certify --out` puts its study for the report to show
+CERTIFY_KEYS = ("judge", "reference", "decision", "verdict", "agreement", "agents", "bias_index", "ranking",
+                "categories", "category_field", "bootstrap")
 
 
 @dataclass
@@ -61,15 +64,22 @@ class RunData:
     """disagreements.disagreements: every labelled decision a judge got wrong, most confident first."""
     fetch: dict[str, FetchStats] = field(default_factory=dict)
     reporteval: dict[str, dict[str, dict]] | None = None
+    certify: dict | None = None
+    """The study `lifesearch certify --out RUN_DIR/certify.json` wrote, when there is one."""
+    allow_missing: bool = False
+    """Whether rubrics without a judgment were counted as not satisfied (`report --allow-missing`)."""
 
 
 def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path | None = None,
-             reports_path: Path | None = None) -> RunData:
+             reports_path: Path | None = None, allow_missing: bool = False, task_ids: set[str] | None = None) -> RunData:
     """Read tasks, reports, judgments, labels, manifest, config and trajectories; score them.
 
     Inputs a stage read from elsewhere (`judge --out DIR` keeps only its judgments) are found
-    through `tasks_path` / `reports_path`, else the paths the manifest records under `inputs`."""
-    from lifesearch_local.tasks import load_tasks
+    through `tasks_path` / `reports_path`, else the paths the manifest records under `inputs`.
+    A rubric without a judgment is refused as `score` refuses it (IncompleteRunError) unless
+    `allow_missing`; judgments for tasks the tasks file lacks are refused naming that file;
+    `task_ids` keeps only those tasks and their records."""
+    from lifesearch_local.tasks import check_known_tasks, chosen_tasks, load_tasks
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -86,11 +96,17 @@ def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path
         reports=_records(reports_file, Report) if reports_file else [],
         judgments=_records(run_dir / "judgments.jsonl", Judgment),
         manifest=manifest,
+        allow_missing=allow_missing,
     )
+    if tasks_file is not None:
+        check_known_tasks(data.tasks, (j.task_id for j in data.judgments), tasks_file)
     if labels_path is None:
         labels_path = run_input(run_dir, "labels", None, manifest)
     if labels_path is not None:
         data.labels, data.labels_path = read_records(labels_path, Label), Path(labels_path)
+    if task_ids is not None:
+        data.tasks, data.reports, data.judgments, data.labels = chosen_tasks(
+            data.tasks, task_ids, tasks_file or run_dir, data.reports, data.judgments, data.labels)
     if (run_dir / "config.yaml").exists():
         data.config_text = (run_dir / "config.yaml").read_text(encoding="utf-8", errors="replace")
     _score(data)
@@ -98,6 +114,8 @@ def load_run(run_dir: Path, labels_path: Path | None = None, *, tasks_path: Path
     data.fetch = fetch_stats(run_dir, data.reports)
     if (run_dir / "reporteval_summary.json").exists():  # written by `lifesearch reporteval`
         data.reporteval = _reporteval_summary(run_dir / "reporteval_summary.json")
+    if (run_dir / CERTIFY_NAME).exists():  # written by `lifesearch certify --out`
+        data.certify = _certify_study(run_dir / CERTIFY_NAME)
     return data
 
 
@@ -125,6 +143,17 @@ def _reporteval_summary(path: Path) -> dict[str, dict[str, dict]]:
         raise InputError(str(path), None, where, msg) from None
 
 
+def _certify_study(path: Path) -> dict:
+    """The study `certify --out` wrote (a JSON object), read through the bounded JSON reader."""
+    got = read_json_file(path)
+    if not isinstance(got, dict):
+        raise InputError(str(path), None, None, f"a JSON object expected (the certify study), got {type(got).__name__}")
+    missing = [k for k in CERTIFY_KEYS if k not in got]
+    if missing:
+        raise InputError(str(path), None, missing[0], "missing: not a study `certify --out` wrote")
+    return got
+
+
 def _records(path: Path, model: type) -> list:
     return read_records(path, model) if path.exists() else []
 
@@ -135,9 +164,12 @@ def _score(data: RunData) -> None:
     if not data.judgments:
         return
     try:
-        # A partial run still gets a report: unjudged rubrics count as unsatisfied and are shown as missing.
-        data.scores = score_by_judge(data.tasks, data.judgments, allow_missing=True, reports=data.reports)
+        # As `score`: unjudged rubrics counting as unsatisfied would read as the agents' failures
+        # (a partial judge run scored 0 everywhere), so that takes --allow-missing, and the page says how many.
+        data.scores = score_by_judge(data.tasks, data.judgments, allow_missing=data.allow_missing, reports=data.reports)
         data.uncertainty = uncertainty_by_judge(data.tasks, data.judgments, data.scores)
+    except IncompleteRunError as e:
+        raise IncompleteRunError(f"{data.run_dir}: {e}") from None
     except LifesearchError as e:
         data.score_error = str(e)
 

@@ -17,10 +17,13 @@ from lifesearch_local.output.numbers import (
     mean_ci,
     mean_pm_std,
     pct,
+    per_report,
 )
 from lifesearch_local.output.report import svg
+from lifesearch_local.output.report.certify import section_certify
 from lifesearch_local.output.report.data import RunData
 from lifesearch_local.output.report.drill import drilldown
+from lifesearch_local.output.report.estimate import section_estimate
 from lifesearch_local.output.report.judges import section_judges
 from lifesearch_local.output.report.markup import e, slug, table
 from lifesearch_local.output.report.uncertainty import (
@@ -68,11 +71,13 @@ def render(data: RunData) -> str:
         section_scores(data),
         section_charts(data),
         section_agreement(data),
+        section_certify(data),
         section_disagreements(data),
         section_failures(data),
         section_reporteval(data),
         f"<h2 id=\"drilldown\">Per-task drill-down</h2>{drilldown(data)}",
         section_judges(data),
+        section_estimate(data.manifest),
         section_manifest(data),
     ]
     return (
@@ -110,7 +115,7 @@ def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> st
     """The paper's Table 4 layout for one judge, with the 95% CI of each score beside its ± std."""
     doms = _domains(rows)
     head = ["Agent", *[e(DOMAIN_ABBREV[d]) for d in doms], "Score (%)", "Mean [95% CI]", "Runs", "Iter.", "Out tok (k)",
-            "Ungraded", "Missing"]  # fmt: skip
+            "Tool calls", "Pages read", "Ungraded", "Missing"]  # fmt: skip
     body = []
     for agent, r in rows.items():
         body.append(
@@ -122,6 +127,8 @@ def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> st
                 str(len(r.runs)),
                 "—" if r.iterations is None else f"{r.iterations:.1f}",
                 "—" if r.output_tokens is None else f"{r.output_tokens / 1000:.1f}",
+                per_report(r.tool_calls),
+                per_report(r.pages_read),
                 str(r.ungraded),
                 str(r.missing),
             ]
@@ -131,11 +138,13 @@ def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> st
 
 def section_scores(data: RunData) -> str:
     # the caveats every command prints (random weights, a near-constant judge), above the tables
-    out = ['<h2 id="scores">Scores (Table 4 layout)</h2>', caveats_html(caveats(manifest=data.manifest, judgments=data.judgments))]
+    out = ['<h2 id="scores">Scores (Table 4 layout)</h2>', caveats_html(caveats(manifest=data.manifest, judgments=data.judgments,
+                                                                                   reports=data.reports))]
     if data.score_error:
         out.append(f'<p class="err">Scoring failed: {e(data.score_error)}</p>')
     if not data.scores:
         out.append('<p class="muted">No judgments in this run yet.</p>')
+    out.append(missing_note(data))
     # A judge's repetitions (name#k, k ≥ 1) fold away: the first pass is what the benchmark reports.
     reps = [j for j in data.scores if "#" in j]
     for judge, rows in data.scores.items():
@@ -148,6 +157,17 @@ def section_scores(data: RunData) -> str:
         out.append(f'<p class="muted">{e(score_caption(data))}</p>')
         out.append(section_comparisons(data, [j for j in data.scores if j not in reps]))
     return "".join(out)
+
+
+def missing_note(data: RunData) -> str:
+    """A warning naming how many rubric decisions no judge made (scored with --allow-missing), per judge."""
+    missing = {j: n for j, rows in data.scores.items() if (n := sum(r.missing for r in rows.values()))}
+    if not missing:
+        return ""
+    each = "; ".join(f"judge {j}: {n}" for j, n in missing.items())
+    return (f'<p class="warn missing" id="missing-judgments">Missing judgments counted as not satisfied '
+            f"(--allow-missing): {e(each)} rubric decision(s) were never judged, so these scores are lower bounds "
+            "until they are.</p>")
 
 
 def score_caption(data: RunData) -> str:
@@ -238,7 +258,7 @@ def section_agreement(data: RunData) -> str:
          str(m["ungraded"])]
         for j, m in res.items()
     ]  # fmt: skip
-    out.append(table(head, rows, tid="agreement", cls="agreement") + f'<p class="muted">{e(TABLE3_LEGEND)}</p>')
+    out.append(table(head, rows, tid="agreement-table", cls="agreement") + f'<p class="muted">{e(TABLE3_LEGEND)}</p>')
     out.append(agreement_ci_tables(data))
     for attr in BREAKDOWNS:
         values = sorted({v for m in res.values() for v in m["by"][attr]})
@@ -285,7 +305,7 @@ def section_failures(data: RunData) -> str:
             row += [str(f.calls if f else 0), str(sum(f.failures.values()) if f else 0), e(kinds)]
         rows.append(row)
     note = "" if has_fetch else '<p class="muted">No trajectories/ step logs: fetch failures not counted.</p>'
-    return '<h2 id="failures">Failure modes</h2>' + table(head, rows, tid="failures") + note
+    return '<h2 id="failures">Failure modes</h2>' + table(head, rows, tid="failures-table") + note
 
 
 # -- ReportEval -----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from lifesearch_local.rundir.files import full_disk_as_error, write_atomic
 from lifesearch_local.web.cache import WebCache
 from lifesearch_local.web.config import WebConfig
 from lifesearch_local.web.dates import after_cutoff
@@ -73,10 +74,10 @@ class LocalIndex:
 
     def save(self, out_dir: str | Path) -> Path:
         out = Path(out_dir)
-        (out / "bm25").mkdir(parents=True, exist_ok=True)
-        self.retriever.save(str(out / "bm25"), show_progress=False)
-        lines = "".join(d.model_dump_json() + "\n" for d in self.docs)
-        (out / "docs.jsonl").write_text(lines, encoding="utf-8")
+        with full_disk_as_error(out):
+            (out / "bm25").mkdir(parents=True, exist_ok=True)
+            self.retriever.save(str(out / "bm25"), show_progress=False)
+        write_atomic(out / "docs.jsonl", "".join(d.model_dump_json() + "\n" for d in self.docs))
         return out
 
     @classmethod

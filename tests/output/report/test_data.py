@@ -48,6 +48,22 @@ def test_report_on_a_judge_out_directory(tmp_path, capsys):
         write_report(out)
 
 
+def test_missing_judgments_are_refused_as_score_refuses_them_unless_allowed(tmp_path):
+    """Issue 33: `report` on a partial DRB II judge run counted 9,376 missing judgments as failures."""
+    from lifesearch_local.errors import IncompleteRunError
+    from lifesearch_local.output.report.data import load_run
+
+    run = make_run_dir(tmp_path / "run", labels=False, extras=False)
+    lines = (run / "judgments.jsonl").read_text().splitlines(keepends=True)
+    (run / "judgments.jsonl").write_text("".join(lines[1:]))  # choice-a never judged alpha's t1 r1
+    with pytest.raises(IncompleteRunError, match=rf"^{run}: incomplete run: 1 rubric\(s\) of agent 'alpha'"):
+        load_run(run)
+    data = load_run(run, allow_missing=True)
+    assert data.scores["choice-a"]["alpha"].missing == 1
+    page = write_report(run, allow_missing=True).read_text()
+    assert 'id="missing-judgments"' in page and "judge choice-a: 1 rubric decision(s) were never judged" in page
+
+
 def test_a_step_log_line_nested_deep_or_not_utf8_is_counted_unreadable(tmp_path):
     run = make_run_dir(tmp_path / "run")
     with open(run / "trajectories" / "alpha" / "t1_0.jsonl", "ab") as f:

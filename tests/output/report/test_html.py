@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lifesearch_local.analysis.scoring import score_by_judge, uncertainty_by_judge
-from lifesearch_local.output.numbers import mean_ci, mean_pm_std, pct
+from lifesearch_local.output.numbers import mean_ci, mean_pm_std, pct, per_report
 from lifesearch_local.output.report import write_report
 from lifesearch_local.records import Domain, Judgment, Report
 from lifesearch_local.rundir.jsonl import read_records
@@ -56,6 +56,17 @@ class Tags(HTMLParser):
         self.text.append(data)
 
 
+def test_every_id_on_the_page_is_unique(tmp_path):
+    """Every report.html said id="agreement" and id="failures" twice, the heading and its table (issue 32):
+    a link to #agreement, or a script, found the wrong one."""
+    from collections import Counter
+
+    page = write_report(make_run_dir(tmp_path / "run")).read_text()
+    ids = Counter(attrs["id"] for _, attrs in Tags(page).tags if "id" in attrs)
+    assert {"agreement", "failures", "agreement-table", "failures-table"} <= set(ids)
+    assert [i for i, n in ids.items() if n > 1] == []
+
+
 def test_domain_chart_has_error_bars_and_n(tmp_path):
     """The domain chart had no error bars and no n: a domain resting on one task looked like the others."""
     from lifesearch_local.output.report.html import domain_chart
@@ -92,6 +103,15 @@ def test_report_is_self_contained(tmp_path):
     assert refs == []
     assert "url(" not in page and "@import" not in page
     assert 'xmlns="http://www.w3.org/2000/svg"' in page  # a namespace name, not a request
+
+
+def test_agreement_tables_show_the_chance_baseline_and_name_the_run_majority(tmp_path):
+    """Issue 33: "Maj%" (majority over judge runs) read as the majority-class baseline, which was not shown."""
+    page = write_report(make_run_dir(tmp_path / "run")).read_text()
+    agreement = page[page.index('id="agreement"'):page.index('id="by-language"')]
+    assert ">Chance: majority-class acc. (%)</th>" in agreement and ">Majority over judge runs (%)</th>" in agreement
+    assert ">53.33</td>" in agreement and "Maj%" not in agreement.replace("RunMaj%", "")
+    assert "κ&#x27;s chance baseline is 0" in agreement or "κ's chance baseline is 0" in agreement
 
 
 def test_report_shows_agreement_errors(tmp_path):
@@ -134,7 +154,8 @@ def expected_score_rows(run: Path) -> dict[str, list[list[str]]]:
         f"scores-{judge.replace('#', '-')}": [
             [a, *[pct(r.domains[d.value]) for d in doms], mean_pm_std(r.overall_mean, r.overall_std),
              mean_ci(r.overall_mean, unc[judge].ci95[a], unc[judge].ci_reason.get(a)), str(len(r.runs)),
-             f"{r.iterations:.1f}", f"{r.output_tokens / 1000:.1f}", str(r.ungraded), str(r.missing)]
+             f"{r.iterations:.1f}", f"{r.output_tokens / 1000:.1f}", per_report(r.tool_calls), per_report(r.pages_read),
+             str(r.ungraded), str(r.missing)]
             for a, r in rows.items()
         ]
         for judge, rows in by_judge.items()
@@ -158,12 +179,13 @@ def test_report_in_browser(browser, tmp_path):
     assert alpha[4] == "81.2 [75.0, 87.5]"
     assert [r[3] for r in tables["scores-const"]] == ["100.00 ± 0.00"] * 3
     # the Table 3 layout, hand-computed in tests/analysis/test_agreement.py
-    agree = {r[0]: r for r in tables["agreement"]}
+    agree = {r[0]: r for r in tables["agreement-table"]}
     assert list(agree) == ["gen-b", "choice-a", "const"]
-    assert agree["choice-a"][1:6] == ["3", "91.11", "80.0", "93.33", "0.824"]
-    assert agree["const"][2:6] == ["46.67", "—", "46.67", "0.000"]
+    # Chance% (always the labels' majority class: 8 of 15 "not satisfied") sits beside Acc%
+    assert agree["choice-a"][1:7] == ["3", "91.11", "53.33", "80.0", "93.33", "0.824"]
+    assert agree["const"][2:7] == ["46.67", "53.33", "—", "46.67", "0.000"]
     assert tables["confusion-gen-b"] == [["true", "13", "1", "0"], ["false", "0", "15", "1"]]
-    fail = {r[0]: r for r in tables["failures"]}  # agent, reports, statuses…, fetches, failures, kinds
+    fail = {r[0]: r for r in tables["failures-table"]}  # agent, reports, statuses…, fetches, failures, kinds
     assert fail["gamma"][3] == "1" and fail["beta"][4] == "1" and fail["alpha"][6:] == ["2", "1", "timeout: 1"]
     assert ["judge", "decisions_per_s", "51.200"] in tables["stages"]
     # the comparison matrix: row − column, antisymmetric, an em dash on the diagonal
@@ -279,7 +301,7 @@ def test_report_layout_at_1400_px(browser, tmp_path):
     assert page.errors() == []
     got = json.loads(page.eval(LAYOUT_JS))
     assert got["page"] <= 0, got
-    fits = {"agreement", "agreement-ci", "judge-vs-judge", "disagreements-list"} | {
+    fits = {"agreement-table", "agreement-ci", "judge-vs-judge", "disagreements-list"} | {
         f"compare-{j.replace('/', '-')}" for j in ("tiny-qwen3/choice/94252f",)}
     assert not fits & set(got["scrolled"]), got["scrolled"]
     assert got["outside"] == [] and got["overlaps"] == []

@@ -1,0 +1,66 @@
+"""`lifesearch estimate`: what a run config will cost before it runs (counts, tokens, memory, time, GPU-hours)."""
+
+from __future__ import annotations
+
+import argparse
+
+from lifesearch_local.cli.common import add_calibration, calibration
+
+DESCRIPTION = (
+    "Estimate what `lifesearch run --config C` would do now, phase by phase, without running it: agent runs, "
+    "judge decisions per judge and repetition, ReportEval requests (exact counts; a run directory that exists "
+    "is read, never written: only its pending work counts); tokens from the model's tokenizer on the real "
+    "prompts (reports an agent has not written yet: a stated assumption); memory (weights + KV cache at the "
+    "configured budget) against this machine's free memory; time as a point and a range, from a short "
+    "calibration on the configured engine (its model loaded as the run loads it, a few real prompts timed) "
+    "or a stored profile of one; GPU-hours for GPU phases. Profiles are kept under "
+    "$LIFESEARCH_CACHE/profiles (default ~/.cache/lifesearch-local/profiles); a run records its own estimate "
+    "from them at its start and its actual figures beside it at its end (manifest.json, report.html)."
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("estimate", help="counts, tokens, memory, time and GPU-hours of a run before it runs",
+                       description=DESCRIPTION)
+    p.add_argument("--config", required=True, help="run YAML (as for `lifesearch run`)")
+    p.add_argument("--out", help="run directory (default: the config's `out`, else runs/<name>)")
+    p.add_argument("--no-ray", action="store_true", help="as `run --no-ray`: the models in-process")
+    p.add_argument("--json", action="store_true", help="print the estimate as one JSON object")
+    add_calibration(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lifesearch_local.run.config import load_run_config
+
+    cfg = load_run_config(args.config)
+    update = {"out": args.out} if args.out else {}
+    if args.no_ray:
+        update["ray"] = None
+    print_run_estimate(cfg.model_copy(update=update), args.config, calibration(args), json_output=args.json)
+    return 0
+
+
+def print_run_estimate(cfg, source: str, calibrate: str, *, phases=None, fresh: bool = False,
+                       json_output: bool = False) -> None:
+    """The estimate of a run config (`estimate`, `run --dry-run`), after the models' preflight when it may
+    calibrate; `fresh`: as if its run directory were deleted first."""
+    from lifesearch_local.cli.common import phase_models
+    from lifesearch_local.run.dry_run import PHASES, estimate_run
+    from lifesearch_local.run.preflight import preflight
+
+    phases = phases or PHASES
+    if calibrate != "never":  # models are loaded only to calibrate: without, a login node may estimate a GPU run
+        preflight(phase_models(cfg, phases), cfg.ray)
+    est = estimate_run(cfg, phases=phases, calibrate=calibrate, fresh=fresh)
+    show(est, f"`run --config {source}`" + (f" ({', '.join(phases)})" if tuple(phases) != PHASES else ""), json_output)
+
+
+def show(est, what: str, json_output: bool = False) -> None:
+    from lifesearch_local.output.estimate import estimate_lines
+
+    if json_output:
+        print(est.model_dump_json(indent=2))
+        return
+    for line in estimate_lines(est.model_dump(mode="json"), what):
+        print(line)

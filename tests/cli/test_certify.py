@@ -1,0 +1,166 @@
+"""`lifesearch certify` (and `score --ppi`) on the sample data: two synthetic judges made from the sample labels."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from lifesearch_local.analysis.ppi import ppi_mean_ci
+from tests.helpers.cli import run_cli
+from tests.helpers.inputs import SAMPLE, write_jsonl
+
+RESAMPLES = "1000"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """judgments.jsonl with a reference judge (the sample labels, 10% flipped) and a candidate (20% flipped, and
+    biased against sample-shallow), and human labels: the sample labels of a random half of the tasks."""
+    d = tmp_path_factory.mktemp("certify")
+    labels = [json.loads(line) for line in (SAMPLE / "labels.jsonl").read_text().splitlines()]
+    rng = random.Random(1)
+    rows = []
+    for judge, flip in (("ref-judge", 0.1), ("cand", 0.2)):
+        for lab in labels:
+            v = lab["satisfied"] != (rng.random() < flip)
+            if judge == "cand" and lab["agent"] == "sample-shallow" and v and rng.random() < 0.5:
+                v = False
+            rows.append({**{k: lab[k] for k in ("task_id", "agent", "run", "rubric_id")}, "judge": judge,
+                         "satisfied": v, "p_true": 0.8 if v else 0.2})
+    tasks = sorted({lab["task_id"] for lab in labels})
+    chosen = set(rng.sample(tasks, 5))
+    return {"judgments": write_jsonl(d / "judgments.jsonl", rows),
+            "human": write_jsonl(d / "human.jsonl", [lab for lab in labels if lab["task_id"] in chosen]),
+            "dir": d}
+
+
+def certify_args(files, *extra: str) -> list[str]:
+    return ["certify", "--tasks", str(SAMPLE / "tasks.jsonl"), "--judgments", str(files["judgments"]), "--judge", "cand",
+            "--labels-from-judgments", str(files["judgments"]), "--label-judge", "ref-judge", "--resamples", RESAMPLES,
+            *extra]
+
+
+def test_the_json_has_every_field_the_issue_names(files, capsys):
+    code, out, err = run_cli(certify_args(files, "--human", str(files["human"]), "--json"), capsys)
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["judge"] == "cand" and s["reference"] == "ref-judge" and s["agreement"]["n"] == 342
+    assert set(s["agreement"]) >= {"accuracy", "kappa", "ci95"} and set(s["agreement"]["ci95"]) == {"accuracy", "kappa"}
+    assert 0 < s["agreement"]["accuracy"] < 1 and s["agreement"]["ci95"]["accuracy"][0] < s["agreement"]["accuracy"]
+    assert set(s["ranking"]) >= {"kendall_tau", "ci95", "flips"}
+    assert s["ranking"]["kendall_tau"] is None and "2 agent" in s["ranking"]["reason"]  # two sample agents
+    assert set(s["agents"]) == {"sample-thorough", "sample-shallow"}
+    for a in s["agents"].values():
+        assert {"shift", "ci95", "ppi"} <= set(a) and len(a["ci95"]) == 2
+        assert set(a["ppi"]) >= {"mean", "ci95", "n_labelled_tasks"} and a["ppi"]["n_labelled_tasks"] == 5
+    assert s["agents"]["sample-shallow"]["shift"] < s["agents"]["sample-thorough"]["shift"]  # the planted bias
+    assert set(s["bias_index"]) >= {"value", "ci95"} and s["bias_index"]["value"] > 0
+    assert set(s["categories"]) == {"Objective", "Subjective"}
+    assert set(s["non_inferiority"]) >= {"diff", "ci95", "margin", "verdict"} and s["non_inferiority"]["margin"] == 2.0
+    assert s["non_inferiority"]["verdict"] in ("non-inferior", "inferior", "inconclusive")
+    assert isinstance(s["verdict"], str) and "human-labelled" in s["verdict"]
+    assert "random subset" in s["ppi_note"]
+
+
+def test_the_ppi_of_an_agent_is_ppi_mean_ci_on_its_task_scores(files, capsys):
+    code, out, err = run_cli(["score", "--tasks", str(SAMPLE / "tasks.jsonl"), "--judgments", str(files["judgments"]),
+                              "--judge", "cand", "--ppi", "--labels", str(files["human"]), "--json"], capsys)
+    assert code == 0, err
+    s = json.loads(out)
+    row = s["agents"]["sample-thorough"]
+    human = {json.loads(x)["task_id"] for x in files["human"].read_text().splitlines()}
+    # recompute from the human-label task scores: the share of weight the labels satisfy
+    tasks = {json.loads(x)["id"]: json.loads(x) for x in (SAMPLE / "tasks.jsonl").read_text().splitlines()}
+    labels = [json.loads(x) for x in files["human"].read_text().splitlines() if '"sample-thorough"' in x]
+    y = {}
+    for t in sorted(human):
+        w = {r["id"]: r["weight"] for r in tasks[t]["rubrics"]}
+        y[t] = sum(w[lab["rubric_id"]] for lab in labels if lab["task_id"] == t and lab["satisfied"]) / sum(w.values())
+    f = row["tasks"]
+    expect = ppi_mean_ci([y[t] for t in sorted(human)], [f[t] for t in sorted(human)],
+                         [f[t] for t in f if t not in human])
+    assert row["ppi"]["mean"] == pytest.approx(expect.mean) and row["ppi"]["lambda"] == pytest.approx(expect.lam)
+    assert row["ppi"]["ci95"] is None and "needs 30" in row["ppi"]["ci95_reason"]  # 5 labelled tasks: too few for one
+    assert "random subset" in s["ppi_note"]
+
+
+def test_score_ppi_needs_labels_and_prints_a_table(files, capsys):
+    base = ["score", "--tasks", str(SAMPLE / "tasks.jsonl"), "--judgments", str(files["judgments"]), "--judge", "cand"]
+    code, _, err = run_cli([*base, "--ppi"], capsys)
+    assert code == 2 and "--ppi and --labels H go together" in err
+    code, out, err = run_cli([*base, "--ppi", "--labels", str(files["human"])], capsys)
+    assert code == 0 and "Prediction-powered scores — judge cand" in out and "random subset" in out
+    code, out, _ = run_cli([*base, "--ppi", "--labels", str(files["human"]), "--csv"], capsys)
+    assert sum(1 for line in out.splitlines() if line.startswith("cand,") and ",ppi," in line) == 2
+
+
+def test_the_terminal_study_ends_with_the_verdict(files, capsys):
+    code, out, err = run_cli(certify_args(files, "--human", str(files["human"]), "--margin", "5"), capsys)
+    assert code == 0, err
+    assert "certify: can cand replace ref-judge?" in out and "Bias Index" in out and "By rubric type" in out
+    assert "non-inferiority against" in out and "margin −5" in out
+    assert "verdict (" in out.split("By rubric type")[1]  # last, under the tables
+
+
+def test_csv_and_out(files, capsys):
+    target = files["dir"] / "certify.json"
+    code, out, err = run_cli(certify_args(files, "--csv", "--out", str(target)), capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "section,group,name,metric,value,ci_lo,ci_hi,n,note"
+    assert any(line.startswith("bias_index,") for line in lines) and lines[-1].startswith("verdict,")
+    saved = json.loads(target.read_text())
+    assert "non_inferiority" not in saved and saved["decision"] in ("equivalent-scores", "different-scores", "inconclusive")
+    assert "no human labels" in saved["verdict"]
+
+
+def test_categories_by_another_field_and_the_candidate_found_alone(files, capsys):
+    args = [a for a in certify_args(files, "--category-field", "language", "--json") if a not in ("--judge", "cand")]
+    code, out, err = run_cli(args, capsys)  # the file's other judge is the reference: cand is the only candidate
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["judge"] == "cand" and set(s["categories"]) == {"en", "zh"} and s["category_field"] == "language"
+
+
+def test_errors_are_one_line(files, capsys):
+    code, _, err = run_cli(["certify", "--tasks", str(SAMPLE / "tasks.jsonl"), "--judgments", str(files["judgments"]),
+                            "--labels", str(SAMPLE / "labels.jsonl")], capsys)
+    assert code == 2 and "2 judges in the judgments (ref-judge, cand): pick one with --judge" in err
+    code, _, err = run_cli(certify_args(files, "--judge", "nobody"), capsys)
+    assert code == 2 and "no judgments by judge 'nobody'" in err
+
+
+def test_fingerprints_from_the_manifest_are_compared(files, capsys, tmp_path):
+    judgments = tmp_path / "judgments.jsonl"
+    judgments.write_text(files["judgments"].read_text())
+    fp = {"engine": "hf", "weights_hash": "aaaa", "kernel_form": "shared"}
+    (tmp_path / "manifest.json").write_text(json.dumps({"fingerprints": {
+        "cand": {"judge": "cand", **fp}, "ref-judge": {"judge": "ref-judge", **fp, "weights_hash": "bbbb"}}}))
+    args = certify_args(files, "--json")
+    args = [str(judgments) if a == str(files["judgments"]) else a for a in args]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert json.loads(out)["fingerprints"]["differences"] == ["weights_hash: 'aaaa' != 'bbbb'"]
+
+
+def test_against_imported_drb2_gemini_verdicts_by_dimension(tmp_path, capsys):
+    from tests.helpers.drb2 import rows, run_import
+
+    out = run_import(tmp_path / "drb2")  # invented fixtures: Gemini's verdicts become labels with source gemini
+    capsys.readouterr()
+    labels = rows(out / "labels.jsonl")
+    cand = [{**{k: lab[k] for k in ("task_id", "agent", "run", "rubric_id")}, "judge": "open",
+             "satisfied": lab["satisfied"] if i % 4 else not lab["satisfied"]} for i, lab in enumerate(labels)]
+    judgments = write_jsonl(tmp_path / "judgments.jsonl", cand)
+    code, text, err = run_cli(["certify", "--tasks", str(out / "tasks.jsonl"), "--judgments", str(judgments),
+                               "--labels", str(out / "labels.jsonl"), "--label-source", "gemini",
+                               "--category-field", "dimension", "--json", "--resamples", "500"], capsys)
+    assert code == 0, err
+    s = json.loads(text)
+    assert s["judge"] == "open" and s["reference"] == "gemini" and s["agreement"]["n"] == len(labels)
+    assert s["agreement"]["accuracy"] == pytest.approx(1 - len(range(0, len(labels), 4)) / len(labels))  # every 4th flipped
+    dims = {r["dimension"] for t in rows(out / "tasks.jsonl") for r in t["rubrics"]}
+    assert s["category_field"] == "dimension" and set(s["categories"]) <= dims and len(s["categories"]) >= 2
+    assert sum(c["n"] for c in s["categories"].values()) == len(labels)
