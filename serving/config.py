@@ -40,7 +40,9 @@ class _LocalWeights(_EngineConfig):
     revision: Result[str | None] = None
     """Hub revision (commit) to pin."""
     dtype: Result[Literal["auto", "float32", "bfloat16", "float16"]] = "auto"
-    """Weights dtype; auto = bfloat16 on GPU, float32 on CPU."""
+    """Weights dtype; auto = bfloat16 on GPU, float32 on CPU. bfloat16 on a CPU is an opt-in that pays only with
+    AVX512-BF16 or AMX (the hf engine warns where /proc/cpuinfo lacks them); its agreement with float32:
+    docs/benchmarks.md."""
     trust_remote_code: Result[bool] = False
     """Allow model repositories' own code (off by default)."""
 

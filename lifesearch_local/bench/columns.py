@@ -88,7 +88,8 @@ def column_fields(name: str, col: Column, decisions: int) -> dict[str, Any]:
     sp = spread(col.timing.seconds)
     return {f"{name}_s": sp["median"], f"{name}_s_min": sp["min"], f"{name}_s_max": sp["max"],
             f"{name}_runs": [round(x, 4) for x in col.timing.seconds], f"{name}_tokens": col.tokens,
-            f"{name}_decisions_per_s": round(decisions / sp["median"], 2), **col.extra}
+            f"{name}_decisions_per_s": round(decisions / sp["median"], 2),
+            f"{name}_p_true": [round(p, 8) for p in col.timing.p_true], **col.extra}
 
 
 def first_rubrics(work, n: int = 2):
@@ -162,6 +163,36 @@ class HFSide:
         if say:
             say(f"{scorer.form}: done in {' + '.join(f'{s:.1f}' for s in timing.seconds)} s")
         return Column(timing, scorer.stats.forward_tokens // n, scorer.form)
+
+    def prefix_pass(self, form: str, groups) -> list[float]:
+        """Seconds of each timed run of the report prefixes alone (each group's shared prefix in the kernel's
+        chunks, on the form's path), after a warm-up: the rate of the prefill, apart from the rubric rows."""
+        import time
+
+        import torch
+
+        from serving.engines.kernel import PackedScorer, common_prefix_len
+        from serving.engines.shared_attention import prefill_kv
+
+        scorer = PackedScorer(self.model, form=form, token_budget=self.budget)
+        prefixes = [g[0].ids[: common_prefix_len([it.ids for it in g])] for g in groups]
+
+        def run():
+            for ids in prefixes:
+                if scorer.rows is not None:
+                    scorer.rows.prefix(ids, scorer.prefill_chunk)
+                else:
+                    prefill_kv(self.model, ids, scorer.prefill_chunk)
+
+        timed = self._synced(run)
+        with torch.inference_mode():
+            timed()
+            out = []
+            for _ in range(self.args.repeats):
+                t0 = time.perf_counter()
+                timed()
+                out.append(time.perf_counter() - t0)
+        return out
 
     def _synced(self, run):
         import torch
@@ -250,12 +281,18 @@ def vllm_column(args: JudgeBench, config, groups, work, packed: Column, packed_s
     # tokens vLLM computed: the prompts less what it read from its prefix cache
     col = Column(timing, prompt_tokens - cached, "vllm", {
         "vllm_load_format": load_format, "vllm_dtype": engine_dtype(engine), "vllm_threads": threads,
-        "vllm_cached_tokens": cached})
+        "vllm_cached_tokens": cached, "vllm_block_size": block_size(engine)})
     out = column_fields("vllm", col, len(timing.p_true))
     out["speedup_vs_vllm"] = round(out["vllm_s"] / packed_s, 2)
     if load_format != "dummy":  # same weights: the answers must agree (fp32: closely; bf16: its tolerance)
         out["max_abs_diff_vllm"] = max(abs(a - b) for a, b in zip(packed.timing.p_true, timing.p_true))
     return out
+
+
+def block_size(engine) -> int | None:
+    """The KV-cache block size of a vLLM engine (what its prefix cache serves whole), where it says."""
+    cache = getattr(getattr(getattr(engine.llm, "llm_engine", None), "vllm_config", None), "cache_config", None)
+    return getattr(cache, "block_size", None)
 
 
 def engine_dtype(engine) -> str:
@@ -273,6 +310,25 @@ def inputs(r: dict) -> str:
                 f"{r['context_limit']} positions")
     return (f"inputs: {r['reports']} report(s) × {r['rubrics']} rubrics, prefix {r['prefix_tokens']} + suffix "
             f"{r['suffix_tokens']} tokens")
+
+
+def rate_lines(r: dict) -> list[str]:
+    """Each column's FLOPs a run and achieved GFLOP/s, against this device's measured matmul rate."""
+    if not r.get("matmul_gflops"):
+        return []
+    where = f"{r['device']}, {r['threads']} threads" if r["device"] == "cpu" else r.get("gpu", r["device"])
+    native = ""
+    if r.get("cpu_bf16_native") is False:
+        native = " (no AVX512-BF16/AMX: bf16 is emulated)"
+    lines = [f"matmul rate here (torch, {where}): "
+             + ", ".join(f"{k} {v:,.1f} GFLOP/s" for k, v in r["matmul_gflops"].items()) + native]
+    cols = [(label, name) for label, name in (("packed", "packed"), ("its prefix pass", "prefix"),
+                                              ("baseline", "naive"), ("vllm", "vllm")) if f"{name}_gflops" in r]
+    lines.append("achieved at the median: " + "; ".join(
+        f"{label} {r[name + '_gflop']:,.1f} GFLOP a run, {r[name + '_gflops']:,.1f} GFLOP/s"
+        + (f" = {100 * r[name + '_of_matmul']:.0f}% of the matmul rate" if name + "_of_matmul" in r else "")
+        for label, name in cols))
+    return lines
 
 
 def _faster(ratio: float) -> str:
@@ -303,7 +359,10 @@ def text(r: dict) -> str:
         lines.append(f"vllm: {_faster(r['speedup_vs_vllm'])} (medians){diff}; {r['vllm_dtype']}, "
                      f"{r.get('vllm_threads') or 'its own'} compute threads, {r['vllm_cached_tokens']} prompt tokens "
                      "a run read from its prefix cache")
-    if "fraction_of_peak" in r:
-        lines.append(f"{r['gpu']}: {r['packed_tflops']} TFLOP/s = {100 * r['fraction_of_peak']:.1f}% of bf16 peak")
+    lines += rate_lines(r)
+    for label, name in (("packed", "packed"), ("its prefix pass", "prefix")):
+        if f"{name}_of_peak" in r:
+            lines.append(f"{r['gpu']}: {label} {r[name + '_gflops'] / 1e3:,.1f} TFLOP/s = "
+                         f"{100 * r[name + '_of_peak']:.1f}% of the bf16 peak ({r['peak_tflops']:,.0f} TFLOP/s)")
     lines.append(f"load average (1, 5, 15 min) before {r['load_average_before']}, after {r['load_average_after']}")
     return "\n".join(lines)

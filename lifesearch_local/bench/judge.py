@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from lifesearch_local.bench import columns
+from lifesearch_local.bench import columns, rates
 from lifesearch_local.bench.columns import SHAPES
 from lifesearch_local.bench.settings import JudgeBench
 
@@ -72,21 +72,6 @@ def real_groups(args: JudgeBench) -> tuple[list, dict, list]:
     return groups, shape, work
 
 
-def attention_pairs(groups, packed: bool) -> int:
-    """Query-key pairs a causal kernel must compute (for the FLOP estimate)."""
-    from serving.engines.kernel import common_prefix_len
-
-    total = 0
-    for items in groups:
-        if packed:
-            plen = common_prefix_len([it.ids for it in items])
-            total += plen * (plen + 1) // 2
-            total += sum((len(it.ids) - plen) * plen + (len(it.ids) - plen) * (len(it.ids) - plen + 1) // 2 for it in items)
-        else:
-            total += sum(len(it.ids) * (len(it.ids) + 1) // 2 for it in items)
-    return total
-
-
 def measure(args: JudgeBench, say: Callable[[str], None] | None = None) -> dict:
     """Every column on the same inputs: warm-up, repeats, min/median/max, the load average around it."""
     import torch
@@ -111,8 +96,13 @@ def measure(args: JudgeBench, say: Callable[[str], None] | None = None) -> dict:
     res = {"model": args.model, "device": device, "dtype": str(next(hf.model.parameters()).dtype).replace("torch.", ""),
            "threads": torch.get_num_threads(), **shape, "decisions": decisions, "repeats": args.repeats,
            "judge_path": judge_path is not None}
+    matmul = rates.machine_rates(hf.model, device, _rate_dtypes(device, res["dtype"]))
+    res["matmul_gflops"], work_shape = matmul, rates.Shape.of(hf.model)
+    if device == "cpu":
+        res["cpu_bf16_native"] = rates.bf16_native()
     packed = hf.column(args.form, groups, say)
     res.update(columns.column_fields("packed", packed, decisions), packed_form=hf.form(args.form))
+    res.update(rates.prefix_fields(hf.prefix_pass(args.form, groups)))
     if args.baseline != "none":
         naive = hf.column(args.baseline, groups, say)
         res.update(columns.column_fields("naive", naive, decisions), baseline_form=args.baseline)
@@ -120,14 +110,20 @@ def measure(args: JudgeBench, say: Callable[[str], None] | None = None) -> dict:
                    token_ratio=round(res["naive_tokens"] / res["packed_tokens"], 2),
                    max_abs_diff=max(abs(a - b) for a, b in zip(packed.timing.p_true, naive.timing.p_true)))
     if device == "cuda":
-        res.update(_peak_fraction(hf.model, groups, res["packed_s"], res["packed_tokens"], args.peak_tflops))
+        res.update(_gpu_peak(args.peak_tflops))
     if args.backend == "vllm":
         config = hf.model.config
         hf.close()  # the GPU (or the CPU's memory) goes to vLLM now
         _free_gpu()
         res.update(columns.vllm_column(args, config, groups, judge_path, packed, res["packed_s"], say))
+    res.update(rates.column_rates(res, work_shape, groups, matmul))
     res["load_average_before"], res["load_average_after"] = load_before, load_average()
     return res
+
+
+def _rate_dtypes(device: str, dtype: str) -> list[str]:
+    """The dtypes whose matmul rate the bench measures: fp32 and bf16 on CPU, the model's dtype on a GPU."""
+    return ["float32", "bfloat16"] if device == "cpu" else [dtype]
 
 
 def check_args(args: JudgeBench) -> None:
@@ -152,16 +148,10 @@ def _free_gpu() -> None:
         torch.cuda.empty_cache()
 
 
-def _peak_fraction(model, groups, seconds: float, tokens: int, peak: float | None) -> dict:
+def _gpu_peak(peak: float | None) -> dict:
+    """The GPU's name and its dense bf16 peak (given, else from PEAK_BF16_TFLOPS), for the fraction-of-peak figures."""
     import torch
 
-    cfg = model.config
-    n_params = sum(p.numel() for n, p in model.named_parameters() if "embed_tokens" not in n)
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    flops = 2 * n_params * tokens + 4 * cfg.num_hidden_layers * cfg.num_attention_heads * head_dim * attention_pairs(groups, True)
     name = torch.cuda.get_device_name()
     peak = peak or next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
-    out = {"gpu": name, "packed_tflops": round(flops / seconds / 1e12, 1)}
-    if peak:
-        out.update(peak_tflops=peak, fraction_of_peak=round(flops / seconds / 1e12 / peak, 3))
-    return out
+    return {"gpu": name, **({"peak_tflops": peak} if peak else {})}

@@ -94,6 +94,8 @@ def report(cfg, stats: dict, rd) -> bool:
     """Print one judge's summary line; False when a signal stopped the stage."""
     if stats["decisions"]:
         rate = f", {stats['decisions_per_s']} decisions/s"
+        if "engine_start_s" in stats:
+            rate += f" ({stats['engine_start_s']} s engine start-up, then {stats['steady_decisions_per_s']} decisions/s)"
     else:  # a stop before the first report was written is not a finished run
         rate = " (stopped before the first report)" if stats.get("stopped_early") else " (nothing left to judge)"
     form = f", kernel {stats['kernel_form']}" if "kernel_form" in stats else ""

@@ -134,6 +134,9 @@ def _stats(st: Stage, cfg: JudgeConfig, decisions: int, stopped: bool) -> dict:
              "mode": cfg.mode, "decisions": decisions,
              "wall_s": wall, "decisions_per_s": round(decisions / wall, 2) if wall and decisions else 0.0,
              "stopped_early": stopped}
+    start = getattr(st.engine, "open_s", None)
+    if start is not None and decisions and wall > start:  # the rate once the engine is up, start-up apart
+        stats.update(engine_start_s=start, steady_decisions_per_s=round(decisions / (wall - start), 3))
     engine = st.engine.stats()
     kernel_s = engine.pop("kernel_seconds", None)
     if cfg.mode != "choice":  # the kernel's counters describe choice scoring only

@@ -35,11 +35,15 @@ class LazyEngine(Engine):
         self._hash: str | None = None
         self._identity: EngineInfo | None = None
         self._stats: dict[str, Any] = {}
+        self.open_s: float | None = None
+        """Seconds the engine took to open (model load, engine start-up); None until it is opened."""
 
     def open(self) -> Engine:
         if self._inner is None:
+            t0 = time.perf_counter()
             inner = self._opener()
             self._hash, self._identity = inner.model_hash(), inner.identity()
+            self.open_s = round(time.perf_counter() - t0, 3)
             if self._on_open is not None:
                 self._on_open(inner)
             self._inner = inner

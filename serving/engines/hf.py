@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from ..decoding import decode_generated, json_object_end
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
 from .kernel import PackedScorer
 from .real_models import resolve_model_path
+
+log = logging.getLogger(__name__)
 
 
 def attn_implementation(device: str) -> str:
@@ -58,6 +61,8 @@ class HFEngine(Engine):
         device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = {"auto": torch.bfloat16 if device == "cuda" else torch.float32, "float32": torch.float32,
                  "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.dtype]
+        if device == "cpu" and cfg.dtype in ("bfloat16", "float16"):
+            _warn_if_emulated(cfg.dtype)
         self.path = resolve_model_path(cfg.model)
         self.tokenizer = AutoTokenizer.from_pretrained(self.path, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
         self.model = AutoModelForCausalLM.from_pretrained(
@@ -210,6 +215,15 @@ class HFEngine(Engine):
             finish = "stop" if (eos in ids or stopped or end is not None) else "length"
             results.append(self._generation(text, len(ids_in), n_out, finish, cut))
         return results
+
+
+def _warn_if_emulated(dtype: str) -> None:
+    """bf16 on CPU is an opt-in that pays only with bf16 matrix instructions; say so where they are missing."""
+    from ..cpu_features import BF16_FLAGS, bf16_native
+
+    if bf16_native() is False:
+        log.warning("dtype %s on a CPU without %s: torch emulates its matrix multiplies, tens of times slower "
+                    "than float32 (docs/benchmarks.md); float32 is the faster choice here", dtype, "/".join(BF16_FLAGS))
 
 
 def _stop_criteria():

@@ -125,6 +125,20 @@ def _candidate_logprobs(logits, rows: Sequence[Item]) -> list[list[float]]:
     return [[float(lp[i, c]) for c in it.candidates] for i, it in enumerate(rows)]
 
 
+def _token_chunks(lengths: Sequence[int], prefix: int, budget: int) -> list[list[int]]:
+    """Consecutive indices per batch: prefix + the batch's tokens ≤ budget; at least one row each."""
+    chunks: list[list[int]] = []
+    used = budget
+    for i, n in enumerate(lengths):
+        if chunks and used + n <= budget:
+            chunks[-1].append(i)
+            used += n
+        else:
+            chunks.append([i])
+            used = prefix + n
+    return chunks
+
+
 class PackedScorer:
     """Runs one kernel form over groups of `Item`s on a transformers causal LM."""
 
@@ -148,6 +162,11 @@ class PackedScorer:
         # (SIGTERM) is honoured within one chunk's time instead of one whole-report forward.
         self.prefill_chunk = max(1, prefill_chunk)
         self.stats = KernelStats()
+        self.rows = None  # the shared form's own layer loop, where the model allows it (serving.engines.packed_rows)
+        if self.form == "shared":
+            from .packed_rows import RowsForward, supported
+
+            self.rows = RowsForward(model) if supported(model) else None
 
     def score(self, groups: Sequence[Sequence[Item]]) -> list[list[list[float]]]:
         """Candidate log-probs for every item of every group, in input order."""
@@ -209,6 +228,8 @@ class PackedScorer:
         from .shared_attention import SharedPrefixKV, left_padded, prefill_kv, register, row_chunks
 
         p = common_prefix_len([it.ids for it in items])
+        if self.rows is not None:
+            return self._shared_rows(items, p)
         prefix = prefill_kv(self.model, items[0].ids[:p], self.prefill_chunk)
         if p:
             self.stats.add("shared", p)
@@ -232,6 +253,22 @@ class PackedScorer:
                 decided(len(rows))
         finally:
             self.model.set_attn_implementation(before)  # the model is shared with other forms and generate mode
+        return out
+
+    def _shared_rows(self, items: Sequence[Item], p: int) -> list[list[float]]:
+        """`shared` on the packed-rows loop: the prefix's KV once, then the suffixes end to end (no padding) in
+        batches of prefix + their tokens ≤ token_budget, each reading that one KV."""
+        kv = self.rows.prefix(items[0].ids[:p], self.prefill_chunk)
+        if p:
+            self.stats.add("shared", p)
+        out: list[list[float]] = []
+        for part in _token_chunks([len(it.ids) - p for it in items], p, self.token_budget):
+            stop.check()
+            rows = [items[k] for k in part]
+            logits = self.rows.rows([it.ids[p:] for it in rows], p, kv)
+            self.stats.add("shared", sum(len(it.ids) - p for it in rows))
+            out += _candidate_logprobs(logits, rows)
+            decided(len(rows))
         return out
 
     def _batch(self, rows: Sequence[Sequence[int]], items: Sequence[Item], *, offset: int, cache: Any) -> list[list[float]]:

@@ -39,11 +39,17 @@ def test_json_has_both_sides_and_they_agree(bench):
     # the packed pass counts each report's prefix once (a suffix may share a few more first tokens)
     assert out["packed_tokens"] <= 2 * (192 + 5 * 24) and out["naive_tokens"] == 2 * 5 * (192 + 24)
     assert out["max_abs_diff"] <= P_TOL and out["packed_form"] == "shared" and out["decisions"] == 10
+    # this CPU's matmul rate in both dtypes, and what each column achieved against it
+    assert set(out["matmul_gflops"]) == {"float32", "bfloat16"} and out["matmul_gflops"]["float32"] > 0
+    for name in ("packed", "naive", "prefix"):
+        assert out[f"{name}_gflops"] > 0 and out[f"{name}_of_matmul"] > 0
+    assert out["naive_gflop"] > out["packed_gflop"] > out["prefix_gflop"]  # the prefix once, not per rubric
 
 
 def test_text_output(bench):
     r = bench(*ARGS)
     assert r.returncode == 0 and "speedup" in r.stdout and "baseline (single)" in r.stdout
+    assert "matmul rate here" in r.stdout and "GFLOP/s" in r.stdout.split("achieved at the median")[1]
     # before the minutes of work: the inputs, then per form an estimate and when it is done (stderr)
     said = [line for line in r.stderr.splitlines() if line.startswith(("inputs:", "shared:", "single:"))]
     assert said[0].startswith("inputs: 1 report(s) × 5 rubrics, prefix 192 + suffix 24 tokens; model tiny-llama")

@@ -276,3 +276,21 @@ def test_one_report_moves_the_bar_decision_by_decision(tmp_path, monkeypatch, ke
     first_append = log.index(("append", N_RUBRICS))
     assert [e for e in log[:first_append] if e[0] == "bar"] == [("bar", k) for k in range(1, N_RUBRICS + 1)]
     assert log[-1] == ("append", N_RUBRICS) or log[-1] == ("bar", N_RUBRICS)
+
+
+def test_engine_start_up_is_reported_apart_from_the_steady_rate(tmp_path):
+    """The rate once the engine is up: decisions over the wall time less the engine's start-up."""
+    import time
+
+    backend = ScriptedBackend(p_true_fn=lambda key, i, req: 0.7)
+
+    @contextlib.contextmanager
+    def slow_open(model, ray):
+        time.sleep(0.3)  # a model load
+        yield backend
+
+    stats = judge_stage(RunDir(tmp_path), TASKS, REPORTS, JudgeConfig(id="j"), show=False, open_model=slow_open)
+    assert stats["decisions"] == 6 and stats["engine_start_s"] >= 0.3
+    steady = stats["decisions"] / (stats["wall_s"] - stats["engine_start_s"])
+    assert stats["steady_decisions_per_s"] == pytest.approx(steady, rel=0.01)
+    assert stats["steady_decisions_per_s"] > stats["decisions_per_s"]

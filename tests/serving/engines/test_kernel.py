@@ -61,11 +61,17 @@ def max_diff(a, b):
     return max(abs(x - y) for x, y in zip(p_true(a), p_true(b)))
 
 
-@pytest.mark.parametrize("form", ["two_stage", "shared"])
+@pytest.mark.parametrize("form", ["two_stage", "shared", "shared-transformers"])
 def test_packed_equals_each_prompt_alone(model, form):
+    """`shared-transformers`: the shared form on the transformers forward, what models the packed-rows loop
+    does not cover run (serving.engines.packed_rows.supported)."""
     groups = make_groups(1)
     ref = PackedScorer(model, form="single").score(groups)
-    got = PackedScorer(model, form=form, token_budget=700).score(groups)
+    scorer = PackedScorer(model, form=form.split("-")[0], token_budget=700)
+    assert (scorer.rows is not None) == form.startswith("shared")  # every tiny architecture takes the loop
+    if form == "shared-transformers":
+        scorer.rows = None
+    got = scorer.score(groups)
     assert [len(g) for g in got] == [len(g) for g in groups]
     assert max_diff(ref, got) <= P_TOL
     # raw log-probs too, not only the renormalised p_true
@@ -149,9 +155,11 @@ def test_common_prefix_keeps_a_suffix_token():
 
 
 def test_shared_holds_one_prefix_kv_and_keeps_every_rubric_in_one_batch(monkeypatch):
-    """A long prefix and many rubrics: `shared` runs them as one batch (the budget counts the prefix once),
-    never copies the prefix's KV per row, and the KV it holds is the prefix once plus the rows' suffixes."""
-    from serving.engines import shared_attention
+    """A long prefix and many rubrics: `shared` runs them as one batch (the budget counts the prefix once and
+    each rubric's own tokens, no padding), never copies the prefix's KV per row, and holds it once."""
+    from transformers import DynamicCache
+
+    from serving.engines import packed_rows
 
     model = load("tiny-llama")
     rng = random.Random(7)
@@ -162,29 +170,34 @@ def test_shared_holds_one_prefix_kv_and_keeps_every_rubric_in_one_batch(monkeypa
     def no_copy(*a, **k):
         raise AssertionError("the prefix KV was repeated per row")
 
-    monkeypatch.setattr(shared_attention, "_suffix_prefill", no_copy)  # the slice-repeating fallback
     monkeypatch.setattr(K, "copy", no_copy, raising=False)
-    from transformers import DynamicCache
-
     monkeypatch.setattr(DynamicCache, "batch_repeat_interleave", no_copy)
-    held = []
-    real_init = shared_attention.SharedPrefixKV.__init__
+    batches, held = [], []
+    rows, prefill = packed_rows.RowsForward.rows, packed_rows.RowsForward.prefix
 
-    def record(self, prefix_kv, rows, length, budget=8192):
-        real_init(self, prefix_kv, rows, length, budget)
-        held.append(sum(t.numel() for t in (prefix_kv[0][0], self.suffix[0][0])))
-        self.rows = rows
+    def spy_rows(self, suffixes, offset, past):
+        batches.append(sum(len(s) for s in suffixes))
+        return rows(self, suffixes, offset, past)
 
-    monkeypatch.setattr(shared_attention.SharedPrefixKV, "__init__", record)
-    scorer = PackedScorer(model, form="shared", token_budget=2100)  # 1500 + 24 × 24 ≤ 2100
+    def spy_prefix(self, ids, chunk):
+        held.append(prefill(self, ids, chunk))
+        return held[-1]
+
+    monkeypatch.setattr(packed_rows.RowsForward, "rows", spy_rows)
+    monkeypatch.setattr(packed_rows.RowsForward, "prefix", spy_prefix)
+    scorer = PackedScorer(model, form="shared", token_budget=2100)  # 1500 + 24 rubrics of < 24 tokens ≤ 2100
     got = scorer.score([items])
     assert max_diff(ref, got) <= P_TOL
     p = common_prefix_len([it.ids for it in items])
-    width = max(len(it.ids) for it in items) - p
-    assert len(held) == 1  # all 24 rubrics in one batch (two_stage at this budget: one row per batch)
+    assert batches == [sum(len(it.ids) - p for it in items)]  # one batch, each rubric's own tokens, no padding
     kvh, hd = model.config.num_key_value_heads, model.config.hidden_size // model.config.num_attention_heads
-    assert held[0] == kvh * hd * (p + 24 * width)  # one layer's keys: the prefix once, each row's suffix
-    assert 2100 // (p + width) == 1  # what two_stage, a prefix copy per row, would fit in one batch
+    assert len(held) == 1 and tuple(held[0][0][0].shape) == (kvh, p, hd)  # one layer's keys: the prefix once
+    assert scorer.stats.forward_tokens == p + batches[0]
+    assert 2100 // (p + 24) == 1  # what two_stage, a prefix copy per row, would fit in one batch
+    # a smaller budget splits the rubrics into batches of prefix + their tokens ≤ budget, same answers
+    batches.clear()
+    assert max_diff(ref, PackedScorer(model, form="shared", token_budget=1700).score([items])) <= P_TOL
+    assert len(batches) > 1 and all(p + n <= 1700 for n in batches)
 
 
 def test_shared_refuses_sliding_windows_and_auto_picks_it_on_cpu():
