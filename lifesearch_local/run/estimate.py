@@ -124,6 +124,7 @@ def model_shape(model: ModelConfig, *, local_only: bool) -> Shape | None:
     from lifesearch_local.llm.models import resolved_path
     from lifesearch_local.run.estimate_work import arch_of, choice_form
     from serving.chat import context_limit
+    from serving.engines.packed_rows import config_supported
 
     if model.backend == "openai":
         return None
@@ -140,7 +141,8 @@ def model_shape(model: ModelConfig, *, local_only: bool) -> Shape | None:
     device = model_device(model)
     form = "vllm" if model.backend == "vllm" else choice_form(model.kernel, config, device)
     return Shape(tokenizer=tok, arch=arch_of(config), limit=context_limit(config, model.max_model_len), device=device,
-                 form=form, budget=getattr(model, "token_budget", 8192), dtype_bytes=_dtype_bytes(model, device))
+                 form=form, budget=getattr(model, "token_budget", 8192), dtype_bytes=_dtype_bytes(model, device),
+                 rows_loop=form == "shared" and config_supported(config, device))
 
 
 def model_device(model: ModelConfig) -> str:

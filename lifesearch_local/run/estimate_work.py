@@ -26,6 +26,13 @@ class Pass:
     context: int
     logits: int
     """Rows whose next-token logits are computed (the lm_head's work)."""
+    widths: tuple[int, ...] = ()
+    """Each row's own width where the rows are packed without padding (`width` is then the widest)."""
+
+    @property
+    def tokens(self) -> int:
+        """Positions computed: padded rows × width, or the packed rows' own widths."""
+        return sum(self.widths) if self.widths else self.rows * self.width
 
 
 @dataclass(frozen=True)
@@ -58,9 +65,8 @@ class Arch:
     def flops(self, p: Pass) -> float:
         """Matmul FLOPs of one pass: the linears for every new token, attention over the cached and the
         causal new keys, the lm_head at the kept rows."""
-        tokens = p.rows * p.width
-        pairs = p.rows * (p.width * p.context + p.width * (p.width + 1) // 2)
-        return 2.0 * self.linear_params * tokens + 4.0 * self.layers * self.heads * self.head_dim * pairs \
+        pairs = sum(w * p.context + w * (w + 1) // 2 for w in (p.widths or (p.width,) * p.rows))
+        return 2.0 * self.linear_params * p.tokens + 4.0 * self.layers * self.heads * self.head_dim * pairs \
             + 2.0 * self.hidden * self.vocab * p.logits
 
 
@@ -93,9 +99,10 @@ def choice_form(kernel: str, config: Any, device: str) -> str:
     return "shared" if device == "cpu" and shared else "two_stage"
 
 
-def kernel_passes(ids: Sequence[Sequence[int]], form: str, budget: int) -> list[Pass]:
-    """The forward calls the packed kernel makes for one group (serving.engines.kernel.PackedScorer)."""
-    from serving.engines.kernel import common_prefix_len
+def kernel_passes(ids: Sequence[Sequence[int]], form: str, budget: int, rows_loop: bool = False) -> list[Pass]:
+    """The forward calls the packed kernel makes for one group (serving.engines.kernel.PackedScorer);
+    `rows_loop`: `shared` runs its own layer loop (serving.engines.packed_rows), rows packed without padding."""
+    from serving.engines.kernel import common_prefix_len, token_chunks
     from serving.engines.shared_attention import row_chunks
 
     if form == "single":
@@ -106,6 +113,11 @@ def kernel_passes(ids: Sequence[Sequence[int]], form: str, budget: int) -> list[
     else:
         out = [Pass(1, min(PREFILL_CHUNK, p - a), a, 1) for a in range(0, p, PREFILL_CHUNK)]
     widths = [len(s) - p for s in ids]
+    if form == "shared" and rows_loop:
+        # one pass per batch of consecutive rows; each row attends to the prefix and to itself only
+        for part in token_chunks(widths, p, budget):
+            out.append(Pass(len(part), max(widths[k] for k in part), p, len(part), tuple(widths[k] for k in part)))
+        return out
     if form == "shared":
         order = sorted(range(len(ids)), key=lambda k: len(ids[k]))
         for part in row_chunks([widths[k] for k in order], p, budget):
@@ -166,6 +178,8 @@ class Shape:
     """Choice-scoring form: a packed kernel form (hf), `vllm`, or None (an endpoint)."""
     budget: int = 8192
     """The hf engine's token budget per batch."""
+    rows_loop: bool = False
+    """`shared` runs its own layer loop here (serving.engines.packed_rows.config_supported)."""
     dtype_bytes: int = 4
     """Bytes per weight and KV element."""
     notes: list[str] = field(default_factory=list)
@@ -182,9 +196,9 @@ def choice_unit(shape: Shape, group: Any, choices: Sequence[str]) -> Unit:
     if shape.form == "vllm":
         passes = vllm_passes(ids, shape.device)
     else:  # an endpoint (form None) computes every prompt whole, as far as this machine can tell
-        passes = kernel_passes(ids, shape.form or "single", shape.budget)
+        passes = kernel_passes(ids, shape.form or "single", shape.budget, shape.rows_loop)
     flops = sum(shape.arch.flops(p) for p in passes) if shape.arch else 0.0
-    return Unit(flops=flops, tokens=sum(p.rows * p.width for p in passes), prompt_tokens=sum(len(s) for s in ids),
+    return Unit(flops=flops, tokens=sum(p.tokens for p in passes), prompt_tokens=sum(len(s) for s in ids),
                 cost=group_cost(group), rows=len(ids), passes=len(passes))
 
 

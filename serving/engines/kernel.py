@@ -125,7 +125,7 @@ def _candidate_logprobs(logits, rows: Sequence[Item]) -> list[list[float]]:
     return [[float(lp[i, c]) for c in it.candidates] for i, it in enumerate(rows)]
 
 
-def _token_chunks(lengths: Sequence[int], prefix: int, budget: int) -> list[list[int]]:
+def token_chunks(lengths: Sequence[int], prefix: int, budget: int) -> list[list[int]]:
     """Consecutive indices per batch: prefix + the batch's tokens ≤ budget; at least one row each."""
     chunks: list[list[int]] = []
     used = budget
@@ -262,7 +262,7 @@ class PackedScorer:
         if p:
             self.stats.add("shared", p)
         out: list[list[float]] = []
-        for part in _token_chunks([len(it.ids) - p for it in items], p, self.token_budget):
+        for part in token_chunks([len(it.ids) - p for it in items], p, self.token_budget):
             stop.check()
             rows = [items[k] for k in part]
             logits = self.rows.rows([it.ids[p:] for it in rows], p, kv)

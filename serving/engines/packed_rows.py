@@ -33,14 +33,17 @@ from .attention import flash_cpu_op
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
 
 
+def config_supported(cfg: Any, device: str) -> bool:
+    """Whether a model of this config on `device` runs this loop, as far as its config tells (the estimate
+    counts the loop's batches where this holds; `supported` also checks the loaded modules)."""
+    if device != "cpu" or getattr(cfg, "model_type", None) not in FAMILIES or getattr(cfg, "hidden_act", None) != "silu":
+        return False
+    return (getattr(cfg, "pretraining_tp", 1) or 1) == 1 and flash_cpu_op() is not None
+
+
 def supported(model: Any) -> bool:
     """Whether this loop computes what the transformers forward of `model` computes."""
-    cfg = model.config
-    if getattr(cfg, "model_type", None) not in FAMILIES or getattr(cfg, "hidden_act", None) != "silu":
-        return False
-    if (getattr(cfg, "pretraining_tp", 1) or 1) != 1 or flash_cpu_op() is None:
-        return False
-    if next(model.parameters()).device.type != "cpu":
+    if not config_supported(model.config, next(model.parameters()).device.type):
         return False
     inner = getattr(model, "model", None)
     layers = getattr(inner, "layers", None)

@@ -46,7 +46,8 @@ def test_the_planned_passes_are_the_kernels_own(engine, groups, form, budget):
     from serving.engines.kernel import PackedScorer
 
     scorer = PackedScorer(engine.model, form=form, token_budget=budget)
-    shape = Shape(engine.tokenizer, arch_of(engine.model.config), engine.max_positions, "cpu", form, budget)
+    shape = Shape(engine.tokenizer, arch_of(engine.model.config), engine.max_positions, "cpu", form, budget,
+                  rows_loop=scorer.rows is not None)
     for g in groups:
         items, _ = choice_group_items(engine.tokenizer, g, CHOICES, engine.max_positions)
         before = (scorer.stats.forward_tokens, scorer.stats.passes)
