@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lifesearch_local.analysis.scoring import AgentScore
 
 # (column title, short title for terminals, metric key, format); "pct" formats print shares × 100.
 TABLE3_COLUMNS: list[tuple[str, str, str, str]] = [
@@ -45,6 +49,14 @@ CI_COLUMNS = [("Acc%", "accuracy_mean", "pct1"), ("RunMaj%", "majority_accuracy"
 def per_report(x: float | None) -> str:
     """A per-report mean count (tool calls, pages read): — when the reports do not record it."""
     return "—" if x is None else f"{x:.1f}"
+
+
+def run_cells(r: AgentScore) -> list[str]:
+    """The score table's cells after the score, as the terminal and report.html show them: runs, mean
+    iterations, output tokens (k), tool calls and pages read per report, ungraded, missing."""
+    return [str(len(r.runs)), "—" if r.iterations is None else f"{r.iterations:.1f}",
+            "—" if r.output_tokens is None else f"{r.output_tokens / 1000:.1f}", per_report(r.tool_calls),
+            per_report(r.pages_read), str(r.ungraded), str(r.missing)]
 
 
 def pct(x: float | None, digits: int = 1) -> str:

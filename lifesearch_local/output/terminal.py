@@ -16,7 +16,7 @@ from lifesearch_local.output.numbers import (
     mean_ci,
     mean_pm_std,
     pct,
-    per_report,
+    run_cells,
     signed_ci,
 )
 from lifesearch_local.records import DOMAIN_ABBREV, Domain
@@ -90,13 +90,7 @@ def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: Sc
             mean_pm_std(r.overall_mean, r.overall_std),
             *([mean_ci(r.overall_mean, uncertainty.ci95.get(agent), uncertainty.ci_reason.get(agent))]
               if uncertainty is not None else []),
-            str(len(r.runs)),
-            "—" if r.iterations is None else f"{r.iterations:.1f}",
-            "—" if r.output_tokens is None else f"{r.output_tokens / 1000:.1f}",
-            per_report(r.tool_calls),
-            per_report(r.pages_read),
-            str(r.ungraded),
-            str(r.missing),
+            *run_cells(r),
         )
     return t
 

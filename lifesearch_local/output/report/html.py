@@ -17,7 +17,7 @@ from lifesearch_local.output.numbers import (
     mean_ci,
     mean_pm_std,
     pct,
-    per_report,
+    run_cells,
 )
 from lifesearch_local.output.report import svg
 from lifesearch_local.output.report.certify import section_certify
@@ -124,13 +124,7 @@ def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> st
                 *[pct(r.domains.get(d.value)) for d in doms],
                 e(mean_pm_std(r.overall_mean, r.overall_std)),
                 e(mean_ci(r.overall_mean, u.ci95.get(agent) if u else None, u.ci_reason.get(agent) if u else None)),
-                str(len(r.runs)),
-                "—" if r.iterations is None else f"{r.iterations:.1f}",
-                "—" if r.output_tokens is None else f"{r.output_tokens / 1000:.1f}",
-                per_report(r.tool_calls),
-                per_report(r.pages_read),
-                str(r.ungraded),
-                str(r.missing),
+                *run_cells(r),
             ]
         )
     return table(head, body, tid=f"scores-{slug(judge)}", cls="scores")
