@@ -89,15 +89,16 @@ def hold_first_run(tmp: Path) -> dict[str, str]:
 
 
 def test_time_limit_signal_then_scontrol_requeue(baseline, tmp_path):
-    # --time=2 with the script's --signal=B:TERM@120: the signal is due at once. The first
-    # instance's run is held until it comes (hold_first_run), so the stop is certain. A requeued job
+    # --time=2 with the script's --signal=B:TERM@120: the signal is due at once. It can come while
+    # Ray starts or, later, while the first run is held (hold_first_run), so the stop is certain. A requeued job
     # keeps its limit, so after the first signal the limit is raised, as a user would for a job
     # that cannot finish in its slot.
     job = Job(tmp_path, "slurm/lifesearch.sbatch", "--time=2", env=hold_first_run(tmp_path))
     try:
         wait_for(lambda: job.restarts() >= 1, 240, "the time-limit signal and the requeue", job)
         assert "SIGTERM: stopping the run for requeue" in job.log()
-        assert (tmp_path / "held").is_dir() and not (job.run / "scores.json").exists()
+        # The signal may land while Ray starts (before `lifesearch run`) or while the run is held.
+        assert not (job.run / "scores.json").exists()
         subprocess.run(["scontrol", "update", f"JobId={job.id}", "TimeLimit=30"], check=True, timeout=30)
         wait_requeued(job, 1)
         # `scontrol requeue` mid-judge: Slurm signals every step at once (the Ray nodes too)
