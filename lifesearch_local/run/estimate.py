@@ -216,7 +216,8 @@ def phase_seconds(plan: PhasePlan, prof: EngineProfile | None, ray: RayConfig | 
 
 # -- memory and GPUs ------------------------------------------------------------------------------
 def phase_memory_gib(plan: PhasePlan, shape: Shape | None, ray: RayConfig | None) -> float | None:
-    """Weights + KV cache at the budget + activations, times the replicas on this machine."""
+    """Weights (and the rows loop's packed copy of the layers') + KV cache at the budget + activations, times
+    the replicas on this machine."""
     if shape is None or shape.arch is None or not plan.needs_model:
         return None
     a, b = shape.arch, shape.dtype_bytes
@@ -226,8 +227,10 @@ def phase_memory_gib(plan: PhasePlan, shape: Shape | None, ray: RayConfig | None
     kv_tokens = max(shape.budget, longest)
     kv = a.kv_bytes_per_token(b) * kv_tokens
     acts = shape.budget * (2 * a.hidden + 2 * a.intermediate) * 4 + 64 * a.vocab * 4
+    # the `shared` form's own layer loop keeps a packed copy of every layer's linear weights
+    copies = a.linear_params * b if shape.rows_loop else 0
     local = ray.replicas if ray is not None and ray.address is None and plan.model.backend != "openai" else 1
-    return round(local * (a.params * b + kv + acts) / GIB, 3)
+    return round(local * (a.params * b + copies + kv + acts) / GIB, 3)
 
 
 def phase_gpus(model: ModelConfig, ray: RayConfig | None) -> float:

@@ -80,6 +80,11 @@ def test_memory_is_weights_and_kv_at_the_budget_per_local_replica():
     assert one == round(expected / 2**30, 3)
     assert phase_memory_gib(plan, shape, RayConfig(replicas=3)) == round(3 * expected / 2**30, 3)
     assert phase_memory_gib(plan, shape, RayConfig(replicas=3, address="auto")) == one  # a remote cluster's own
+    # the `shared` form's own layer loop holds a packed copy of the layers' linear weights (smollm2-135m's shape)
+    big = Arch(layers=30, hidden=576, heads=9, kv_heads=3, head_dim=64, intermediate=1536, vocab=49152, tied=True)
+    plain = phase_memory_gib(plan, replace(shape, arch=big), None)
+    looped = phase_memory_gib(plan, replace(shape, arch=big, rows_loop=True), None)
+    assert looped == pytest.approx(plain + big.linear_params * 4 / 2**30, abs=1e-3) and looped - plain > 0.3
 
 
 def test_fits_compares_the_largest_phase_with_the_free_memory():
