@@ -28,6 +28,7 @@ alone (tests/serving/engines/test_kernel.py).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,7 @@ from .. import stop
 from .attention import flash_cpu_op
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+log = logging.getLogger(__name__)
 
 
 def config_supported(cfg: Any, device: str) -> bool:
@@ -144,12 +146,12 @@ class Linear:
     """`x @ weight.T + bias` for 2-D `x`, through oneDNN on a copy of the weight packed once for it where
     torch has that path (CPU, float32 or bfloat16), else `F.linear` on the weight as given."""
 
-    def __init__(self, weight: Any, bias: Any = None):
+    def __init__(self, weight: Any, bias: Any = None, pack: bool = True):
         import torch
 
         self.weight, self.bias, self.packed = weight, bias, None
         mkldnn = getattr(torch.ops, "mkldnn", None)
-        if (weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
+        if (pack and weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
                 and torch.backends.mkldnn.is_available() and hasattr(mkldnn, "_linear_pointwise")
                 and hasattr(mkldnn, "_reorder_linear_weight")):
             self.packed = mkldnn._reorder_linear_weight(weight.detach().contiguous(), None)
@@ -178,13 +180,14 @@ class RowsForward:
         self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
         self.qkv, self.linears = [], []
+        pack = _room_to_pack(self.inner.layers)
         with torch.no_grad():
             for layer in self.inner.layers:
                 w, b, sizes, qn, kn = self._fused_qkv(layer)
-                self.qkv.append((Linear(w, b), sizes, qn, kn))
+                self.qkv.append((Linear(w, b, pack), sizes, qn, kn))
                 a, m = layer.self_attn, layer.mlp
-                self.linears.append((Linear(a.o_proj.weight, a.o_proj.bias), _gate_up(m),
-                                     Linear(m.down_proj.weight, m.down_proj.bias)))
+                self.linears.append((Linear(a.o_proj.weight, a.o_proj.bias, pack), _gate_up(m, pack),
+                                     Linear(m.down_proj.weight, m.down_proj.bias, pack)))
 
     def _fused_qkv(self, layer: Any) -> tuple[Any, Any, list[int], Any, Any]:
         """(weight, bias, sizes, q_norm weight, k_norm weight) of one layer's q/k/v as one linear."""
@@ -263,7 +266,21 @@ class RowsForward:
         return x
 
 
-def _gate_up(mlp: Any) -> Linear:
+def _room_to_pack(layers: Any) -> bool:
+    """Whether the packed copies of the layers' weights fit: at most half the memory available now
+    (a large model on a small machine keeps `F.linear` on its own weights, slower, rather than run out)."""
+    import psutil
+
+    need = sum(p.numel() * p.element_size() for layer in layers for p in layer.parameters())
+    free = psutil.virtual_memory().available
+    if 2 * need > free:
+        log.info("packed rows: %.1f GiB of layer weights, %.1f GiB free: linears on the model's own weights "
+                 "(not packed for oneDNN)", need / 2**30, free / 2**30)
+        return False
+    return True
+
+
+def _gate_up(mlp: Any, pack: bool = True) -> Linear:
     """The MLP's gate and up projections as one linear (one matrix multiply; the output is [gate | up])."""
     import torch
 
@@ -271,4 +288,4 @@ def _gate_up(mlp: Any) -> Linear:
     bs = [mlp.gate_proj.bias, mlp.up_proj.bias]
     bias = None if all(b is None for b in bs) else torch.cat(
         [b if b is not None else w.new_zeros(w.shape[0]) for w, b in zip(ws, bs)])
-    return Linear(torch.cat(ws).contiguous(), bias)
+    return Linear(torch.cat(ws).contiguous(), bias, pack)

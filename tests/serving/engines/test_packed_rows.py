@@ -50,6 +50,29 @@ def test_rows_equal_each_prompt_through_the_transformers_forward(name):
     assert (want[0] - want[1]).abs().max() > 0.1  # the rows' answers differ: the comparison means something
 
 
+def test_the_linears_run_on_packed_weights_and_without_room_on_the_models_own(monkeypatch, caplog):
+    model = load("tiny-qwen2")  # q/k/v biases: the fused bias goes to oneDNN too
+    prefix, rows = prompts(2)
+    packed = R.RowsForward(model)
+    if R.Linear(torch.ones(2, 2)).packed is None:
+        pytest.skip("this torch has no oneDNN linear")
+    assert all(lin.packed is not None for lin in packed.linears[0]) and packed.qkv[0][0].packed is not None
+
+    class Tight:  # the packed copies would take more than half of what is free
+        available = 1
+
+    import psutil
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Tight())
+    with caplog.at_level("INFO", logger=R.__name__):
+        plain = R.RowsForward(model)
+    assert all(lin.packed is None for lin in plain.linears[0]) and "not packed for oneDNN" in caplog.text
+    with torch.inference_mode():
+        a = packed.rows(rows, len(prefix), packed.prefix(prefix, 64)).log_softmax(-1)
+        b = plain.rows(rows, len(prefix), plain.prefix(prefix, 64)).log_softmax(-1)
+    assert (a - b).abs().max() <= LOGP_TOL and (a - alone(model, prefix, rows)).abs().max() <= LOGP_TOL
+
+
 def test_no_prefix_and_one_token_rows():
     model = load("tiny-llama")
     _, rows = prompts(1)
