@@ -50,3 +50,14 @@ def test_column_rates_against_the_matmul_rate():
 def test_matmul_rate_is_measured():
     r = rates.matmul_rate("float32", "cpu", [(64, 128)], budget_s=0.02, rows=64)
     assert 0 < r < 1e5  # GFLOP/s: a CPU does more than nothing and less than 100 TFLOP/s
+
+
+def test_the_rate_times_the_same_product_both_ways_on_cpu():
+    torch = pytest.importorskip("torch")
+    a, b = torch.randn(32, 48), torch.randn(48, 80)
+    products = rates._products(a, b, "cpu")
+    if torch.backends.mkldnn.is_available():
+        assert len(products) == 2  # torch's matmul and oneDNN's packed linear
+    for product in products:
+        assert torch.allclose(product(), a @ b, atol=1e-4)  # the weight packed as (outer, inner): no transposed product
+    assert len(rates._products(a, b, "cuda")) == 1
