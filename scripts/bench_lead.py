@@ -101,7 +101,8 @@ def lead_table(results: dict[str, dict], single: dict | None) -> str:
     lines = ["\n".join(rows), ""]
     rates = ", ".join(f"{k} {v:,.1f} GFLOP/s" for k, v in any_r["matmul_gflops"].items())
     native = "yes" if any_r.get("cpu_bf16_native") else "no (bf16 emulated)"
-    lines.append(f"This CPU's matmul rate (torch, {any_r['threads']} threads): {rates}; bf16 instructions: {native}.")
+    lines.append(f"This CPU's matmul rate (torch's matmul or oneDNN's packed linear, the faster; {any_r['threads']} threads): "
+                 f"{rates}; bf16 instructions: {native}.")
     for dt, r in results.items():
         lines.append(f"{dt}: packed / vLLM at the medians {r['speedup_vs_vllm']}×; max |Δ p_true| packed vs vLLM "
                      f"{r.get('max_abs_diff_vllm', float('nan')):.1e}; load average before {r['load_average_before']}, "

@@ -320,7 +320,7 @@ def rate_lines(r: dict) -> list[str]:
     native = ""
     if r.get("cpu_bf16_native") is False:
         native = " (no AVX512-BF16/AMX: bf16 is emulated)"
-    lines = [f"matmul rate here (torch, {where}): "
+    lines = [f"matmul rate here (torch's matmul or oneDNN's packed linear, the faster; {where}): "
              + ", ".join(f"{k} {v:,.1f} GFLOP/s" for k, v in r["matmul_gflops"].items()) + native]
     cols = [(label, name) for label, name in (("packed", "packed"), ("its prefix pass", "prefix"),
                                               ("baseline", "naive"), ("vllm", "vllm")) if f"{name}_gflops" in r]
