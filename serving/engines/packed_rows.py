@@ -28,6 +28,7 @@ alone (tests/serving/engines/test_kernel.py).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -151,10 +152,15 @@ class Linear:
 
         self.weight, self.bias, self.packed = weight, bias, None
         mkldnn = getattr(torch.ops, "mkldnn", None)
-        if (pack and weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
+        # bf16 only where the CPU computes it (elsewhere oneDNN may have no bf16 kernel to pack for)
+        dtypes = (torch.float32, torch.bfloat16) if _bf16_here() else (torch.float32,)
+        if (pack and weight.device.type == "cpu" and weight.dtype in dtypes
                 and torch.backends.mkldnn.is_available() and hasattr(mkldnn, "_linear_pointwise")
                 and hasattr(mkldnn, "_reorder_linear_weight")):
-            self.packed = mkldnn._reorder_linear_weight(weight.detach().contiguous(), None)
+            try:
+                self.packed = mkldnn._reorder_linear_weight(weight.detach().contiguous(), None)
+            except RuntimeError as e:  # oneDNN found no kernel for this shape or ISA: the plain path works
+                log.info("packed rows: a %s weight not packed for oneDNN (%s)", tuple(weight.shape), e)
 
     def __call__(self, x: Any) -> Any:
         import torch
@@ -264,6 +270,13 @@ class RowsForward:
             g, u = gate_up(rms_norm(x, norm.variance_epsilon, norm.weight)).chunk(2, dim=1)
             x.add_(down(F.silu(g).mul_(u)))
         return x
+
+
+@functools.cache
+def _bf16_here() -> bool:
+    from ..cpu_features import bf16_native
+
+    return bool(bf16_native())
 
 
 def _room_to_pack(layers: Any) -> bool:

@@ -150,3 +150,28 @@ def test_other_models_keep_the_transformers_forward():
     model.config.hidden_act = "silu"
     model.config.pretraining_tp = 2
     assert not R.supported(model)
+
+
+def test_bf16_weights_are_packed_only_where_the_cpu_computes_bf16(monkeypatch):
+    w = torch.randn(8, 4)
+    monkeypatch.setattr(R, "_bf16_here", lambda: False)
+    assert R.Linear(w.bfloat16()).packed is None  # plain F.linear on a CPU without bf16 instructions
+    x = torch.randn(3, 4)
+    assert torch.allclose(R.Linear(w.bfloat16())(x.bfloat16()).float(), x @ w.t(), atol=0.1)
+    if R.Linear(w).packed is None:
+        pytest.skip("this torch has no oneDNN linear")
+    monkeypatch.setattr(R, "_bf16_here", lambda: True)
+    assert R.Linear(w.bfloat16()).packed is not None
+
+
+def test_a_weight_onednn_cannot_pack_keeps_the_plain_linear(monkeypatch, caplog):
+    def refuse(*args):
+        raise RuntimeError("could not create a primitive")
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", refuse, raising=False)
+    w, x = torch.randn(8, 4), torch.randn(3, 4)
+    with caplog.at_level("INFO", logger=R.__name__):
+        lin = R.Linear(w)
+    assert lin.packed is None and torch.allclose(lin(x), x @ w.t(), atol=1e-5)
+    if torch.backends.mkldnn.is_available():
+        assert "not packed for oneDNN (could not create a primitive)" in caplog.text
