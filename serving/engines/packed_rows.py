@@ -145,7 +145,8 @@ def attend(q: Any, k: Any, v: Any, past: tuple[Any, Any] | None, starts: Sequenc
 
 class Linear:
     """`x @ weight.T + bias` for 2-D `x`, through oneDNN on a copy of the weight packed once for it where
-    torch has that path (CPU, float32 or bfloat16), else `F.linear` on the weight as given."""
+    torch has that path (CPU; float32, or bfloat16 on a CPU with bf16 instructions), else `F.linear` on the
+    weight as given."""
 
     def __init__(self, weight: Any, bias: Any = None, pack: bool = True):
         import torch
