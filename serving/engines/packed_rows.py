@@ -193,7 +193,7 @@ class RowsForward:
                 w, b, sizes, qn, kn = self._fused_qkv(layer)
                 self.qkv.append((Linear(w, b, pack), sizes, qn, kn))
                 a, m = layer.self_attn, layer.mlp
-                self.linears.append((Linear(a.o_proj.weight, a.o_proj.bias, pack), _gate_up(m, pack),
+                self.linears.append((Linear(a.o_proj.weight, a.o_proj.bias, pack), GateUp(m, pack),
                                      Linear(m.down_proj.weight, m.down_proj.bias, pack)))
 
     def _fused_qkv(self, layer: Any) -> tuple[Any, Any, list[int], Any, Any]:
@@ -268,7 +268,7 @@ class RowsForward:
                 pv[:, write_at : write_at + t] = v.transpose(0, 1)
             x.add_(o_proj(attend(q, k, v, past, starts, attn.scaling)))
             norm = layer.post_attention_layernorm
-            g, u = gate_up(rms_norm(x, norm.variance_epsilon, norm.weight)).chunk(2, dim=1)
+            g, u = gate_up(rms_norm(x, norm.variance_epsilon, norm.weight))
             x.add_(down(F.silu(g).mul_(u)))
         return x
 
@@ -294,12 +294,23 @@ def _room_to_pack(layers: Any) -> bool:
     return True
 
 
-def _gate_up(mlp: Any, pack: bool = True) -> Linear:
-    """The MLP's gate and up projections as one linear (one matrix multiply; the output is [gate | up])."""
-    import torch
+class GateUp:
+    """The MLP's gate and up projections: one packed linear over both weights (one matrix multiply, the
+    output [gate | up]), or, with no room to pack, each on the model's own weight (no copy)."""
 
-    ws = [mlp.gate_proj.weight, mlp.up_proj.weight]
-    bs = [mlp.gate_proj.bias, mlp.up_proj.bias]
-    bias = None if all(b is None for b in bs) else torch.cat(
-        [b if b is not None else w.new_zeros(w.shape[0]) for w, b in zip(ws, bs)])
-    return Linear(torch.cat(ws).contiguous(), bias, pack)
+    def __init__(self, mlp: Any, pack: bool = True):
+        import torch
+
+        gate, up = mlp.gate_proj, mlp.up_proj
+        self.both = self.gate = self.up = None
+        if pack:
+            bias = None if gate.bias is None and up.bias is None else torch.cat(
+                [m.bias if m.bias is not None else m.weight.new_zeros(m.weight.shape[0]) for m in (gate, up)])
+            self.both = Linear(torch.cat([gate.weight, up.weight]).contiguous(), bias)
+        else:
+            self.gate, self.up = Linear(gate.weight, gate.bias, False), Linear(up.weight, up.bias, False)
+
+    def __call__(self, x: Any) -> tuple[Any, Any]:
+        if self.both is not None:
+            return self.both(x).chunk(2, dim=1)
+        return self.gate(x), self.up(x)  # type: ignore[misc]

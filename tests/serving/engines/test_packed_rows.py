@@ -56,7 +56,9 @@ def test_the_linears_run_on_packed_weights_and_without_room_on_the_models_own(mo
     packed = R.RowsForward(model)
     if R.Linear(torch.ones(2, 2)).packed is None:
         pytest.skip("this torch has no oneDNN linear")
-    assert all(lin.packed is not None for lin in packed.linears[0]) and packed.qkv[0][0].packed is not None
+    o, gate_up, down = packed.linears[0]
+    assert o.packed is not None and down.packed is not None and gate_up.both.packed is not None
+    assert packed.qkv[0][0].packed is not None
 
     class Tight:  # the packed copies would take more than half of what is free
         available = 1
@@ -66,7 +68,11 @@ def test_the_linears_run_on_packed_weights_and_without_room_on_the_models_own(mo
     monkeypatch.setattr(psutil, "virtual_memory", lambda: Tight())
     with caplog.at_level("INFO", logger=R.__name__):
         plain = R.RowsForward(model)
-    assert all(lin.packed is None for lin in plain.linears[0]) and "not packed for oneDNN" in caplog.text
+    o, gate_up, down = plain.linears[0]
+    assert o.packed is None and down.packed is None and gate_up.both is None and "not packed for oneDNN" in caplog.text
+    # nothing copied but q/k/v: gate and up on the model's own weights
+    mlp = model.model.layers[0].mlp
+    assert gate_up.gate.weight is mlp.gate_proj.weight and gate_up.up.weight is mlp.up_proj.weight
     with torch.inference_mode():
         a = packed.rows(rows, len(prefix), packed.prefix(prefix, 64)).log_softmax(-1)
         b = plain.rows(rows, len(prefix), plain.prefix(prefix, 64)).log_softmax(-1)
