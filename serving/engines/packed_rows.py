@@ -162,6 +162,9 @@ class Linear:
                 self.packed = mkldnn._reorder_linear_weight(weight.detach().contiguous(), None)
             except RuntimeError as e:  # oneDNN found no kernel for this shape or ISA: the plain path works
                 log.info("packed rows: a %s weight not packed for oneDNN (%s)", tuple(weight.shape), e)
+            else:
+                # the packed copy serves every call: a weight made for it (fused q/k/v, [gate | up]) is freed
+                self.weight = None
 
     def __call__(self, x: Any) -> Any:
         import torch

@@ -59,6 +59,8 @@ def test_the_linears_run_on_packed_weights_and_without_room_on_the_models_own(mo
     o, gate_up, down = packed.linears[0]
     assert o.packed is not None and down.packed is not None and gate_up.both.packed is not None
     assert packed.qkv[0][0].packed is not None
+    # the fused copies (q/k/v, [gate | up]) live only packed: one copy of the layers' weights more, not two
+    assert packed.qkv[0][0].weight is None and gate_up.both.weight is None
 
     class Tight:  # the packed copies would take more than half of what is free
         available = 1
