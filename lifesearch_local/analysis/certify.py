@@ -35,6 +35,9 @@ from lifesearch_local.analysis.agreement import (
     labelled_rubrics,
 )
 from lifesearch_local.analysis.agreement_ci import judge_ci, kendall_rows, report_index
+from lifesearch_local.analysis.bias_index import bias_index
+from lifesearch_local.analysis.bias_index import verdict as bias_verdict
+from lifesearch_local.analysis.label_budget import ALPHA_ONE_SIDED, reports_needed
 from lifesearch_local.analysis.labels import Key
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.records import JudgeIdentity, Task
@@ -91,8 +94,10 @@ def _ci(samples: np.ndarray, n_units: int) -> dict:
     return _wide(stats.interval(stats.percentile_ci(samples, n_units=n_units)[0]) if len(samples) else None, n_units)
 
 
-def shifts(agents: Sequence[str], x: np.ndarray, r: np.ndarray, *, n_resamples: int, seed: int) -> dict:
-    """Per-agent shift (points) with intervals, the Bias Index and Kendall's τ, from one task bootstrap."""
+def shifts(agents: Sequence[str], x: np.ndarray, r: np.ndarray, *, n_resamples: int, seed: int,
+           margin: float | None = None) -> dict:
+    """Per-agent shift (points) with intervals and Kendall's τ from one task bootstrap; the Bias Index
+    (analysis.bias_index: value, corrected, one-sided bounds, the equal-shifts test; its verdict at `margin`)."""
     n_t = len(x)
     point_x, point_r = _means(np.ones((1, n_t)), x)[0], _means(np.ones((1, n_t)), r)[0]
     counts = stats.resample_counts(n_t, n_resamples, stats.rng_for(seed, 1)) if n_t else np.zeros((0, 0))
@@ -105,11 +110,7 @@ def shifts(agents: Sequence[str], x: np.ndarray, r: np.ndarray, *, n_resamples: 
         out["agents"][a] = {"shift": 100 * float(point_x[i] - point_r[i]), **_ci(d[:, i], n_a),
                             "judge_score": 100 * float(point_x[i]), "reference_score": 100 * float(point_r[i]),
                             "n_tasks": n_a}
-    if len(agents) >= 2:
-        value = 100 * float(np.max(point_x - point_r) - np.min(point_x - point_r))
-        out["bias_index"] = {"value": value, **_ci(d.max(axis=1) - d.min(axis=1), n_t)}
-    else:
-        out["bias_index"] = {"value": None, "ci95": None, "reason": "one agent: no spread of shifts"}
+    out["bias_index"] = bias_index(x, r, margin)
     if len(agents) >= MIN_RANK_AGENTS:
         tau = kendall_rows(point_x[None], point_r[None])[0]
         out["kendall_tau"] = stats.finite(float(tau))
@@ -194,8 +195,10 @@ def categories(tasks: Sequence[Task], items: Sequence[Item], field: str, *, n_re
 
 # -- non-inferiority against human labels -------------------------------------------------------------
 def non_inferiority(items: Sequence[Item], reference: Mapping[Key, bool], margin: float, *, n_resamples: int,
-                    seed: int) -> dict:
-    """X vs R on the decisions humans labelled (`items`: X's decisions with the human label)."""
+                    seed: int, alpha: float = ALPHA_ONE_SIDED) -> dict:
+    """X vs R on the decisions humans labelled (`items`: X's decisions with the human label): a one-sided
+    test at level `alpha` of "X is worse by the margin or more" (the bounds of a paired cluster bootstrap
+    over reports at 1 − alpha each), the 95% interval, and the labelled reports the margin needs."""
     shared = [it for it in items if it.key in reference]
     if not shared:
         raise LifesearchError("the reference has no verdict on any human-labelled decision: nothing to compare")
@@ -207,28 +210,46 @@ def non_inferiority(items: Sequence[Item], reference: Mapping[Key, bool], margin
     np.add.at(sums, k, cols)
     tot = sums.sum(axis=0)
     acc_x, acc_r = tot[1] / tot[0], tot[2] / tot[0]
-    counts = stats.resample_counts(n_rep, n_resamples, stats.rng_for(seed, 0))
-    b = counts @ sums
+    b = stats.resampled_sums(sums, n_resamples, stats.rng_for(seed, 0))
     diff_b = 100 * (b[:, 1] - b[:, 2]) / b[:, 0]
     got = _ci(diff_b, n_rep)
-    ci = got["ci95"]
-    if ci is None:
-        verdict = "inconclusive"
-    elif ci[0] > -margin:
+    bounds = _wide(stats.interval(stats.percentile_ci(diff_b, level=1 - 2 * alpha, n_units=n_rep)[0]), n_rep)["ci95"]
+    method = f"paired cluster bootstrap over reports ({stats.METHOD}), one-sided {1 - alpha:.1%} bounds"
+    if bounds is None and n_rep >= 1:  # no spread (e.g. X wrong and R right everywhere): exact bounds instead
+        bounds, method = exact_bounds(acc_x, acc_r, n_rep, alpha), ("exact Clopper-Pearson bounds of each accuracy "
+                                                                    "over reports (the bootstrap had no spread)")
+    verdict = "inconclusive"
+    if bounds is not None and bounds[0] > -margin:
         verdict = "non-inferior"
-    elif ci[1] < -margin:
+    elif bounds is not None and bounds[1] < -margin:
         verdict = "inferior"
-    else:
-        verdict = "inconclusive"
-    return {"diff": 100 * float(acc_x - acc_r), **got, "margin": margin, "verdict": verdict,
+    need = reports_needed(sums[:, 1] - sums[:, 2], sums[:, 0], margin, alpha=alpha)
+    return {"diff": 100 * float(acc_x - acc_r), **got, "one_sided_bounds": bounds, "bounds_method": method,
+            "alpha_one_sided": alpha, "margin": margin, "verdict": verdict,
             "judge_accuracy": float(acc_x), "reference_accuracy": float(acc_r), "n": len(shared), "n_reports": n_rep,
+            "reports_needed": need.get("reports_needed"), "label_budget": need,
             "human_without_reference": len(items) - len(shared)}
+
+
+def exact_bounds(acc_x: float, acc_r: float, n_units: int, alpha: float) -> list[float]:
+    """[lower, upper] (points) on accuracy(X) − accuracy(R), each a one-sided 1 − alpha bound: each accuracy's
+    Clopper-Pearson bounds at alpha/2 taking the n reports as the units (the most clustered case)."""
+    from scipy.stats import beta
+
+    def cp(p: float, lower: bool) -> float:
+        x = p * n_units
+        if lower:
+            return 0.0 if x <= 0 else float(beta.ppf(alpha / 2, x, n_units - x + 1))
+        return 1.0 if x >= n_units else float(beta.ppf(1 - alpha / 2, x + 1, n_units - x))
+
+    return [100 * (cp(acc_x, True) - cp(acc_r, False)), 100 * (cp(acc_x, False) - cp(acc_r, True))]
 
 
 # -- the whole study ------------------------------------------------------------------------------------
 def certify(tasks: Sequence[Task], items: Sequence[Item], *, category_field: str = "type",
             human_items: Sequence[Item] | None = None, reference: Mapping[Key, bool] | None = None,
-            margin: float = 2.0, n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = stats.DEFAULT_SEED,
+            margin: float = 2.0, alpha: float = ALPHA_ONE_SIDED, n_resamples: int = stats.DEFAULT_RESAMPLES,
+            seed: int = stats.DEFAULT_SEED,
             names: tuple[str, str] = ("the judge", "the reference"),
             progress: Callable[[str], None] | None = None) -> dict:
     """The study of one candidate judge X against reference verdicts R (JSON-ready; verdict line aside).
@@ -243,7 +264,7 @@ def certify(tasks: Sequence[Task], items: Sequence[Item], *, category_field: str
     out: dict = {"agreement": agreement_block(items, n_resamples=n_resamples, seed=seed)}
     say("score shifts, Bias Index, ranking")
     agents, tids, x, r = task_matrices(tasks, items)
-    sh = shifts(agents, x, r, n_resamples=n_resamples, seed=seed)
+    sh = shifts(agents, x, r, n_resamples=n_resamples, seed=seed, margin=margin)
     out["ranking"] = {"kendall_tau": sh["kendall_tau"], **sh["kendall_ci95"], "n_agents": len(agents),
                       "flips": flips(agents, tids, x, r, n_resamples=n_resamples, seed=seed)}
     if len(agents) < MIN_RANK_AGENTS:
@@ -257,7 +278,8 @@ def certify(tasks: Sequence[Task], items: Sequence[Item], *, category_field: str
     out["category_field"] = category_field
     if human_items is not None and reference is not None:
         say("non-inferiority against the human labels")
-        out["non_inferiority"] = non_inferiority(human_items, reference, margin, n_resamples=n_resamples, seed=seed)
+        out["non_inferiority"] = non_inferiority(human_items, reference, margin, n_resamples=n_resamples, seed=seed,
+                                                 alpha=alpha)
     out["n_tasks"], out["margin"] = len(tids), margin
     out["bootstrap"] = {"method": stats.METHOD, "level": stats.LEVEL, "resamples": n_resamples, "seed": seed,
                         "unit": "report (task, agent, run) for agreement and non-inferiority; task for shift, "
@@ -270,40 +292,60 @@ def _fmt_ci(ci: Sequence[float] | None) -> str:
     return "no interval" if ci is None else f"95% CI {ci[0]:+.1f} to {ci[1]:+.1f}"
 
 
+def bias_text(bi: Mapping) -> str:
+    """The Bias Index as the verdict line states it: the value and what each other figure is."""
+    if bi.get("value") is None:
+        return "one agent: no Bias Index"
+    if bi.get("upper95") is None:
+        return f"Bias Index {bi['value']:.1f} points ({bi.get('reason', 'no bound')})"
+    return (f"Bias Index {bi['value']:.1f} points (max − min of the shifts, biased upward by noise; corrected "
+            f"{bi['corrected']:.1f}, one-sided 95% upper bound {bi['upper95']:.1f}, equal-shifts test "
+            f"p = {bi['equal_shifts_p_value']:.3g})")
+
+
 def decide(study: Mapping, margin: float, judge: str = "the judge", reference: str = "the reference") -> tuple[str, str]:
     """(decision, one line a person can act on that says what it rests on).
 
-    With human labels the decision is the non-inferiority verdict. Without them only agreement with the
-    reference can be judged: "equivalent-scores" when every agent's shift interval lies inside ±margin and
-    no ranking flip is significant under the reference, "different-scores" when some agent's interval lies
-    wholly outside ±margin or a flip is significant, else "inconclusive"."""
+    With human labels the decision is the non-inferiority verdict (one-sided at its stated level). Without
+    them only agreement with the reference can be judged: "equivalent-scores" when every agent's shift
+    interval lies inside ±margin, the Bias Index's one-sided 95% upper bound is at most the margin and no
+    ranking flip is significant under the reference; "different-scores" when some agent's interval lies
+    wholly outside ±margin, the Bias Index's lower bound exceeds the margin, or a flip is significant;
+    else "inconclusive"."""
     fl = study["ranking"]["flips"]
     sig = sum(f["significant_under_reference"] for f in fl)
     bi = study["bias_index"]
-    tail = (f"Bias Index {bi['value']:.1f} points ({_fmt_ci(bi['ci95'])})" if bi["value"] is not None else "one agent")
-    tail += f"; {len(fl)} ranking flip(s), {sig} significant under {reference}"
+    tail = f"{bias_text(bi)}; {len(fl)} ranking flip(s), {sig} significant under {reference}"
     ni = study.get("non_inferiority")
     if ni is not None:
+        b = ni.get("one_sided_bounds")
+        level = f"one-sided test at {ni.get('alpha_one_sided', ALPHA_ONE_SIDED):g}"
+        bound = "no bound" if b is None else f"lower bound {b[0]:+.1f}, upper {b[1]:+.1f}"
         basis = (f"accuracy against {ni['n']} human-labelled decisions {ni['diff']:+.1f} points from {reference}'s "
-                 f"({_fmt_ci(ni['ci95'])}, margin −{margin:g})")
+                 f"({bound}; {level}; margin −{margin:g})")
+        need = ni.get("reports_needed")
+        more = f"; about {need} labelled reports would settle this margin at 80% power" if need else ""
         line = {"non-inferior": f"{judge} can replace {reference}: {basis}",
                 "inferior": f"keep {reference}: {judge} is worse by more than the margin: {basis}",
-                "inconclusive": f"not decided at a {margin:g}-point margin (label more decisions): {basis}"}
+                "inconclusive": f"not decided at a {margin:g}-point margin (label more decisions{more}): {basis}"}
         return ni["verdict"], f"{line[ni['verdict']]}; {tail}"
     agents = study["agents"]
     outside = [a for a, v in agents.items() if v["ci95"] and (v["ci95"][0] > margin or v["ci95"][1] < -margin)]
     inside = all(v["ci95"] and -margin <= v["ci95"][0] and v["ci95"][1] <= margin for v in agents.values())
+    bias = bi.get("verdict") or bias_verdict(bi, margin)
     note = f"agreement with {reference} only (no human labels: says {judge} grades like {reference}, not that either is right)"
-    if outside or sig:
+    if outside or sig or bias == "beyond":
         worst = max(agents, key=lambda a: abs(agents[a]["shift"]))
         return "different-scores", (f"{judge} does not reproduce {reference}'s scores: {worst} shifted "
                                     f"{agents[worst]['shift']:+.1f} points ({_fmt_ci(agents[worst]['ci95'])}); "
                                     f"{tail}; {note}")
-    if inside:
+    if inside and (bias == "within" or len(agents) < 2):
         return "equivalent-scores", (f"{judge} scores every agent within ±{margin:g} points of {reference} "
-                                     f"(95% CIs of the shifts inside the margin); {tail}; {note}")
-    return "inconclusive", (f"not decided: some agent's shift interval reaches beyond ±{margin:g} points "
-                            f"(more tasks needed); {tail}; {note}")
+                                     f"(95% CIs of the shifts inside the margin, the Bias Index's upper bound too); "
+                                     f"{tail}; {note}")
+    why = ("some agent's shift interval reaches beyond" if not inside
+           else "the Bias Index's upper bound is above")
+    return "inconclusive", f"not decided: {why} ±{margin:g} points (more tasks needed); {tail}; {note}"
 
 
 def compare_fingerprints(judge: JudgeIdentity | None, reference: JudgeIdentity | None) -> dict:

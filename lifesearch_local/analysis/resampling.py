@@ -45,11 +45,39 @@ def name_stream(*names: str) -> int:
     return zlib.crc32("\x1f".join(names).encode("utf-8"))
 
 
+CHUNK_CELLS = 4_000_000
+"""Resamples × units cells built at once: memory stays near reports × resamples for the result, not a multiple."""
+
+
 def resample_counts(n: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """B × n matrix of how often each of n units is drawn in each of B resamples of size n."""
-    idx = rng.integers(0, n, size=(n_resamples, n))
-    flat = (idx + (np.arange(n_resamples) * n)[:, None]).ravel()
-    return np.bincount(flat, minlength=n_resamples * n).reshape(n_resamples, n).astype(np.float64)
+    """B × n matrix of how often each of n units is drawn in each of B resamples of size n (built in
+    chunks of resamples, drawn in one stream: the same matrix whatever the chunk size)."""
+    out = np.empty((n_resamples, n), dtype=np.float64)
+    for s, b in _chunks(n, n_resamples):
+        out[s:s + b] = _counts(n, b, rng)
+    return out
+
+
+def _chunks(n: int, n_resamples: int) -> list[tuple[int, int]]:
+    step = max(1, CHUNK_CELLS // max(n, 1))
+    return [(s, min(step, n_resamples - s)) for s in range(0, n_resamples, step)]
+
+
+def _counts(n: int, b: int, rng: np.random.Generator) -> np.ndarray:
+    idx = rng.integers(0, n, size=(b, n))
+    flat = (idx + (np.arange(b) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=b * n).reshape(b, n).astype(np.float64)
+
+
+def resampled_sums(sums: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """B × columns: each resample's column sums of the n × columns per-unit table `sums` (units drawn with
+    replacement), equal to resample_counts(n, B, rng) @ sums but never holding the B × n count matrix."""
+    v = np.asarray(sums, dtype=np.float64)
+    v = v.reshape(len(v), -1)
+    out = np.empty((n_resamples, v.shape[1]))
+    for s, b in _chunks(len(v), n_resamples):
+        out[s:s + b] = _counts(len(v), b, rng) @ v
+    return out
 
 
 def expanded_alpha(n_units: int | None, level: float = LEVEL) -> float:
@@ -146,8 +174,11 @@ def sign_flip_p(diffs: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: i
         signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
         extreme = np.abs(signs @ d / n) >= observed - _TIE
         return extreme.mean(axis=0)
-    signs = rng_for(seed, *(stream or (0,))).integers(0, 2, size=(n_resamples, n)) * 2.0 - 1.0
-    extreme = (np.abs(signs @ d / n) >= observed - _TIE).sum(axis=0)
+    rng = rng_for(seed, *(stream or (0,)))
+    extreme = np.zeros(d.shape[1])
+    for _, b in _chunks(n, n_resamples):  # chunks of one stream: the same signs as one B × n draw
+        signs = rng.integers(0, 2, size=(b, n)) * 2.0 - 1.0
+        extreme += (np.abs(signs @ d / n) >= observed - _TIE).sum(axis=0)
     return (1.0 + extreme) / (1.0 + n_resamples)  # the observed signs count as one draw
 
 

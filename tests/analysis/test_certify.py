@@ -67,14 +67,14 @@ def test_shifts_and_bias_index_are_exact_on_a_hand_computed_case(study):
     assert study["bias_index"]["value"] == pytest.approx(50.0)  # max − min = 50 − 0
 
 
-def test_the_bias_index_interval_bootstraps_the_statistic_itself():
+def test_the_bias_index_block_on_the_hand_computed_case():
     agents, _, x, r = task_matrices(tasks_(), items_of(JUDGE, REF))
-    got = shifts(agents, x, r, n_resamples=B, seed=5)["bias_index"]["ci95"]
-    counts = stats.resample_counts(N_TASKS, B, stats.rng_for(5, 1))
-    d = 100 * ((counts @ x) - (counts @ r)) / N_TASKS  # every agent has every task here
-    brute = d.max(axis=1) - d.min(axis=1)  # max − min on each resample, not from the agents' intervals
-    assert got == pytest.approx(list(stats.percentile_ci(brute, n_units=N_TASKS)[0]))
-    assert got[0] == pytest.approx(50) and got[1] > 50  # at least B − A; more when C draws its two tasks often
+    bi = shifts(agents, x, r, n_resamples=B, seed=5, margin=2.0)["bias_index"]
+    assert bi["value"] == pytest.approx(50.0)
+    # B's shift is +50 on every task, A's 0: that pair has no spread, so both bounds are 50 at least and
+    # the equal-shifts test refutes equality outright
+    assert bi["lower95"] >= 50.0 - 1e-9 and bi["upper95"] >= 50.0 and bi["equal_shifts_p_value"] < 1e-6
+    assert bi["corrected"] == pytest.approx(50.0, abs=1.0) and bi["verdict"] == "beyond"
 
 
 def test_ranking_tau_and_the_flip_that_holds_under_the_reference(study):
@@ -172,9 +172,12 @@ def test_non_inferiority_counts_human_labels_the_reference_lacks():
 
 
 # -- the verdict line -----------------------------------------------------------------------------------
-def fake(shift_cis: dict, flips=(), ni=None) -> dict:
+WITHIN = {"value": 1.0, "corrected": 0.2, "upper95": 1.8, "lower95": 0.0, "equal_shifts_p_value": 0.4}
+
+
+def fake(shift_cis: dict, flips=(), ni=None, bias=WITHIN) -> dict:
     return {"agents": {a: {"shift": (c[0] + c[1]) / 2 if c else 0.0, "ci95": c} for a, c in shift_cis.items()},
-            "ranking": {"flips": list(flips)}, "bias_index": {"value": 1.0, "ci95": [0.2, 3.0]},
+            "ranking": {"flips": list(flips)}, "bias_index": bias,
             **({"non_inferiority": ni} if ni else {})}
 
 
@@ -182,6 +185,10 @@ def test_the_verdict_without_human_labels():
     assert decide(fake({"A": [-1.5, 1.0], "B": [-0.5, 1.9]}), 2.0)[0] == "equivalent-scores"
     assert decide(fake({"A": [-1.5, 1.0], "B": [2.5, 6.0]}), 2.0)[0] == "different-scores"
     assert decide(fake({"A": [-1.5, 1.0], "B": [0.5, 3.0]}), 2.0)[0] == "inconclusive"
+    # the bias part: an upper bound above the margin leaves it open, a lower bound above it decides
+    assert decide(fake({"A": [-1.5, 1.0], "B": [-0.5, 1.9]}, bias={**WITHIN, "upper95": 2.5}), 2.0)[0] == "inconclusive"
+    assert decide(fake({"A": [-1.5, 1.0], "B": [-0.5, 1.9]}, bias={**WITHIN, "upper95": 5.0, "lower95": 2.1}),
+                  2.0)[0] == "different-scores"
     flip = {"a": "A", "b": "B", "significant_under_reference": True}
     decision, line = decide(fake({"A": [-1.0, 1.0], "B": [-1.0, 1.0]}, [flip]), 2.0, "x", "gemini")
     assert decision == "different-scores" and "1 significant under gemini" in line
