@@ -1,4 +1,4 @@
-"""Uncertainty of judge agreement: cluster bootstrap over reports, judge vs judge (paired CI, McNemar), rank CIs.
+"""Uncertainty of judge agreement: cluster bootstrap over reports, judge vs judge (paired CI, report-level test), rank CIs.
 
 A report's rubric decisions share the report (its length, its topic, the judge's mood on
 it), so they are not independent: resampling decisions one by one would make the
@@ -141,7 +141,9 @@ def judge_ci(items: Sequence[Item], *, n_resamples: int = stats.DEFAULT_RESAMPLE
     if not items:
         return dict.fromkeys(CI_METRICS)
     c = cluster(items)
-    boot = resampled_metrics(c, stats.resample_counts(c.n_reports, n_resamples, stats.rng_for(seed, 0)))
+    parts = [resampled_metrics(c, counts)
+             for counts in stats.count_chunks(c.n_reports, n_resamples, stats.rng_for(seed, 0))]
+    boot = {m: np.concatenate([p[m] for p in parts]) for m in CI_METRICS}
     return {m: stats.interval(stats.percentile_ci(boot[m], n_units=c.n_reports)[0]) for m in CI_METRICS}
 
 
@@ -149,24 +151,22 @@ def judge_ci(items: Sequence[Item], *, n_resamples: int = stats.DEFAULT_RESAMPLE
 def judge_vs_judge(items: Mapping[str, Sequence[Item]], *, n_resamples: int = stats.DEFAULT_RESAMPLES,
                    seed: int = stats.DEFAULT_SEED) -> list[dict]:
     """Every pair of judges (in the given order) on the same labelled decisions: the difference in
-    accuracy_mean and κ with a paired cluster-bootstrap CI (one count matrix for both judges), and
-    McNemar's exact test on the first judge run's correct/wrong decisions."""
+    accuracy_mean and κ with a paired cluster-bootstrap CI (one count matrix for both judges), the
+    report-level paired test (`paired_test`), and, for reference only, McNemar's exact test on the first
+    judge run's correct/wrong decisions (decision-level: anti-conservative when skill varies by report)."""
     names = [j for j, its in items.items() if its]
     clusters = {j: cluster(items[j]) for j in names}
     resampled: dict[tuple, dict[str, np.ndarray]] = {}
-    counts_of: dict[int, np.ndarray] = {}  # one draw of reports per report count: the same for every pair
     out = []
     for a, b in itertools.combinations(names, 2):
         ia, ib = items[a], items[b]
         if [it.key for it in ia] != [it.key for it in ib]:
             continue  # different labelled decisions: not paired (collect_items gives both the label order)
         ca, cb = clusters[a], clusters[b]
-        if ca.n_reports not in counts_of:
-            counts_of[ca.n_reports] = stats.resample_counts(ca.n_reports, n_resamples, stats.rng_for(seed, 0))
-        counts = counts_of[ca.n_reports]
-        for j, c in ((a, ca), (b, cb)):
+        for j, c in ((a, ca), (b, cb)):  # the same draw of reports for both (one stream per report count)
             if (j, c.n_reports) not in resampled:
-                resampled[(j, c.n_reports)] = metrics_from_sums(counts @ c.sums, c.runs)
+                boot = stats.resampled_sums(c.sums, n_resamples, stats.rng_for(seed, 0))
+                resampled[(j, c.n_reports)] = metrics_from_sums(boot, c.runs)
         ma, mb = resampled[(a, ca.n_reports)], resampled[(b, cb.n_reports)]
         pa, pb = metrics_from_sums(ca.sums.sum(axis=0)[None], ca.runs), metrics_from_sums(cb.sums.sum(axis=0)[None], cb.runs)
         right_a = np.array([it.decisions[0] == it.label for it in ia])
@@ -178,10 +178,29 @@ def judge_vs_judge(items: Mapping[str, Sequence[Item]], *, n_resamples: int = st
             why = stats.no_interval(ci, ca.n_reports)
             entry[f"diff_{m}"] = {"diff": stats.finite(float(pa[m][0] - pb[m][0])), "ci95": None if why else ci,
                                   "ci95_reason": why}
+        entry["paired_test"] = paired_test(ca, cb, entry["diff_accuracy_mean"], n_resamples=n_resamples, seed=seed)
         entry["mcnemar"] = {"b": n_b, "c": n_c, "p_value": stats.mcnemar_exact(n_b, n_c),
-                            "what": "b = items a got right and b wrong, c = the reverse (first judge run)"}
+                            "what": "b = items a got right and b wrong, c = the reverse (first judge run); "
+                                    "decision-level, ignores that decisions cluster in reports (too many false "
+                                    "positives when judges' skill varies by report): use paired_test"}
         out.append(entry)
     return out
+
+
+PAIRED_METHOD = "report-level sign-flip permutation of the per-report accuracy differences (two-sided)"
+
+
+def paired_test(ca: Clustered, cb: Clustered, diff: Mapping, *, n_resamples: int = stats.DEFAULT_RESAMPLES,
+                seed: int = stats.DEFAULT_SEED) -> dict:
+    """Judge a vs judge b on the same labelled decisions, by report: D_k = a's correct decisions − b's in
+    report k (each judge's runs averaged), diff = ΣD_k / decisions (= the difference in accuracy_mean);
+    under "same accuracy" each report's D_k is as likely to be −D_k, so p = share of sign flips of the D_k
+    with |Σ s·D| ≥ |ΣD| (exact over all 2^k when 2^k ≤ B). The report is the unit, as in the interval
+    (`diff`: the paired cluster bootstrap's diff_accuracy_mean block)."""
+    d = ca.sums[:, 1] / ca.runs - cb.sums[:, 1] / cb.runs
+    p = float(stats.sign_flip_p(d, n_resamples, seed, 4)[0])
+    return {"method": PAIRED_METHOD, "p_value": p, "diff": diff["diff"], "ci95": diff["ci95"],
+            "ci95_reason": diff.get("ci95_reason"), "n_reports": ca.n_reports, "level": stats.LEVEL}
 
 
 # -- rankings ------------------------------------------------------------------------------

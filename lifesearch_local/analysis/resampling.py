@@ -63,6 +63,12 @@ def _chunks(n: int, n_resamples: int) -> list[tuple[int, int]]:
     return [(s, min(step, n_resamples - s)) for s in range(0, n_resamples, step)]
 
 
+def count_chunks(n: int, n_resamples: int, rng: np.random.Generator):
+    """The rows of resample_counts(n, B, rng), yielded a chunk of resamples at a time (bounded memory)."""
+    for _, b in _chunks(n, n_resamples):
+        yield _counts(n, b, rng)
+
+
 def _counts(n: int, b: int, rng: np.random.Generator) -> np.ndarray:
     idx = rng.integers(0, n, size=(b, n))
     flat = (idx + (np.arange(b) * n)[:, None]).ravel()

@@ -92,3 +92,44 @@ def test_a_judge_against_its_copy_and_against_a_worse_one():
     right = np.array([it.decisions[0] == it.label for it in items])
     want_b = int(np.sum(right & ~np.array([it.decisions[0] == it.label for it in flipped])))
     assert (worse["a"], worse["b"]) == ("a", "flip") and worse["mcnemar"]["b"] == want_b
+    assert same["paired_test"]["p_value"] == 1.0 and same["paired_test"]["diff"] == 0.0
+    assert worse["paired_test"]["diff"] == worse["diff_accuracy_mean"]["diff"]
+    assert worse["paired_test"]["ci95"] == worse["diff_accuracy_mean"]["ci95"]
+
+
+# -- the judge-vs-judge test by simulation ---------------------------------------------------------------
+# Monte-Carlo bound: a rejection rate over R replications is asserted within 3 binomial standard deviations,
+# 3·√(0.05·0.95/R), of the nominal 5%.
+REPS = 1000
+N_REPORTS, RUBRICS = 40, 10
+
+
+def skilled_judges(rng: np.random.Generator, reps: int) -> tuple[np.ndarray, np.ndarray]:
+    """reps × reports × rubrics right/wrong of two judges with the same accuracy and a per-report skill each:
+    error logit = logit(0.15) + 1.2·z, z ~ N(0, 1) per report and judge (the audit's design)."""
+    logit = np.log(0.15 / 0.85) + 1.2 * rng.standard_normal((2, reps, N_REPORTS, 1))
+    wrong = rng.random((2, reps, N_REPORTS, RUBRICS)) < 1 / (1 + np.exp(-logit))
+    return ~wrong[0], ~wrong[1]
+
+
+def test_the_report_level_test_keeps_its_level_under_report_level_skill():
+    from lifesearch_local.analysis.agreement_ci import Clustered, paired_test
+
+    right_a, right_b = skilled_judges(np.random.default_rng(11), REPS)
+    p = []
+    for ra, rb in zip(right_a, right_b, strict=True):
+        ca, cb = (Clustered(N_REPORTS, 1, np.c_[np.full(N_REPORTS, RUBRICS), r.sum(axis=1)], None, None, None)
+                  for r in (ra, rb))
+        p.append(paired_test(ca, cb, {"diff": 0.0, "ci95": None}, n_resamples=500, seed=len(p))["p_value"])
+    rate = float(np.mean(np.array(p) < 0.05))
+    assert abs(rate - 0.05) <= 3 * np.sqrt(0.05 * 0.95 / REPS), rate
+
+
+def test_mcnemar_fails_the_same_check():
+    from lifesearch_local.analysis.resampling import mcnemar_exact
+
+    right_a, right_b = skilled_judges(np.random.default_rng(12), 300)
+    b = (right_a & ~right_b).sum(axis=(1, 2))
+    c = (~right_a & right_b).sum(axis=(1, 2))
+    rate = np.mean([mcnemar_exact(int(x), int(y)) < 0.05 for x, y in zip(b, c, strict=True)])
+    assert rate > 0.05 + 3 * np.sqrt(0.05 * 0.95 / 300), rate  # decisions treated as independent: far too many
