@@ -208,6 +208,14 @@ def non_inferiority(items: Sequence[Item], reference: Mapping[Key, bool], margin
                      for it in shared])
     sums = np.zeros((n_rep, 3))
     np.add.at(sums, k, cols)
+    return {**non_inferiority_sums(sums, margin, n_resamples=n_resamples, seed=seed, alpha=alpha), "n": len(shared),
+            "human_without_reference": len(items) - len(shared)}
+
+
+def non_inferiority_sums(sums: np.ndarray, margin: float, *, n_resamples: int, seed: int,
+                         alpha: float = ALPHA_ONE_SIDED) -> dict:
+    """The non-inferiority block from per-report sums: reports × [decisions, X right (runs averaged), R right]."""
+    n_rep = len(sums)
     tot = sums.sum(axis=0)
     acc_x, acc_r = tot[1] / tot[0], tot[2] / tot[0]
     b = stats.resampled_sums(sums, n_resamples, stats.rng_for(seed, 0))
@@ -226,9 +234,8 @@ def non_inferiority(items: Sequence[Item], reference: Mapping[Key, bool], margin
     need = reports_needed(sums[:, 1] - sums[:, 2], sums[:, 0], margin, alpha=alpha)
     return {"diff": 100 * float(acc_x - acc_r), **got, "one_sided_bounds": bounds, "bounds_method": method,
             "alpha_one_sided": alpha, "margin": margin, "verdict": verdict,
-            "judge_accuracy": float(acc_x), "reference_accuracy": float(acc_r), "n": len(shared), "n_reports": n_rep,
-            "reports_needed": need.get("reports_needed"), "label_budget": need,
-            "human_without_reference": len(items) - len(shared)}
+            "judge_accuracy": float(acc_x), "reference_accuracy": float(acc_r), "n": int(tot[0]), "n_reports": n_rep,
+            "reports_needed": need.get("reports_needed"), "label_budget": need}
 
 
 def exact_bounds(acc_x: float, acc_r: float, n_units: int, alpha: float) -> list[float]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lifesearch_local.analysis import resampling as stats
 from lifesearch_local.analysis.agreement import collect_items
 from lifesearch_local.analysis.agreement_ci import judge_ci, rank_ci
 from lifesearch_local.analysis.certify import (
@@ -14,6 +13,7 @@ from lifesearch_local.analysis.certify import (
     compare_fingerprints,
     decide,
     non_inferiority,
+    non_inferiority_sums,
     shifts,
     task_matrices,
 )
@@ -210,3 +210,28 @@ def test_fingerprints_compared():
     assert "not compared" in compare_fingerprints(fp, None)["note"]
     two = compare_fingerprints(fp, JudgeIdentity(judge="y", engine="vllm", weights_hash="aa", kernel_form="shared"))
     assert two["note"] == "two different judges (their fingerprints differ in engine)"
+
+
+def test_the_shift_interval_covers_a_true_shift_of_zero_and_of_twenty():
+    """Per-agent shift intervals over 300 simulated studies (40 tasks, 3 agents, 10 rubrics; X and R flip 15%
+    of the truth, X also says true for agent 0's rubrics, +20 points): coverage within 3 binomial sd of 95%."""
+    from tests.analysis.test_bias_index import BIAS_20, simulate
+
+    rng = np.random.default_rng(41)
+    reps, hits = 300, np.zeros(3)
+    for rep in range(reps):
+        x, r = simulate(rng, agents=3, bias=BIAS_20)
+        got = shifts(["A", "B", "C"], x, r, n_resamples=1000, seed=rep)["agents"]
+        hits += [got[a]["ci95"][0] <= t <= got[a]["ci95"][1] for a, t in zip("ABC", (20.0, 0.0, 0.0), strict=True)]
+    assert np.all(np.abs(hits / reps - 0.95) <= 3 * np.sqrt(0.05 * 0.95 / reps)), hits / reps
+
+
+def test_a_candidate_wrong_on_every_labelled_decision_is_inferior():
+    """146 labelled decisions over 15 reports, X wrong on all, R right on all: the bootstrap has no spread,
+    and the exact bounds still say inferior (not "inconclusive: label more")."""
+    sums = np.array([[10.0, 0.0, 10.0]] * 14 + [[6.0, 0.0, 6.0]])
+    got = non_inferiority_sums(sums, 2.0, n_resamples=B, seed=1)
+    assert got["ci95"] is None and got["verdict"] == "inferior" and got["diff"] == -100.0
+    assert "Clopper-Pearson" in got["bounds_method"] and got["one_sided_bounds"][1] < -2.0
+    both_right = non_inferiority_sums(np.array([[10.0, 10.0, 10.0]] * 15), 2.0, n_resamples=B, seed=1)
+    assert both_right["verdict"] == "inconclusive"  # 15 reports cannot show a 2-point margin, even all right

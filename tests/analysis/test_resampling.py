@@ -200,3 +200,18 @@ def test_mcnemar_exact_by_hand():
     assert stats.mcnemar_exact(1, 6) == pytest.approx(2 * 8 / 128)  # P(X ≤ 1), X ~ Bin(7, ½) = 8/128
     assert stats.mcnemar_exact(5, 0) == pytest.approx(2 / 32)
     assert stats.mcnemar_exact(3, 3) == 1.0 and stats.mcnemar_exact(0, 0) == 1.0
+
+
+def test_holm_keeps_the_family_wise_error_over_fifteen_pairs():
+    """Six agents with the same true score (tasks shared, a task difficulty each): the chance that any of
+    the 15 pairs holds at 0.05 after Holm is at most 5% (within 3 binomial sd over 400 sets)."""
+    rng = np.random.default_rng(31)
+    agents = [f"a{i}" for i in range(6)]
+    tids = [f"t{i}" for i in range(30)]
+    judged = {a: set(tids) for a in agents}
+    reps, any_false = 400, 0
+    for rep in range(reps):
+        m = np.clip(rng.beta(3, 2, (30, 1)) + 0.1 * rng.standard_normal((30, 6)), 0, 1)
+        comps = stats.compare_agents(m, tids, agents, judged, n_resamples=500, seed=rep)
+        any_false += any(c.holds for c in comps)
+    assert any_false / reps <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
