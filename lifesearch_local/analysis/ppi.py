@@ -91,21 +91,54 @@ def ppi_arrays(y: np.ndarray, f: np.ndarray, f_unlabelled: np.ndarray, *, level:
     return imputed + rect.mean(-1), _z(level) * se, lam_arr
 
 
+def finite_population_arrays(y: np.ndarray, f: np.ndarray, f_unlabelled: np.ndarray, *, level: float = LEVEL,
+                             lam: float | np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(θ̂, half-width, λ) along the last axis for the mean over THESE n + N tasks (labelled ones a simple random
+    sample of them): the difference estimator θ̂ = λ·mean(f over all tasks) + mean(y − λ·f), whose variance is
+    (1 − n/(n + N))·S²(y − λ·f)/n (sampling without replacement; the judge's mean over all tasks is known
+    exactly, so it adds none). λ = cov(y, f)/var(f) on the labelled tasks, clipped to [0, 1]."""
+    y, f, fu = (np.asarray(a, dtype=np.float64) for a in (y, f, f_unlabelled))
+    n, big_n = y.shape[-1], fu.shape[-1]
+    if lam is None:
+        fc = f - f.mean(-1, keepdims=True)
+        var = (fc * fc).mean(-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam_arr = np.clip(np.where(var > 0, ((y - y.mean(-1, keepdims=True)) * fc).mean(-1) / var, 0.0), 0, 1)
+    else:
+        lam_arr = np.broadcast_to(np.asarray(lam, float), y.shape[:-1])
+    rect = y - lam_arr[..., None] * f
+    f_all = np.concatenate([f, fu], axis=-1).mean(-1)
+    s2 = rect.var(-1, ddof=1) if n > 1 else np.full(y.shape[:-1], np.nan)
+    se = np.sqrt((1 - n / (n + big_n)) * s2 / n)
+    return lam_arr * f_all + rect.mean(-1), _z(level) * se, lam_arr
+
+
+ESTIMANDS = {
+    "superpopulation": "superpopulation: the mean score over the population of tasks these tasks are a sample of (labelled tasks a "
+                       "random subset); for the benchmark's own tasks this interval is conservative",
+    "these tasks": "these tasks: the mean score over exactly these tasks (labelled tasks a simple random sample of them; "
+                   "finite-population correction)",
+}
+
+
 def ppi_mean_ci(y: Sequence[float], yhat: Sequence[float], yhat_unlabelled: Sequence[float], *,
-                level: float = LEVEL, lam: float | None = None, min_labelled: int = MIN_LABELLED) -> PPIResult:
+                level: float = LEVEL, lam: float | None = None, min_labelled: int = MIN_LABELLED,
+                finite_population: bool = False) -> PPIResult:
     """The PPI++ mean and its interval from labelled values `y`, the predictions on them `yhat` and the
     predictions on the unlabelled units `yhat_unlabelled` (disjoint from the labelled ones), as
     `ppi_py.ppi_mean_ci(Y, Yhat, Yhat_unlabeled, alpha=1 - level)` computes them. Here the units are tasks:
     y = the human-label score of a labelled task, yhat = the judge's score of it, yhat_unlabelled = the
     judge's score of every other task. No interval below `min_labelled` labelled tasks (at least 2) or with
-    zero spread."""
+    zero spread. `finite_population`: the mean over these tasks (finite_population_arrays), not PPI++'s
+    superpopulation mean."""
     ya, fa, fu = (np.asarray(a, dtype=np.float64) for a in (y, yhat, yhat_unlabelled))
     if len(ya) != len(fa):
         raise ValueError(f"{len(ya)} labelled values but {len(fa)} predictions on them")
     n, big_n = len(ya), len(fu)
     if n == 0:
         return PPIResult(None, None, None, 0, big_n, "no labelled task: nothing to correct the judge with")
-    mean, half, lam_arr = ppi_arrays(ya, fa, fu, level=level, lam=lam)
+    core = finite_population_arrays if finite_population else ppi_arrays
+    mean, half, lam_arr = core(ya, fa, fu, level=level, lam=lam)
     m, h, lam_v = float(mean), float(half), float(lam_arr)
     if n < max(2, min_labelled):
         return PPIResult(m, None, lam_v, n, big_n, f"n={n} labelled task{'s' if n > 1 else ''}: no interval "
@@ -132,22 +165,30 @@ def labelled_task_scores(tasks: Sequence[Task], agent: str, runs: Sequence[int],
     return full, partial
 
 
-def agent_ppi(tasks: Sequence[Task], row: AgentScore, labels: Mapping[Key, bool], *, level: float = LEVEL) -> dict:
+def agent_ppi(tasks: Sequence[Task], row: AgentScore, labels: Mapping[Key, bool], *, level: float = LEVEL,
+              finite_population: bool = False) -> dict:
     """One agent's prediction-powered score: the judge's eq.-1 task scores (`row.tasks`) on every task,
-    corrected with the tasks the labels cover fully. JSON: {mean, ci95, n_labelled_tasks, …}."""
+    corrected with the tasks the labels cover fully. JSON: {mean, ci95, n_labelled_tasks, …, estimand,
+    labels_only and its interval (the same estimator with λ = 0, so the widths compare)}."""
     human, partial = labelled_task_scores(tasks, row.agent, sorted(row.runs), labels)
     lab = [t for t in row.tasks if t in human]
     unl = [t for t in row.tasks if t not in human]
-    res = ppi_mean_ci([human[t] for t in lab], [row.tasks[t] for t in lab], [row.tasks[t] for t in unl], level=level)
+    args = ([human[t] for t in lab], [row.tasks[t] for t in lab], [row.tasks[t] for t in unl])
+    res = ppi_mean_ci(*args, level=level, finite_population=finite_population)
     out = res.as_json()
+    out["estimand"] = ESTIMANDS["these tasks" if finite_population else "superpopulation"]
+    out["level"] = level
     out["judge_only"] = float(np.mean([row.tasks[t] for t in row.tasks])) if row.tasks else None
-    out["labels_only"] = float(np.mean([human[t] for t in lab])) if lab else None
+    only = ppi_mean_ci(*args, level=level, lam=0.0, finite_population=finite_population)
+    out["labels_only"] = only.mean
+    out["labels_only_ci95"] = None if only.ci95 is None else list(only.ci95)
     if partial:
         out["partly_labelled_tasks"] = len(partial)
     return out
 
 
 def ppi_by_judge(tasks: Sequence[Task], by_judge: Mapping[str, Mapping[str, AgentScore]],
-                 labels: Mapping[Key, bool]) -> dict[str, dict[str, dict]]:
+                 labels: Mapping[Key, bool], *, finite_population: bool = False) -> dict[str, dict[str, dict]]:
     """judge name → agent → agent_ppi (the human labels `labels` correct every judge's scores)."""
-    return {name: {a: agent_ppi(tasks, row, labels) for a, row in rows.items()} for name, rows in by_judge.items()}
+    return {name: {a: agent_ppi(tasks, row, labels, finite_population=finite_population) for a, row in rows.items()}
+            for name, rows in by_judge.items()}

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from lifesearch_local.analysis.ppi import agent_ppi, ppi_arrays, ppi_mean_ci
+from lifesearch_local.analysis.ppi import agent_ppi, finite_population_arrays, ppi_arrays, ppi_mean_ci
 from lifesearch_local.analysis.scoring import score_agents
 from lifesearch_local.records import Judgment, Task
 from tests.helpers.inputs import rubric, task
@@ -70,6 +70,7 @@ def test_agent_ppi_uses_fully_labelled_tasks_and_counts_partial_ones():
     assert out["mean"] == pytest.approx(expect.mean) and out["ci95"] is None and "needs 30" in out["ci95_reason"]
     assert out["n_labelled_tasks"] == 2 and out["n_unlabelled_tasks"] == 2 and out["partly_labelled_tasks"] == 1
     assert out["judge_only"] == pytest.approx(0.625) and out["labels_only"] == pytest.approx(0.25)
+    assert out["labels_only_ci95"] is None and "superpopulation" in out["estimand"]
 
 
 # -- simulation ------------------------------------------------------------------------------------
@@ -145,3 +146,30 @@ def test_a_useless_judge_costs_at_most_a_few_percent_of_width():
     assert covers(ppi, y, f, TRUE_MEAN)
     w_ppi, w_lab = coverage(ppi, y, f, TRUE_MEAN)[1], coverage(labels_only, y, f, TRUE_MEAN)[1]
     assert w_ppi <= 1.03 * w_lab  # λ ≈ 0: about the labels-only interval (a chance correlation may even narrow it)
+
+
+def fpc(y, f):
+    mean, half, _ = finite_population_arrays(y[:, :LABELLED], f[:, :LABELLED], f[:, LABELLED:])
+    return mean, half
+
+
+@pytest.mark.parametrize("judge", [good, biased, useless])
+def test_the_finite_population_interval_covers_the_mean_of_these_tasks(judge):
+    """The estimand "these tasks": each simulated benchmark's own mean of the human scores. PPI++'s
+    superpopulation interval over-covers it (it also pays for drawing the tasks); the finite-population
+    one is at its level (within 3 binomial sd of 95% over SETS benchmarks: 93.5-96.5%)."""
+    y, f = simulate(judge, 17)
+    here = y.mean(1)
+    mean, half = fpc(y, f)
+    cover = float(np.mean(np.abs(mean - here) <= half))
+    assert abs(cover - 0.95) <= 3 * math.sqrt(0.05 * 0.95 / SETS), cover
+    sup_mean, sup_half = ppi(y, f)
+    assert np.mean(np.abs(sup_mean - here) <= sup_half) > cover and np.mean(half) < np.mean(sup_half)
+
+
+def test_labels_only_comes_with_its_interval():
+    rng = np.random.default_rng(3)
+    y, f = rng.random(40), rng.random(40)
+    out = ppi_mean_ci(y, f, rng.random(100), lam=0.0)
+    assert out.mean == pytest.approx(y.mean())
+    assert out.ci95[1] - out.ci95[0] == pytest.approx(2 * 1.959963984540054 * y.std() / math.sqrt(40))
