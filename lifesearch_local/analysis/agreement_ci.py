@@ -22,11 +22,9 @@ from lifesearch_local.analysis.agreement import (
     MIN_RANK_AGENTS,
     N_BINS,
     Item,
-    _vs,
     agent_rows,
     collect_items,
     labelled_rubrics,
-    majority_decision,
 )
 from lifesearch_local.analysis.labels import Key
 from lifesearch_local.records import Judgment, Task
@@ -57,37 +55,45 @@ def report_index(items: Sequence[Item]) -> tuple[np.ndarray, int]:
     return np.array([ids.setdefault(it.key[:3], len(ids)) for it in items], dtype=np.int64), len(ids)
 
 
-def cluster(items: Sequence[Item]) -> Clustered:
-    """Per-report sums of everything the resampled metrics need."""
+def cluster(items: Sequence[Item], *, auroc: bool = True) -> Clustered:
+    """Per-report sums of everything the resampled metrics need (vectorised over items: linear in decisions).
+    `auroc=False` skips the report × report Mann-Whitney matrix (for callers that want no AUROC interval)."""
     k, n_rep = report_index(items)
     runs = len(items[0].decisions) if items else 0
-    cols = np.zeros((len(items), 5 + 3 * N_BINS))
-    p_items, p_vals, p_true_label = [], [], []
-    edges = np.linspace(0.0, 1.0, N_BINS + 1)[1:-1]
-    for i, it in enumerate(items):
-        cols[i, 0] = 1
-        cols[i, 1] = sum(d == it.label for d in it.decisions)
-        cols[i, 2] = sum(_vs(d, it.label) for d in it.decisions)
-        cols[i, 3] = int(it.label) * runs
-        cols[i, 4] = majority_decision(it.decisions) == it.label
-        for p in it.p_true:
-            if p is None:
-                continue
-            b = int(np.searchsorted(edges, p))  # the bins of agreement.ece
-            cols[i, 5 + b] += 1
-            cols[i, 5 + N_BINS + b] += it.label
-            cols[i, 5 + 2 * N_BINS + b] += p
-            p_items.append(k[i])
-            p_vals.append(p)
-            p_true_label.append(it.label)
+    n = len(items)
+    lab = np.fromiter((it.label for it in items), dtype=bool, count=n)
+    dec = np.array([[-1 if d is None else int(d) for d in it.decisions] for it in items], dtype=np.int8).reshape(n, runs)
+    pt = np.array([[np.nan if p is None else p for p in it.p_true] for it in items], dtype=float).reshape(n, runs)
+    cols = np.zeros((n, 5 + 3 * N_BINS))
+    cols[:, 0] = 1
+    cols[:, 1] = (dec == lab[:, None]).sum(axis=1)  # ungraded (−1) is never right
+    cols[:, 2] = np.where(dec == -1, ~lab[:, None], dec).sum(axis=1)  # ungraded taken as the wrong class (_vs)
+    cols[:, 3] = lab * runs
+    cols[:, 4] = _majority_right(dec, lab)
+    has_p = ~np.isnan(pt)
+    item_of, _ = np.nonzero(has_p)  # item-major, run order: as the loop over items and their runs
+    p_vals = pt[has_p]
+    bins = np.searchsorted(np.linspace(0.0, 1.0, N_BINS + 1)[1:-1], p_vals)  # the bins of agreement.ece
+    p_lab = lab[item_of]
+    np.add.at(cols, (item_of, 5 + bins), 1.0)
+    np.add.at(cols, (item_of, 5 + N_BINS + bins), p_lab.astype(float))
+    np.add.at(cols, (item_of, 5 + 2 * N_BINS + bins), p_vals)
     sums = np.zeros((n_rep, cols.shape[1]))
     np.add.at(sums, k, cols)
-    lab = np.asarray(p_true_label, dtype=bool)
-    pk = np.asarray(p_items, dtype=np.int64)
-    pos = np.bincount(pk[lab], minlength=n_rep).astype(float) if len(pk) else np.zeros(n_rep)
-    neg = np.bincount(pk[~lab], minlength=n_rep).astype(float) if len(pk) else np.zeros(n_rep)
-    w = _auroc_matrix(np.asarray(p_vals, dtype=float), lab, pk, n_rep)
+    pk = k[item_of]
+    pos = np.bincount(pk[p_lab], minlength=n_rep).astype(float)
+    neg = np.bincount(pk[~p_lab], minlength=n_rep).astype(float)
+    w = _auroc_matrix(p_vals, p_lab, pk, n_rep) if auroc else None
     return Clustered(n_rep, runs, sums, w, pos, neg)
+
+
+def _majority_right(dec: np.ndarray, lab: np.ndarray) -> np.ndarray:
+    """agreement.majority_decision(...) == label per item, from the items × runs decisions (1, 0, −1 ungraded)."""
+    yes, no = (dec == 1).sum(axis=1), (dec == 0).sum(axis=1)
+    graded = dec != -1
+    first = dec[np.arange(len(dec)), np.argmax(graded, axis=1)] if dec.shape[1] else np.zeros(len(dec), np.int8)
+    tie_right = graded.any(axis=1) & ((first == 1) == lab)
+    return np.where(yes != no, (yes > no) == lab, tie_right)
 
 
 def _auroc_matrix(p: np.ndarray, lab: np.ndarray, k: np.ndarray, n_rep: int) -> np.ndarray | None:
@@ -135,16 +141,16 @@ def resampled_metrics(c: Clustered, counts: np.ndarray) -> dict[str, np.ndarray]
     return out
 
 
-def judge_ci(items: Sequence[Item], *, n_resamples: int = stats.DEFAULT_RESAMPLES,
-             seed: int = stats.DEFAULT_SEED) -> dict[str, list[float] | None]:
+def judge_ci(items: Sequence[Item], *, n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = stats.DEFAULT_SEED,
+             metrics: Sequence[str] = CI_METRICS) -> dict[str, list[float] | None]:
     """metric → 95% cluster-bootstrap interval over reports (None when undefined on every resample)."""
     if not items:
-        return dict.fromkeys(CI_METRICS)
-    c = cluster(items)
+        return dict.fromkeys(metrics)
+    c = cluster(items, auroc="auroc" in metrics)
     parts = [resampled_metrics(c, counts)
              for counts in stats.count_chunks(c.n_reports, n_resamples, stats.rng_for(seed, 0))]
-    boot = {m: np.concatenate([p[m] for p in parts]) for m in CI_METRICS}
-    return {m: stats.interval(stats.percentile_ci(boot[m], n_units=c.n_reports)[0]) for m in CI_METRICS}
+    boot = {m: np.concatenate([p[m] for p in parts]) for m in metrics}
+    return {m: stats.interval(stats.percentile_ci(boot[m], n_units=c.n_reports)[0]) for m in metrics}
 
 
 # -- judge vs judge -----------------------------------------------------------------------
@@ -155,7 +161,7 @@ def judge_vs_judge(items: Mapping[str, Sequence[Item]], *, n_resamples: int = st
     report-level paired test (`paired_test`), and, for reference only, McNemar's exact test on the first
     judge run's correct/wrong decisions (decision-level: anti-conservative when skill varies by report)."""
     names = [j for j, its in items.items() if its]
-    clusters = {j: cluster(items[j]) for j in names}
+    clusters = {j: cluster(items[j], auroc=False) for j in names}
     resampled: dict[tuple, dict[str, np.ndarray]] = {}
     out = []
     for a, b in itertools.combinations(names, 2):

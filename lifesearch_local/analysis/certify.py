@@ -154,7 +154,7 @@ def _metric_cis(metrics: Mapping[str, tuple[float | None, list[float] | None]], 
 def agreement_block(items: Sequence[Item], *, n_resamples: int, seed: int) -> dict:
     """accuracy and κ of X against R (0–1), their cluster-bootstrap intervals, n."""
     m = item_metrics(items)
-    ci = judge_ci(items, n_resamples=n_resamples, seed=seed)
+    ci = judge_ci(items, n_resamples=n_resamples, seed=seed, metrics=("accuracy_mean", "kappa"))
     n_rep = report_index(items)[1]
     return {"accuracy": m["accuracy_mean"], "kappa": m["kappa"],
             **_metric_cis({"accuracy": (m["accuracy_mean"], ci["accuracy_mean"]), "kappa": (m["kappa"], ci["kappa"])}, n_rep),

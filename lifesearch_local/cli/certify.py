@@ -121,7 +121,8 @@ def add_ppi(out: dict, tasks: list, mine: list, human: dict) -> None:
     from lifesearch_local.analysis.scoring import score_agents
     from lifesearch_local.errors import LifesearchError
 
-    first = [j for j in mine if j.judge_run == min(x.judge_run for x in mine)]
+    run0 = min(x.judge_run for x in mine)  # once: inside the comprehension it made this quadratic
+    first = [j for j in mine if j.judge_run == run0]
     judged = {j.task_id for j in first}
     try:
         rows = score_agents([t for t in tasks if t.id in judged], first)
