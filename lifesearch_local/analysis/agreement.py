@@ -91,6 +91,7 @@ def collect_items(
 ) -> tuple[list[Item], list[int]]:
     """The labelled items of ONE judge config, with its decisions per judge run, and the runs."""
     attrs = rubric_attrs(tasks)
+    known_tasks = {t.id for t in tasks}
     runs = sorted({j.judge_run for j in judgments})
     got: dict[tuple[int, Key], Judgment] = {}
     for j in judgments:
@@ -100,6 +101,9 @@ def collect_items(
         got[k] = j
     items: list[Item] = []
     for k, label in labels.items():
+        if k[0] not in known_tasks:
+            raise LifesearchError(f"label for unknown task {k[0]!r} ({fmt_key(k)}); is this the tasks file that was "
+                                  "labelled?")
         if (k[0], k[3]) not in attrs:
             raise LifesearchError(f"label for unknown rubric: {fmt_key(k)}; is this the tasks file that was labelled?")
         missing = [r for r in runs if (r, k) not in got]

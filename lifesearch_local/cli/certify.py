@@ -18,6 +18,13 @@ def _margin(value: str) -> float:
     return m
 
 
+def _alpha(value: str) -> float:
+    a = float(value)
+    if not 0 < a < 0.5:
+        raise argparse.ArgumentTypeError(f"a one-sided level between 0 and 0.5, got {value}")
+    return a
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from lifesearch_local.analysis.certify import CATEGORY_FIELDS
 
@@ -30,11 +37,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--labels-from-judgments): X's accuracy and κ against REF (cluster bootstrap over reports); each "
         "agent's score shift under X (eq. 1 on the same decisions, points) and the Bias Index (max − min "
         "shift, bootstrapped as one statistic); Kendall's τ of the agents' rankings and every pair whose "
-        "order flips, with whether REF's own difference holds; the same per rubric category. With human "
-        "labels (--human): non-inferiority of X's accuracy relative to REF's at --margin points (paired "
-        "cluster bootstrap), and each agent's prediction-powered score (PPI++: X on every task corrected "
-        "with the human-labelled tasks, which must be a random subset). Ends with a one-line verdict. "
-        "Definitions: docs/statistics.md; the study, worked: docs/compare-judges.md.",
+        "order flips, with whether REF's own difference holds; the same per rubric category. Levels: every "
+        "interval is a two-sided 95% one; the Bias Index (max − min shift, biased upward by noise) comes with "
+        "a corrected value, one-sided 95% bounds and a test that all shifts are equal. With human labels "
+        "(--human): non-inferiority of X's accuracy relative to REF's at --margin points, a one-sided test at "
+        "--alpha (default 0.025; paired cluster bootstrap over reports) with the labelled reports the margin "
+        "needs at 80%% power, and each agent's prediction-powered score (PPI++: X on every task corrected with "
+        "the human-labelled tasks, which must be a random subset; estimand: the superpopulation mean of "
+        "tasks). Ends with a one-line verdict. Before labelling, `lifesearch plan-labels` says how many "
+        "labels a margin needs. Definitions: docs/statistics.md; the study, worked: docs/compare-judges.md.",
     )
     p.add_argument("--tasks", required=True, help="tasks JSONL (the rubrics and their categories)")
     p.add_argument("--judgments", required=True, help="judgments JSONL holding judge X's judgments")
@@ -49,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--human-source", metavar="S", help="keep only human labels with this source")
     p.add_argument("--margin", type=_margin, default=2.0, metavar="M",
                    help="non-inferiority / equivalence margin in points (default 2)")
+    p.add_argument("--alpha", type=_alpha, default=0.025, metavar="A",
+                   help="one-sided level of the non-inferiority test (default 0.025, the regulatory convention: "
+                   "the same as the lower end of a two-sided 95%% interval clearing −M)")
     p.add_argument("--category-field", default="type", choices=CATEGORY_FIELDS,
                    help="rubric category for the per-category view (default: the rubric's type; `dimension` "
                    "for DeepResearch Bench II's)")
@@ -67,7 +81,13 @@ def candidate(judgments: list, name: str | None, exclude: str | None) -> tuple[s
     from lifesearch_local.errors import LifesearchError
 
     ids = list(dict.fromkeys(j.judge for j in judgments if j.judge != exclude))
+    if name is not None and exclude is not None and name.split("#")[0] == exclude:
+        raise LifesearchError(f"--judge {name} is the reference judge ({exclude}) itself: the candidate and the reference "
+                              "are the same judge; name another --judge")
     if name is None:
+        if not ids and exclude is not None:
+            raise LifesearchError(f"the judgments hold only the reference judge {exclude!r}: the candidate and the "
+                                  "reference are the same judge; pass a file with the candidate's judgments")
         if len(ids) != 1:
             raise LifesearchError(f"{len(ids)} judges in the judgments ({', '.join(ids) or 'none'}): pick one with --judge")
         name = ids[0]
@@ -94,25 +114,43 @@ def study(args: argparse.Namespace) -> tuple[dict, list]:
     from lifesearch_local.cli.agree import load_labels
     from lifesearch_local.records import Judgment, Label
     from lifesearch_local.rundir.jsonl import read_records
-    from lifesearch_local.tasks import load_tasks
+    from lifesearch_local.tasks import check_known_tasks, load_tasks
 
     tasks = load_tasks(args.tasks)
     reference, source = load_labels(args)
+    check_known_tasks(tasks, (k[0] for k in reference), args.tasks, "reference label")
     ref_id = args.label_judge.split("#")[0] if args.label_judge else None
     judge, mine = candidate(read_records(args.judgments, Judgment), args.judge, ref_id)
     items, _ = collect_items(tasks, mine, reference)
     human = label_index(read_records(args.human, Label), args.human_source) if args.human else None
+    if human:
+        check_known_tasks(tasks, (k[0] for k in human), args.tasks, "human label")
     human_items = collect_items(tasks, mine, human)[0] if human else None
     out: dict = {"judge": judge, "reference": source, "human": args.human, "n_reference_labels": len(reference),
                  "n_human_labels": len(human) if human else 0}
     out.update(certify(tasks, items, category_field=args.category_field, human_items=human_items,
-                       reference=reference, margin=args.margin, n_resamples=args.resamples, seed=args.seed,
-                       names=(judge, source)))
+                       reference=reference, margin=args.margin, alpha=args.alpha, n_resamples=args.resamples,
+                       seed=args.seed, names=(judge, source)))
     if human:
         add_ppi(out, tasks, mine, human)
+        circular = circular_labels(human, reference)
+        if circular:
+            out.setdefault("warnings", []).append(circular)
     ref_fp = fingerprint(args.labels_from_judgments, ref_id) or fingerprint(args.labels, source)
     out["fingerprints"] = compare_fingerprints(fingerprint(args.judgments, judge), ref_fp)
     return out, mine
+
+
+def circular_labels(human: dict, reference: dict) -> str | None:
+    """A warning when the human labels repeat the reference's verdicts on every decision both have: the
+    reference then scores 100% by construction and non-inferiority measures the candidate against the
+    reference, not against people."""
+    shared = [k for k in human if k in reference]
+    if len(shared) < 2 or any(human[k] != reference[k] for k in shared):
+        return None
+    return (f"WARNING: the human labels equal the reference's verdicts on all {len(shared)} decisions both have: "
+            "the reference is right on every one by construction, so the comparison is circular (are these labels "
+            "the reference's own verdicts?); label with people who did not see the reference's verdicts")
 
 
 def add_ppi(out: dict, tasks: list, mine: list, human: dict) -> None:
@@ -150,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(to_csv(CERTIFY_COLUMNS, certify_rows(result)))
     else:
         print_study(result)
+    for w in result.get("warnings", []):
+        print(w, file=sys.stderr)
     print_caveats(args.json or args.csv, manifest=manifest_beside(args.judgments), judgments=mine)
     return 0
 

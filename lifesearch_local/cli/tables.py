@@ -53,7 +53,7 @@ def print_agreement(result: Mapping[str, Mapping], source: str, n_labels: int, u
                                      f"resamples, seed {b['seed']}; ρ, τ over tasks)"))
         if uncertainty["judge_vs_judge"]:
             out.print(judge_vs_judge_table(uncertainty["judge_vs_judge"], title="Judge vs judge on the same labelled "
-                                           "decisions (paired cluster bootstrap; McNemar's exact test, first run)"))
+                                           "decisions (paired cluster bootstrap; two-sided sign-flip test over reports)"))
     for attr in BREAKDOWNS:
         out.print(breakdown_table(result, attr))
     ungraded = sum(m["ungraded"] for m in result.values())

@@ -100,7 +100,8 @@ def score_rows(by_judge: Mapping[str, Mapping], uncertainty: Mapping | None = No
 
 def agreement_rows(result: Mapping[str, Mapping], vs: Sequence[Mapping] = (), boot: Mapping | None = None) -> list[dict]:
     """One row per judge × group × metric (group `all`, or `<attribute>=<value>` for the breakdowns),
-    then the judge-vs-judge rows (`other` = the second judge; metrics diff_accuracy_mean, diff_kappa, mcnemar)."""
+    then the judge-vs-judge rows (`other` = the second judge; metrics diff_accuracy_mean, diff_kappa, paired_test (the
+    report-level test's p), mcnemar_discordant)."""
     rows: list[dict[str, Any]] = []
     b = {"resamples": (boot or {}).get("resamples"), "seed": (boot or {}).get("seed")}
     for judge, m in result.items():
@@ -119,6 +120,9 @@ def agreement_rows(result: Mapping[str, Mapping], vs: Sequence[Mapping] = (), bo
             d = c[f"diff_{key}"]
             rows.append({"judge": c["a"], "other": c["b"], "group": "all", "metric": f"diff_{key}", "value": d["diff"],
                          **_ci(d["ci95"], d.get("ci95_reason")), "n": c["n"], "n_reports": c["n_reports"], **b})
+        rows.append({"judge": c["a"], "other": c["b"], "group": "all", "metric": "paired_test",
+                     "value": c["paired_test"]["diff"], "p_value": c["paired_test"]["p_value"], "n": c["n"],
+                     "n_reports": c["n_reports"]})
         rows.append({"judge": c["a"], "other": c["b"], "group": "all", "metric": "mcnemar_discordant",
                      "value": c["mcnemar"]["b"] + c["mcnemar"]["c"], "p_value": c["mcnemar"]["p_value"], "n": c["n"]})
     return rows

@@ -92,8 +92,7 @@ def summary_lines(study: Mapping[str, Any]) -> list[str]:
         f"seed {b['seed']})",
         f"agreement with the reference: accuracy {share_ci(ag['accuracy'], ag['ci95']['accuracy'])} %, "
         f"κ {plain_ci(ag['kappa'], ag['ci95']['kappa'])}",
-        "Bias Index (max − min shift over agents): " + (points_ci(bi["value"], bi["ci95"]).lstrip("+") + " points"
-                                                        if bi["value"] is not None else bi.get("reason", NO_CI)),
+        bias_line(bi),
         "ranking: Kendall τ " + (plain_ci(rk["kendall_tau"], rk["ci95"]) if rk["kendall_tau"] is not None
                                  else f"{NO_CI} ({rk.get('reason', 'undefined')})")
         + f"; {len(rk['flips'])} pair(s) flip"
@@ -103,7 +102,8 @@ def summary_lines(study: Mapping[str, Any]) -> list[str]:
     if ni:
         lines.append(f"non-inferiority against {ni['n']} human-labelled decisions ({ni['n_reports']} reports): "
                      f"accuracy {100 * ni['judge_accuracy']:.1f}% vs the reference's {100 * ni['reference_accuracy']:.1f}%, "
-                     f"diff {points_ci(ni['diff'], ni['ci95'])} points, margin −{ni['margin']:g} → {ni['verdict']}"
+                     f"diff {points_ci(ni['diff'], ni['ci95'])} points (95% CI), margin −{ni['margin']:g}, "
+                     f"{bounds_text(ni)} → {ni['verdict']}; {needed_text(ni)}"
                      + (f" ({ni['human_without_reference']} human label(s) without a reference verdict left out)"
                         if ni["human_without_reference"] else ""))
     if study.get("ppi_note"):
@@ -112,6 +112,35 @@ def summary_lines(study: Mapping[str, Any]) -> list[str]:
     if fp.get("note"):
         lines.append(f"fingerprints: {fp['note']}" + (f" ({'; '.join(fp['differences'])})" if fp.get("differences") else ""))
     return lines
+
+
+def bias_line(bi: Mapping[str, Any]) -> str:
+    """The Bias Index with what each figure is (analysis.bias_index)."""
+    if bi.get("value") is None:
+        return f"Bias Index: {bi.get('reason', NO_CI)}"
+    if bi.get("upper95") is None:
+        return f"Bias Index (max − min shift over agents): {bi['value']:.1f} points ({bi.get('reason', NO_CI)})"
+    verdict = {"within": "within the margin", "beyond": "beyond the margin", "inconclusive": "not decided at the margin"}
+    return (f"Bias Index (max − min shift over agents): {bi['value']:.1f} points, biased upward by noise; corrected "
+            f"{bi['corrected']:.1f}; one-sided 95% bounds {bi['lower95']:.1f} to {bi['upper95']:.1f}; all shifts equal: "
+            f"p = {bi['equal_shifts_p_value']:.3g} (Hotelling's T² over tasks)"
+            + (f" → {verdict[bi['verdict']]}" if bi.get("verdict") else ""))
+
+
+def bounds_text(ni: Mapping[str, Any]) -> str:
+    b, alpha = ni.get("one_sided_bounds"), ni.get("alpha_one_sided", 0.025)
+    if b is None:
+        return f"one-sided test at {alpha:g}: no bound"
+    return f"one-sided test at {alpha:g}: lower bound {b[0]:+.1f}" + (
+        "" if "bootstrap over" in ni.get("bounds_method", "bootstrap over") else f" ({ni['bounds_method']})")
+
+
+def needed_text(ni: Mapping[str, Any]) -> str:
+    need = ni.get("reports_needed")
+    if need is None:
+        return f"reports this margin needs: unknown ({(ni.get('label_budget') or {}).get('reason', 'no pilot variance')})"
+    return (f"about {need} labelled reports would show a judge as good as the reference non-inferior at this margin "
+            f"with 80% power (this pilot: {ni['n_reports']})")
 
 
 def certify_renderables(study: Mapping[str, Any]) -> list:
@@ -127,13 +156,14 @@ def ppi_table(judge: str, agents: Mapping[str, Mapping[str, Any]]):
 
     t = Table(title=f"Prediction-powered scores — judge {judge}, corrected with human labels")
     t.add_column("Agent", style="bold")
-    for name in ("Judge only", "Labels only", "PPI score [95% CI]", "Labelled tasks", "Other tasks", "λ"):
+    for name in ("Judge only", "Labels only [95% CI]", "PPI score [95% CI]", "Labelled tasks", "Other tasks", "λ"):
         t.add_column(name, justify="right")
     for a, p in agents.items():
         ppi = share_ci(p["mean"], p["ci95"]) if p["mean"] is not None else NO_CI
         if p.get("reason") or p.get("ci95_reason"):
             ppi += f" ({p.get('reason') or p['ci95_reason']})"
-        t.add_row(a, share_ci(p["judge_only"], None).removesuffix(" [—]"), share_ci(p["labels_only"], None).removesuffix(" [—]"),
+        t.add_row(a, share_ci(p["judge_only"], None).removesuffix(" [—]"),
+                  NO_CI if p["labels_only"] is None else share_ci(p["labels_only"], p.get("labels_only_ci95")),
                   ppi, str(p["n_labelled_tasks"]), str(p["n_unlabelled_tasks"]), NO_CI if p["lambda"] is None else f"{p['lambda']:.2f}")
     return t
 
@@ -156,7 +186,10 @@ def certify_rows(study: Mapping[str, Any]) -> list[dict[str, Any]]:
             rows.append(_row("agents", "", a, "ppi", p["mean"], p["ci95"], p["n_labelled_tasks"],
                              p.get("reason") or p.get("ci95_reason")))
     bi = study["bias_index"]
-    rows.append(_row("bias_index", "", "", "bias_index", bi["value"], bi["ci95"], len(study["agents"]), bi.get("reason")))
+    rows.append(_row("bias_index", "", "", "bias_index", bi["value"], None, len(study["agents"]), bi.get("reason")))
+    for m in ("corrected", "upper95", "lower95", "equal_shifts_p_value"):
+        if bi.get(m) is not None:
+            rows.append(_row("bias_index", "", "", m, bi[m], None, len(study["agents"]), bi.get("verdict")))
     rk = study["ranking"]
     rows.append(_row("ranking", "", "", "kendall_tau", rk["kendall_tau"], rk["ci95"], rk["n_agents"], rk.get("reason")))
     rows += [_row("ranking", "flip", f"{f['a']} > {f['b']}", "significant_under_reference",
@@ -167,5 +200,10 @@ def certify_rows(study: Mapping[str, Any]) -> list[dict[str, Any]]:
     ni = study.get("non_inferiority")
     if ni:
         rows.append(_row("non_inferiority", "", "", "diff", ni["diff"], ni["ci95"], ni["n"], ni["verdict"]))
+        b = ni.get("one_sided_bounds")
+        rows.append(_row("non_inferiority", "", "", "one_sided_bounds", ni.get("alpha_one_sided"), b, ni["n"],
+                         ni.get("bounds_method")))
+        rows.append(_row("non_inferiority", "", "", "reports_needed", ni.get("reports_needed"), None, ni["n_reports"],
+                         (ni.get("label_budget") or {}).get("reason")))
     rows.append(_row("verdict", "", "", study["decision"], None, None, None, study["verdict"]))
     return rows

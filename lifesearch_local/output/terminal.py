@@ -170,20 +170,20 @@ def agreement_ci_table(result: Mapping[str, Mapping], title: str = ""):
 
 
 def judge_vs_judge_table(vs: Sequence[Mapping], title: str = ""):
-    """Judge A − judge B on the same labelled decisions: accuracy and κ with paired CIs, McNemar."""
+    """Judge A − judge B on the same labelled decisions: accuracy and κ with paired CIs, the report-level test."""
     from rich.table import Table
 
     t = Table(title=title or None)
     for name in ("A", "B"):
         t.add_column(name, style="bold")
-    for name in ("Acc. A − B (points) [95% CI]", "κ A − B [95% CI]", "A only right", "B only right", "McNemar p"):
+    for name in ("Acc. A − B (points) [95% CI]", "κ A − B [95% CI]", "A only right", "B only right", "p (by report)"):
         t.add_column(name, justify="right")
     for c in vs:
         acc, kap = c["diff_accuracy_mean"], c["diff_kappa"]
         t.add_row(c["a"], c["b"], signed_ci(acc["diff"] if acc["diff"] is not None else math.nan, acc["ci95"],
                                             acc.get("ci95_reason")),
                   "—" if kap["diff"] is None else f"{kap['diff']:+.3f} {fmt_interval(kap['ci95'], 'f3', kap.get('ci95_reason'))}",
-                  str(c["mcnemar"]["b"]), str(c["mcnemar"]["c"]), fmt_p(c["mcnemar"]["p_value"]))
+                  str(c["mcnemar"]["b"]), str(c["mcnemar"]["c"]), fmt_p(c["paired_test"]["p_value"]))
     return t
 
 

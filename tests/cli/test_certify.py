@@ -56,7 +56,11 @@ def test_the_json_has_every_field_the_issue_names(files, capsys):
         assert {"shift", "ci95", "ppi"} <= set(a) and len(a["ci95"]) == 2
         assert set(a["ppi"]) >= {"mean", "ci95", "n_labelled_tasks"} and a["ppi"]["n_labelled_tasks"] == 5
     assert s["agents"]["sample-shallow"]["shift"] < s["agents"]["sample-thorough"]["shift"]  # the planted bias
-    assert set(s["bias_index"]) >= {"value", "ci95"} and s["bias_index"]["value"] > 0
+    assert set(s["bias_index"]) >= {"value", "corrected", "upper95", "equal_shifts_p_value"} and s["bias_index"]["value"] > 0
+    assert 0 <= s["bias_index"]["corrected"] <= s["bias_index"]["value"] <= s["bias_index"]["upper95"]
+    ni = s["non_inferiority"]
+    assert ni["alpha_one_sided"] == 0.025 and isinstance(ni["reports_needed"], int) and ni["reports_needed"] > 0
+    assert "superpopulation" in s["agents"]["sample-thorough"]["ppi"]["estimand"]
     assert set(s["categories"]) == {"Objective", "Subjective"}
     assert set(s["non_inferiority"]) >= {"diff", "ci95", "margin", "verdict"} and s["non_inferiority"]["margin"] == 2.0
     assert s["non_inferiority"]["verdict"] in ("non-inferior", "inferior", "inconclusive")
@@ -130,6 +134,37 @@ def test_errors_are_one_line(files, capsys):
     assert code == 2 and "2 judges in the judgments (ref-judge, cand): pick one with --judge" in err
     code, _, err = run_cli(certify_args(files, "--judge", "nobody"), capsys)
     assert code == 2 and "no judgments by judge 'nobody'" in err
+
+
+def test_the_one_sided_level_is_an_option_and_stated(files, capsys):
+    code, out, err = run_cli(certify_args(files, "--human", str(files["human"]), "--alpha", "0.05", "--json"), capsys)
+    assert code == 0, err
+    ni = json.loads(out)["non_inferiority"]
+    assert ni["alpha_one_sided"] == 0.05 and ni["one_sided_bounds"][0] > ni["ci95"][0]  # 90% two-sided: narrower
+    assert "one-sided test at 0.05" in json.loads(out)["verdict"]
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(certify_args(files, "--alpha", "0.7"), capsys)
+    assert exit_.value.code == 2 and "a one-sided level between 0 and 0.5" in capsys.readouterr().err
+
+
+def test_edge_messages(files, capsys, tmp_path):
+    ref_only = write_jsonl(tmp_path / "ref.jsonl", [json.loads(line) for line in files["judgments"].read_text().splitlines()
+                                                    if '"ref-judge"' in line])
+    code, _, err = run_cli(["certify", "--tasks", str(SAMPLE / "tasks.jsonl"), "--judgments", str(ref_only),
+                            "--labels-from-judgments", str(ref_only), "--label-judge", "ref-judge"], capsys)
+    assert code == 2 and "the same judge" in err and "0 judges" not in err
+    code, _, err = run_cli([a if a != "cand" else "ref-judge" for a in certify_args(files)], capsys)
+    assert code == 2 and "the same judge" in err
+    # human labels that are the reference's own verdicts: a warning that the comparison is circular
+    ref_labels = write_jsonl(tmp_path / "circular.jsonl", [
+        {k: r[k] for k in ("task_id", "agent", "run", "rubric_id", "satisfied")}
+        for r in map(json.loads, ref_only.read_text().splitlines())])
+    code, out, err = run_cli(certify_args(files, "--human", str(ref_labels), "--json"), capsys)
+    assert code == 0 and "circular" in err and "circular" in json.loads(out)["warnings"][0]
+    stray = write_jsonl(tmp_path / "stray.jsonl", [{"task_id": "no-such-task", "agent": "sample-shallow", "run": 0,
+                                                    "rubric_id": "R1", "satisfied": True}])
+    code, _, err = run_cli(certify_args(files, "--human", str(stray)), capsys)
+    assert code == 2 and "no-such-task" in err and "not in the tasks file" in err and "unknown rubric" not in err
 
 
 def test_fingerprints_from_the_manifest_are_compared(files, capsys, tmp_path):

@@ -7,7 +7,15 @@ from typing import Any
 
 from lifesearch_local.output.report.data import RunData
 from lifesearch_local.output.report.markup import e, table
-from lifesearch_local.output.study import plain_ci, points, points_ci, share_ci
+from lifesearch_local.output.study import (
+    bias_line,
+    bounds_text,
+    needed_text,
+    plain_ci,
+    points,
+    points_ci,
+    share_ci,
+)
 
 
 def section_certify(data: RunData) -> str:
@@ -21,8 +29,7 @@ def section_certify(data: RunData) -> str:
     ag, bi, rk = s["agreement"], s["bias_index"], s["ranking"]
     out.append(f"<p>Agreement with the reference on {ag['n']} decisions ({ag['n_reports']} reports): accuracy "
                f"{e(share_ci(ag['accuracy'], ag['ci95']['accuracy']))}%, κ {e(plain_ci(ag['kappa'], ag['ci95']['kappa']))}. "
-               f"Bias Index (max − min shift over agents): "
-               f"{e(points_ci(bi['value'], bi['ci95']) if bi['value'] is not None else bi.get('reason', '—'))} points. "
+               f"{e(bias_line(bi))}. "
                f"Kendall τ of the rankings: {e(plain_ci(rk['kendall_tau'], rk['ci95']) if rk['kendall_tau'] is not None else rk.get('reason', '—'))}.</p>")
     out.append(_agents(s))
     if rk["flips"]:
@@ -35,7 +42,8 @@ def section_certify(data: RunData) -> str:
     if ni:
         out.append(f"<p>Non-inferiority against {ni['n']} human-labelled decisions: accuracy "
                    f"{100 * ni['judge_accuracy']:.1f}% vs the reference's {100 * ni['reference_accuracy']:.1f}%, difference "
-                   f"{e(points_ci(ni['diff'], ni['ci95']))} points at a margin of −{ni['margin']:g}: <b>{e(ni['verdict'])}</b>.</p>")
+                   f"{e(points_ci(ni['diff'], ni['ci95']))} points (95% CI) at a margin of −{ni['margin']:g}, "
+                   f"{e(bounds_text(ni))}: <b>{e(ni['verdict'])}</b>. {e(needed_text(ni))}.</p>")
     if s.get("ppi_note"):
         out.append(f'<p class="muted">{e(s["ppi_note"])}</p>')
     fp = s.get("fingerprints") or {}

@@ -74,11 +74,13 @@ def agreement_ci_tables(data: RunData) -> str:
             acc, kap, mc = c["diff_accuracy_mean"], c["diff_kappa"], c["mcnemar"]
             vrows.append([e(c["a"]), e(c["b"]), _points(acc["diff"], acc["ci95"], acc.get("ci95_reason")),
                           _signed(kap["diff"], kap["ci95"], kap.get("ci95_reason")),
-                          str(mc["b"]), str(mc["c"]), fmt_p(mc["p_value"])])
-        head = ["A", "B", "Accuracy A − B (points) [95% CI]", "κ A − B [95% CI]", "Only A right", "Only B right", "McNemar p"]
+                          str(mc["b"]), str(mc["c"]), fmt_p(c["paired_test"]["p_value"])])
+        head = ["A", "B", "Accuracy A − B (points) [95% CI]", "κ A − B [95% CI]", "Only A right", "Only B right", "p (by report)"]
         out.append(f"<h3>Judge vs judge on the same labelled decisions</h3>{table(head, vrows, tid='judge-vs-judge', num_from=2)}"
-                   '<p class="muted">Paired cluster bootstrap (one resampling of reports for both judges); McNemar\'s '
-                   "exact test on the first judge run's right/wrong decisions. A CI that excludes 0 says which judge "
+                   '<p class="muted">Paired cluster bootstrap (one resampling of reports for both judges), 95% intervals; '
+                   "p: two-sided sign-flip permutation test of the per-report accuracy differences (the report is the "
+                   "unit: a decision-level test such as McNemar's claims differences that report-to-report skill makes "
+                   "up; it stays in the JSON for reference). A CI that excludes 0 says which judge "
                    "agrees better with the labels; one that includes 0 says these labels cannot tell them apart.</p>")
     return "".join(out)
 
