@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from lifesearch_local.analysis.labels import Key, fmt_key, key_of
-from lifesearch_local.analysis.scoring import AgentScore, judge_name, score_agents
+from lifesearch_local.analysis.scoring import AgentScore, judge_name, score_runs
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.records import Judgment, Task
 
@@ -283,19 +283,21 @@ def agent_rows(
 ) -> dict[str, AgentScore]:
     """agent → its score row (overall and per task, as agent_scores defines them)."""
     by_id = {t.id: t for t in tasks}
+    # agent → run → task → rubric → decision, in one pass (what score_agents builds from Judgment records;
+    # building those records for every decision made this the slowest step at scale)
+    runs_of: dict[str, dict[int, dict[str, dict[str, bool | None]]]] = defaultdict(dict)
+    for k, d in decisions.items():
+        runs_of[k[1]].setdefault(k[2], {}).setdefault(k[0], {})[k[3]] = d
     out: dict[str, AgentScore] = {}
     for agent, per_task in labelled.items():
         mine = [by_id[tid].model_copy(update={"rubrics": [r for r in by_id[tid].rubrics if r.id in rids]})
                 for tid, rids in per_task.items()]  # fmt: skip
         mine = [t for t in mine if t.total_weight > 0]  # only zero-weight rubrics labelled: no score
         keep = {t.id for t in mine}
-        js = [
-            Judgment(task_id=k[0], agent=k[1], run=k[2], rubric_id=k[3], judge="ref", satisfied=d)
-            for k, d in decisions.items()
-            if k[1] == agent and k[0] in keep
-        ]
-        if js:
-            out[agent] = score_agents(mine, js, allow_missing=True)[agent]
+        runs = {run: {t: v for t, v in got.items() if t in keep} for run, got in runs_of.get(agent, {}).items()}
+        runs = {run: got for run, got in runs.items() if got}
+        if runs:
+            out[agent] = score_runs(agent, runs, mine)
     return out
 
 

@@ -121,6 +121,16 @@ def score_agents(
     return dict(sorted(rows.items(), key=lambda kv: -kv[1].overall_mean))
 
 
+def score_runs(agent: str, runs: Mapping[int, Mapping[str, Mapping[str, bool | None]]],
+               tasks: Sequence[Task]) -> AgentScore:
+    """score_agents' row of one agent from its decisions already indexed run → task → rubric → decision (ids
+    known to be in `tasks`), a missing rubric counting as not satisfied; judged and ungraded counted."""
+    row = _score_agent(agent, runs, tasks, allow_missing=True)
+    flat = [d for got in runs.values() for rubrics in got.values() for d in rubrics.values()]
+    row.ungraded, row.judged = sum(1 for d in flat if d is None), len(flat)
+    return row
+
+
 def _score_agent(agent: str, runs: Mapping[int, Mapping[str, Mapping[str, bool | None]]], tasks: Sequence[Task],
                  allow_missing: bool) -> AgentScore:
     """One agent: run-level scores, their mean ± sample std, per-domain and per-task means."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from lifesearch_local.cli.common import (
     add_task_ids,
@@ -25,9 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "accuracy at the best threshold; broken down by language, domain, type, necessity and "
         "priority; and the Spearman/Kendall correlation of the agents' ranking under the judge and "
         "under the labels. Ungraded judgments count as wrong. See lifesearch_local/analysis/agreement.py "
-        "for the exact definitions (ties, pooling, bins). Each metric gets a 95% cluster-bootstrap CI over "
-        "reports, and each pair of judges a paired CI of the difference and McNemar's exact test "
-        "(docs/statistics.md).",
+        "for the exact definitions (ties, pooling, bins). Each metric gets a two-sided 95% cluster-bootstrap "
+        "CI over reports, and each pair of judges a paired CI of the difference and a two-sided report-level "
+        "sign-flip test (the report is the unit; McNemar's decision-level test stays in the JSON for reference "
+        "only) (docs/statistics.md).",
     )
     p.add_argument("--tasks", required=True, help="tasks JSONL (rubric attributes for the breakdowns)")
     p.add_argument("--judgments", required=True, help="judgments JSONL of the judge configs to compare")
@@ -53,8 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def load_labels(args: argparse.Namespace) -> tuple[dict, str]:
-    """The reference labels by key, and a description of where they came from."""
+def load_labels(args: argparse.Namespace, judgments: list | None = None) -> tuple[dict, str]:
+    """The reference labels by key, and a description of where they came from. `judgments`: the records of
+    --judgments, already read, reused when --labels-from-judgments names the same file (read once, not twice)."""
     from lifesearch_local.analysis.labels import label_index, labels_from_judgments
     from lifesearch_local.errors import LifesearchError
     from lifesearch_local.records import Judgment
@@ -66,7 +69,9 @@ def load_labels(args: argparse.Namespace) -> tuple[dict, str]:
         return index, args.label_source or ", ".join(sorted({lab.source for lab in labels}))
     if not args.label_judge:
         raise LifesearchError("--labels-from-judgments needs --label-judge ID (the judge to use as reference)")
-    labels, skipped = labels_from_judgments(read_records(args.labels_from_judgments, Judgment), args.label_judge)
+    same = judgments is not None and Path(args.labels_from_judgments).resolve() == Path(args.judgments).resolve()
+    records = judgments if same else read_records(args.labels_from_judgments, Judgment)
+    labels, skipped = labels_from_judgments(records, args.label_judge)
     if skipped:
         print(f"reference judge {args.label_judge}: {skipped} ungraded judgment(s) skipped", file=sys.stderr)
     return label_index(labels), args.label_judge
@@ -108,8 +113,10 @@ def run(args: argparse.Namespace) -> int:
     from lifesearch_local.tasks import check_known_tasks, chosen_tasks, load_tasks
 
     tasks = load_tasks(args.tasks)
-    labels, source = load_labels(args)
-    judgments = read_records(args.judgments, Judgment)
+    same = args.labels_from_judgments and Path(args.labels_from_judgments).resolve() == Path(args.judgments).resolve()
+    judgments = read_records(args.judgments, Judgment) if same else None
+    labels, source = load_labels(args, judgments)
+    judgments = judgments if judgments is not None else read_records(args.judgments, Judgment)
     manifest = manifest_beside(args.judgments)  # before any output: a damaged one stops the command
     check_known_tasks(tasks, (j.task_id for j in judgments), args.tasks)
     check_known_tasks(tasks, (k[0] for k in labels), args.tasks, "label")

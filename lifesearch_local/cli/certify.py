@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "a corrected value, one-sided 95% bounds and a test that all shifts are equal. With human labels "
         "(--human): non-inferiority of X's accuracy relative to REF's at --margin points, a one-sided test at "
         "--alpha (default 0.025; paired cluster bootstrap over reports) with the labelled reports the margin "
-        "needs at 80%% power, and each agent's prediction-powered score (PPI++: X on every task corrected with "
+        "needs at 80% power, and each agent's prediction-powered score (PPI++: X on every task corrected with "
         "the human-labelled tasks, which must be a random subset; estimand: the superpopulation mean of "
         "tasks). Ends with a one-line verdict. Before labelling, `lifesearch plan-labels` says how many "
         "labels a margin needs. Definitions: docs/statistics.md; the study, worked: docs/compare-judges.md.",
@@ -117,10 +117,11 @@ def study(args: argparse.Namespace) -> tuple[dict, list]:
     from lifesearch_local.tasks import check_known_tasks, load_tasks
 
     tasks = load_tasks(args.tasks)
-    reference, source = load_labels(args)
+    judgments = read_records(args.judgments, Judgment)
+    reference, source = load_labels(args, judgments)
     check_known_tasks(tasks, (k[0] for k in reference), args.tasks, "reference label")
     ref_id = args.label_judge.split("#")[0] if args.label_judge else None
-    judge, mine = candidate(read_records(args.judgments, Judgment), args.judge, ref_id)
+    judge, mine = candidate(judgments, args.judge, ref_id)
     items, _ = collect_items(tasks, mine, reference)
     human = label_index(read_records(args.human, Label), args.human_source) if args.human else None
     if human:

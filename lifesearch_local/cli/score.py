@@ -62,9 +62,15 @@ def add_ppi_options(p: argparse.ArgumentParser) -> None:
     """--ppi --labels H [--label-source S]: prediction-powered scores (docs/statistics.md)."""
     p.add_argument("--ppi", action="store_true",
                    help="add each agent's prediction-powered score (PPI++): the judge's score on every task "
-                   "corrected with the tasks the --labels cover; they must be a random subset of the tasks")
+                   "corrected with the tasks the --labels cover; they must be a random subset of the tasks. A normal "
+                   "two-sided 95%% interval (none below 30 labelled tasks), beside the labels-only mean and its "
+                   "interval")
     p.add_argument("--labels", metavar="H", help="with --ppi: human labels (Label records) on some tasks' rubrics")
     p.add_argument("--label-source", metavar="S", help="with --ppi: keep only labels with this source")
+    p.add_argument("--finite-population", action="store_true",
+                   help="with --ppi: estimate the mean over exactly these tasks (finite-population correction; the "
+                   "labelled tasks a simple random sample of them) instead of the default estimand, the mean over "
+                   "the population of tasks these are a sample of (PPI++; conservative for these tasks alone)")
 
 
 def ppi_scores(args: argparse.Namespace, tasks: list, by_judge: dict) -> dict | None:
@@ -77,9 +83,12 @@ def ppi_scores(args: argparse.Namespace, tasks: list, by_judge: dict) -> dict | 
 
     if bool(args.ppi) != bool(args.labels):
         raise LifesearchError("--ppi and --labels H go together: the human labels correct the judge's scores")
+    if args.finite_population and not args.ppi:
+        raise LifesearchError("--finite-population goes with --ppi --labels H")
     if not args.ppi:
         return None
-    return ppi_by_judge(tasks, by_judge, label_index(read_records(args.labels, Label), args.label_source))
+    return ppi_by_judge(tasks, by_judge, label_index(read_records(args.labels, Label), args.label_source),
+                        finite_population=args.finite_population)
 
 
 def with_ppi(result: dict, ppi: dict) -> dict:
@@ -138,10 +147,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def ppi_rows(ppi: dict) -> list[dict]:
-    """`score --csv --ppi`: one row per judge × agent, metric `ppi` (0–1), n_tasks = the labelled tasks."""
-    return [{"judge": j, "agent": a, "metric": "ppi", "value": p["mean"], "ci_lo": (p["ci95"] or [None])[0],
-             "ci_hi": (p["ci95"] or [None, None])[1], "n_tasks": p["n_labelled_tasks"]}
-            for j, agents in ppi.items() for a, p in agents.items()]
+    """`score --csv --ppi`: per judge × agent, metric `ppi` and `labels_only` (0–1), n_tasks = the labelled tasks."""
+    rows = []
+    for j, agents in ppi.items():
+        for a, p in agents.items():
+            for metric, value, ci in (("ppi", p["mean"], p["ci95"]), ("labels_only", p["labels_only"], p.get("labels_only_ci95"))):
+                rows.append({"judge": j, "agent": a, "metric": metric, "value": value, "ci_lo": (ci or [None])[0],
+                             "ci_hi": (ci or [None, None])[1], "n_tasks": p["n_labelled_tasks"]})
+    return rows
 
 
 def print_ppi(ppi: dict) -> None:
@@ -152,4 +165,6 @@ def print_ppi(ppi: dict) -> None:
     out = console()
     for judge, agents in ppi.items():
         out.print(ppi_table(judge, agents))
-    out.print(f"PPI++ (power-tuned, task level; normal 95% interval): {RANDOM_SUBSET}", highlight=False)
+    estimand = next((p.get("estimand") for agents in ppi.values() for p in agents.values() if p.get("estimand")), "")
+    out.print(f"PPI++ (power-tuned, task level; normal two-sided 95% intervals; labels only = the same with λ = 0). "
+              f"Estimand: {estimand}. {RANDOM_SUBSET}", highlight=False)

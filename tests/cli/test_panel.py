@@ -87,3 +87,17 @@ def test_report_shows_the_panel_and_its_members(inputs, tmp_path, capsys):
     assert re.search(r"<td[^>]*>panel</td><td[^>]*>majority</td><td[^>]*>a, b, c</td>", panels)
     agreement = page[page.index('id="agreement"'):page.index('id="panels"')]
     assert re.search(r"<td[^>]*>panel</td>", agreement)  # the panel has its row in the agreement table
+
+
+def test_labels_give_the_members_error_agreement(inputs, tmp_path, capsys):
+    _, labels, judgments = inputs
+    code, out, err = make_panel(capsys, judgments, tmp_path / "p.jsonl", "--labels", str(labels))
+    assert code == 0, err
+    # each member is wrong on one decision of eight, never the same one: κ of their errors is −1/7 (disjoint)
+    assert "errors of a and b: κ -0.14 over 8 labelled decisions (0 wrong together)" in out
+    assert "WARNING" not in out
+    same = write_jsonl(tmp_path / "same.jsonl", [
+        {"task_id": t, "agent": a, "run": 0, "rubric_id": r, "judge": m, "satisfied": (a == "x") != ((a, t, r) in WRONG.values()),
+         "p_true": 0.5} for m in "abc" for a, t, r in KEYS])
+    code, out, err = make_panel(capsys, same, tmp_path / "q.jsonl", "--labels", str(labels))
+    assert code == 0 and "κ +1.00" in out and "WARNING: correlated errors" in out
