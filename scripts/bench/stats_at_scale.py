@@ -62,16 +62,19 @@ def write_set(out: Path, n_tasks: int, human_tasks: int, seed: int = 0) -> dict[
     return paths
 
 
-def timed(cmd: list[str]) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS in MB of the child, exit code) of one command."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def timed(cmd: list[str]) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds (user + system), peak RSS in MB of the child, exit code) of one command;
+    CPU seconds move less than wall seconds when other jobs share the machine. Run one command per
+    process (--only) for its own peak: ru_maxrss of children is the largest so far."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         print(proc.stderr[-2000:], file=sys.stderr)
-    return wall, max(peak, before) / 1024, proc.returncode
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return wall, cpu, r1.ru_maxrss / 1024, proc.returncode
 
 
 def main() -> None:
@@ -93,8 +96,9 @@ def main() -> None:
     for name, cmd in cmds.items():
         if args.only and name != args.only:
             continue
-        wall, mb, rc = timed(cmd)
-        print(f"{name}: {wall:.1f} s, peak RSS {mb:.0f} MB, exit {rc}; load average after: {os.getloadavg()}")
+        wall, cpu, mb, rc = timed(cmd)
+        print(f"{name}: {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {mb:.0f} MB, exit {rc}; "
+              f"load average after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":
