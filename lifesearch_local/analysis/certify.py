@@ -34,7 +34,7 @@ from lifesearch_local.analysis.agreement import (
     item_metrics,
     labelled_rubrics,
 )
-from lifesearch_local.analysis.agreement_ci import judge_ci, kendall_rows, report_index
+from lifesearch_local.analysis.agreement_ci import PAIRED_METHOD, judge_ci, kendall_rows, report_index
 from lifesearch_local.analysis.bias_index import bias_index
 from lifesearch_local.analysis.bias_index import verdict as bias_verdict
 from lifesearch_local.analysis.label_budget import ALPHA_ONE_SIDED, reports_needed
@@ -232,7 +232,10 @@ def non_inferiority_sums(sums: np.ndarray, margin: float, *, n_resamples: int, s
     elif bounds is not None and bounds[1] < -margin:
         verdict = "inferior"
     need = reports_needed(sums[:, 1] - sums[:, 2], sums[:, 0], margin, alpha=alpha)
+    paired = {"method": PAIRED_METHOD, "p_value": float(stats.sign_flip_p(sums[:, 1] - sums[:, 2], n_resamples, seed, 4)[0]),
+              "diff": 100 * float(acc_x - acc_r), "ci95": got["ci95"], "n_reports": n_rep}
     return {"diff": 100 * float(acc_x - acc_r), **got, "one_sided_bounds": bounds, "bounds_method": method,
+            "paired_test": paired,
             "alpha_one_sided": alpha, "margin": margin, "verdict": verdict,
             "judge_accuracy": float(acc_x), "reference_accuracy": float(acc_r), "n": int(tot[0]), "n_reports": n_rep,
             "reports_needed": need.get("reports_needed"), "label_budget": need}

@@ -156,7 +156,7 @@ def circular_labels(human: dict, reference: dict) -> str | None:
 
 def add_ppi(out: dict, tasks: list, mine: list, human: dict) -> None:
     """agents.<name>.ppi: X's eq.-1 score on every task it judged, corrected with the human-labelled tasks."""
-    from lifesearch_local.analysis.ppi import RANDOM_SUBSET, agent_ppi
+    from lifesearch_local.analysis.ppi import ESTIMANDS, RANDOM_SUBSET, agent_ppi
     from lifesearch_local.analysis.scoring import score_agents
     from lifesearch_local.errors import LifesearchError
 
@@ -172,7 +172,8 @@ def add_ppi(out: dict, tasks: list, mine: list, human: dict) -> None:
     for a, entry in out["agents"].items():
         if a in rows:
             entry["ppi"] = agent_ppi(tasks, rows[a], human)
-    out["ppi_note"] = f"ppi: the judge's eq.-1 score (0–1, as `score`) corrected with the human labels; {RANDOM_SUBSET}"
+    out["ppi_note"] = (f"ppi: the judge's eq.-1 score (0–1, as `score`) corrected with the human labels (PPI++, normal "
+                       f"two-sided 95% interval; estimand: {ESTIMANDS['superpopulation']}); {RANDOM_SUBSET}")
 
 
 def run(args: argparse.Namespace) -> int:

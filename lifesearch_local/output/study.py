@@ -104,6 +104,8 @@ def summary_lines(study: Mapping[str, Any]) -> list[str]:
                      f"accuracy {100 * ni['judge_accuracy']:.1f}% vs the reference's {100 * ni['reference_accuracy']:.1f}%, "
                      f"diff {points_ci(ni['diff'], ni['ci95'])} points (95% CI), margin −{ni['margin']:g}, "
                      f"{bounds_text(ni)} → {ni['verdict']}; {needed_text(ni)}"
+                     + (f"; report-level test of no difference p = {ni['paired_test']['p_value']:.3g}"
+                        if ni.get("paired_test") else "")
                      + (f" ({ni['human_without_reference']} human label(s) without a reference verdict left out)"
                         if ni["human_without_reference"] else ""))
     if study.get("ppi_note"):
