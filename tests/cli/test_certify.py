@@ -98,6 +98,19 @@ def test_score_ppi_needs_labels_and_prints_a_table(files, capsys):
     assert code == 0 and "Prediction-powered scores — judge cand" in out and "random subset" in out
     code, out, _ = run_cli([*base, "--ppi", "--labels", str(files["human"]), "--csv"], capsys)
     assert sum(1 for line in out.splitlines() if line.startswith("cand,") and ",ppi," in line) == 2
+    assert sum(1 for line in out.splitlines() if line.startswith("cand,") and ",labels_only," in line) == 2
+    code, out, _ = run_cli([*base, "--ppi", "--labels", str(files["human"])], capsys)
+    assert "Estimand: superpopulation" in out and "Labels only [95% CI]" in out
+
+
+def test_score_ppi_for_these_tasks(files, capsys):
+    base = ["score", "--tasks", str(SAMPLE / "tasks.jsonl"), "--judgments", str(files["judgments"]), "--judge", "cand"]
+    code, _, err = run_cli([*base, "--finite-population"], capsys)
+    assert code == 2 and "--finite-population goes with --ppi" in err
+    code, out, err = run_cli([*base, "--ppi", "--labels", str(files["human"]), "--finite-population", "--json"], capsys)
+    assert code == 0, err
+    ppi = json.loads(out)["agents"]["sample-thorough"]["ppi"]
+    assert ppi["estimand"].startswith("these tasks") and "labels_only_ci95" in ppi and ppi["level"] == 0.95
 
 
 def test_the_terminal_study_ends_with_the_verdict(files, capsys):
