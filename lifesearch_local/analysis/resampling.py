@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,7 +63,7 @@ def _chunks(n: int, n_resamples: int) -> list[tuple[int, int]]:
     return [(s, min(step, n_resamples - s)) for s in range(0, n_resamples, step)]
 
 
-def count_chunks(n: int, n_resamples: int, rng: np.random.Generator):
+def count_chunks(n: int, n_resamples: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
     """The rows of resample_counts(n, B, rng), yielded a chunk of resamples at a time (bounded memory)."""
     for _, b in _chunks(n, n_resamples):
         yield _counts(n, b, rng)
