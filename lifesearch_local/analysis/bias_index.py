@@ -57,6 +57,8 @@ def equal_shifts_test(s: np.ndarray, cov: np.ndarray, n_tasks: int) -> tuple[flo
     from scipy.stats import f as f_dist
 
     k = len(s)
+    if n_tasks < k:  # fewer tasks than contrasts + 1: the covariance is singular by sample size, no test
+        return math.nan, math.nan, 0
     c = np.hstack([np.eye(k - 1), -np.ones((k - 1, 1))])
     d, v = c @ s, c @ cov @ c.T
     w, vec = np.linalg.eigh(v)
@@ -105,10 +107,16 @@ def bias_index(x: np.ndarray, r: np.ndarray, margin: float | None = None) -> dic
                 "reason": "an agent with fewer than 2 tasks: no bound or test"}
     cov = shift_covariance(phi)
     p, t2, rank = equal_shifts_test(s, cov, t)
-    shrink = (1.0 if p == 0.0 else 0.0) if rank == 0 or math.isinf(t2) else (max(0.0, 1.0 - rank / t2) if t2 > 0 else 0.0)
+    if math.isnan(t2):
+        shrink = math.nan
+    elif rank == 0 or math.isinf(t2):
+        shrink = 1.0 if p == 0.0 else 0.0
+    else:
+        shrink = max(0.0, 1.0 - rank / t2) if t2 > 0 else 0.0
     lo, hi = pairwise_bounds(s, cov, t)
-    out = {"value": value, "corrected": value * shrink, "upper95": 100 * hi, "lower95": 100 * lo,
-           "equal_shifts_p_value": p,
+    out = {"value": value, "corrected": None if math.isnan(shrink) else value * shrink, "upper95": 100 * hi,
+           "lower95": 100 * lo,
+           "equal_shifts_p_value": None if math.isnan(p) else p,  # NaN: fewer tasks than agents
            "method": "corrected: the value shrunk by max(0, 1 − r/T²) (positive-part James-Stein, Hotelling's T²); "
                      "upper95: max over agent pairs of |shift difference| + t(0.95)·se; lower95: the same less "
                      "a Bonferroni t quantile (both one-sided 95% bounds on the true index); "

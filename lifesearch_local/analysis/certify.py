@@ -309,8 +309,16 @@ def bias_text(bi: Mapping) -> str:
     if bi.get("upper95") is None:
         return f"Bias Index {bi['value']:.1f} points ({bi.get('reason', 'no bound')})"
     return (f"Bias Index {bi['value']:.1f} points (max − min of the shifts, biased upward by noise; corrected "
-            f"{bi['corrected']:.1f}, one-sided 95% upper bound {bi['upper95']:.1f}, equal-shifts test "
-            f"p = {bi['equal_shifts_p_value']:.3g})")
+            f"{_num(bi['corrected'])}, one-sided 95% upper bound {bi['upper95']:.1f}, equal-shifts test "
+            f"{_p(bi['equal_shifts_p_value'])})")
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1f}"
+
+
+def _p(p: float | None) -> str:
+    return "undefined (fewer tasks than agents)" if p is None else f"p = {p:.3g}"
 
 
 def decide(study: Mapping, margin: float, judge: str = "the judge", reference: str = "the reference") -> tuple[str, str]:

@@ -124,8 +124,9 @@ def bias_line(bi: Mapping[str, Any]) -> str:
         return f"Bias Index (max − min shift over agents): {bi['value']:.1f} points ({bi.get('reason', NO_CI)})"
     verdict = {"within": "within the margin", "beyond": "beyond the margin", "inconclusive": "not decided at the margin"}
     return (f"Bias Index (max − min shift over agents): {bi['value']:.1f} points, biased upward by noise; corrected "
-            f"{bi['corrected']:.1f}; one-sided 95% bounds {bi['lower95']:.1f} to {bi['upper95']:.1f}; all shifts equal: "
-            f"p = {bi['equal_shifts_p_value']:.3g} (Hotelling's T² over tasks)"
+            f"{'—' if bi['corrected'] is None else format(bi['corrected'], '.1f')}; one-sided 95% bounds {bi['lower95']:.1f} to {bi['upper95']:.1f}; all shifts equal: "
+            + ("undefined (fewer tasks than agents)" if bi["equal_shifts_p_value"] is None
+               else f"p = {bi['equal_shifts_p_value']:.3g} (Hotelling's T² over tasks)")
             + (f" → {verdict[bi['verdict']]}" if bi.get("verdict") else ""))
 
 

@@ -117,3 +117,10 @@ def test_missing_cells_and_degenerate_cases():
     same = bias_index(np.full((5, 3), 0.4), np.full((5, 3), 0.4), margin=2.0)
     assert same["value"] == 0 and same["equal_shifts_p_value"] == 1.0 and same["upper95"] == 0
     assert same["verdict"] == "within"
+
+
+def test_fewer_tasks_than_agents_give_bounds_but_no_test():
+    rng = np.random.default_rng(0)
+    got = bias_index(rng.random((3, 4)), rng.random((3, 4)), margin=2.0)
+    assert got["equal_shifts_p_value"] is None and got["corrected"] is None  # not "p = 0": singular by sample size
+    assert got["upper95"] > got["value"] and got["verdict"] == "inconclusive"
