@@ -14,29 +14,14 @@ import pytest
 
 from lifesearch_local.analysis import resampling as stats
 from lifesearch_local.analysis.bias_index import bias_index, equal_shifts_test, influences, shift_covariance
+from tests.helpers.bias import BIAS_20, simulate
 
 REPS = 1000
-FLIP = 0.15
-BIAS_20 = 0.2 / 0.43  # X also says "true" for agent 0 with this chance: + 0.43·this = 20 points exactly
 
 
 def mc(p: float, reps: int = REPS) -> float:
     """Three binomial standard deviations of a rate p measured over `reps` replications."""
     return 3 * math.sqrt(p * (1 - p) / reps)
-
-
-def simulate(rng: np.random.Generator, tasks: int = 40, agents: int = 4, rubrics: int = 10,
-             bias: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """Task × agent scores under a candidate X and a reference R that both flip 15% of the true verdicts,
-    independently; with `bias`, X also turns a "false" of agent 0 into "true" with that chance. Task
-    difficulty ~ Beta(3, 2) (mean 0.6), so P(X says false) = 1 − (0.15 + 0.7·0.6) = 0.43."""
-    q = rng.beta(3, 2, size=(tasks, 1, 1))
-    y = rng.random((tasks, agents, rubrics)) < q
-    x = y ^ (rng.random(y.shape) < FLIP)
-    r = y ^ (rng.random(y.shape) < FLIP)
-    if bias:
-        x[:, 0] |= rng.random((tasks, rubrics)) < bias
-    return x.mean(-1), r.mean(-1)
 
 
 def run(seed: int, **kw) -> dict[str, np.ndarray]:

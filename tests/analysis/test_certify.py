@@ -22,6 +22,7 @@ from lifesearch_local.errors import LifesearchError
 from lifesearch_local.records import JudgeIdentity, Judgment, Label, Task
 from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
+from tests.helpers.bias import BIAS_20, simulate
 from tests.helpers.inputs import AGREE, rubric, task
 
 B = 2000
@@ -215,8 +216,6 @@ def test_fingerprints_compared():
 def test_the_shift_interval_covers_a_true_shift_of_zero_and_of_twenty():
     """Per-agent shift intervals over 300 simulated studies (40 tasks, 3 agents, 10 rubrics; X and R flip 15%
     of the truth, X also says true for agent 0's rubrics, +20 points): coverage within 3 binomial sd of 95%."""
-    from tests.analysis.test_bias_index import BIAS_20, simulate
-
     rng = np.random.default_rng(41)
     reps, hits = 300, np.zeros(3)
     for rep in range(reps):
