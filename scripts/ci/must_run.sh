@@ -2,7 +2,7 @@
 # Runs a test folder that must run in full (a real service's tests): prints how many ran,
 # skipped and failed (and each step over 5 s), and fails when any skipped or none ran, so a silent
 # skip shows in CI.
-#   scripts/must_run.sh LABEL PYTHON PYTEST_ARGS...
+#   scripts/ci/must_run.sh LABEL PYTHON PYTEST_ARGS...
 # Exit status: pytest's, or 1 when it passed but a test skipped or none ran.
 set -uo pipefail
 label=${1:?usage: must_run.sh LABEL PYTHON PYTEST_ARGS...}

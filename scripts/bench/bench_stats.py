@@ -1,6 +1,6 @@
 """Benchmark (not a timed test): score CIs and all paired comparisons for 203 tasks × 10 agents × 10,000 resamples.
 
-    OMP_NUM_THREADS=1 python scripts/bench_stats.py [--tasks 203] [--agents 10] [--resamples 10000] [--repeats 5]
+    OMP_NUM_THREADS=1 python scripts/bench/bench_stats.py [--tasks 203] [--agents 10] [--resamples 10000] [--repeats 5]
 
 Prints min / median / max wall seconds of `stats.score_uncertainty` (overall CIs, per-domain CIs,
 45 paired bootstrap CIs and sign-flip tests, Holm) on synthetic scores, with the load average.

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Hostile-endpoint phase of the fault run (issue 32): `lifesearch judge` with the openai backend
-against an OpenAI-compatible endpoint on 127.0.0.1 that answers well a few times, then turns hostile.
+"""Hostile-endpoint phase of the fault run (a judge endpoint is input we do not control): `lifesearch judge`
+with the openai backend against an OpenAI-compatible endpoint on 127.0.0.1 that answers well a few times,
+then turns hostile.
 
-    python scripts/fault_endpoint.py --limit 3 --seed 0
+    python scripts/faults/fault_endpoint.py --limit 3 --seed 0
 
 Each kind of hostility gets a fresh endpoint (NaN, -Infinity and 1e999 log-probs, a log-prob and a
 `usage` echoing the API key, non-string content, a body 100 000 levels deep, a 64 MiB body over a
@@ -27,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from fault_run import REPORTS, TASKS, check, expected_keys  # noqa: E402

@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""Scripted fault run (issues 16, 24): `kill -9` of `lifesearch judge` at random points, then two
+"""Scripted fault run: `kill -9` of `lifesearch judge` at random points, then two
 concurrent runs on one directory, then a resume with another model after `repair` set a damaged
 manifest aside (and after the manifest was deleted), then a full disk (a small tmpfs, mounted when
 run as root: `judge` and `report` run out of space, then resume), then a tampered web cache
-(scripts/fault_cache.py: altered, deleted, FIFO and /dev/zero-symlink blobs, forged rows), then a
-hostile model endpoint (scripts/fault_endpoint.py: NaN log-probs, a key echoed back, deep and huge
+(scripts/faults/fault_cache.py: altered, deleted, FIFO and /dev/zero-symlink blobs, forged rows), then a
+hostile model endpoint (scripts/faults/fault_endpoint.py: NaN log-probs, a key echoed back, deep and huge
 bodies, a drip, a redirect, SIGTERM mid-call); checks that no judgment is lost or duplicated and
 that every tamper and forgery is detected.
 
-    python scripts/fault_run.py                    # 10 kills, tiny-llama, the 10 sample tasks
-    python scripts/fault_run.py --kills 10 --limit 10 --seed 1 --also "lifesearch cache verify DIR"
-    python scripts/fault_run.py --only disk-full    # one phase (kills, concurrent, repair, disk-full, cache, endpoint)
+    python scripts/faults/fault_run.py                    # 10 kills, tiny-llama, the 10 sample tasks
+    python scripts/faults/fault_run.py --kills 10 --limit 10 --seed 1 --also "lifesearch cache verify DIR"
+    python scripts/faults/fault_run.py --only disk-full    # one phase (kills, concurrent, repair, disk-full, cache, endpoint)
 
 Each attempt is killed at a random time (uniform in [0, --horizon] s: during model load, inside
 model calls, between appends), and reports the work it threw away: seconds since its last saved
@@ -34,7 +34,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from lifesearch_local.records import Report  # noqa: E402
@@ -308,9 +308,9 @@ def main() -> int:
         ok &= repair_then_resume(args, want, base)
     if "disk-full" in run:
         ok &= disk_full(args, want, base) is not False
-    extra = [f"{shlex.quote(sys.executable)} scripts/fault_cache.py --dir DIR"] if "cache" in run else []
+    extra = [f"{shlex.quote(sys.executable)} scripts/faults/fault_cache.py --dir DIR"] if "cache" in run else []
     if "endpoint" in run:
-        extra.append(f"{shlex.quote(sys.executable)} scripts/fault_endpoint.py --dir DIR --limit {min(args.limit, 3)} "
+        extra.append(f"{shlex.quote(sys.executable)} scripts/faults/fault_endpoint.py --dir DIR --limit {min(args.limit, 3)} "
                      f"--seed {args.seed}")
     ok &= extra_checks([*extra, *args.also], base)
     print(f"RESULT: {'PASS' if ok else 'FAIL'} in {time.monotonic() - t0:.0f} s "

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Measure the python tool's per-call limits (issue 32 item 13): what a call leaves on the host's disk
+"""Measure the python tool's per-call limits: what a call leaves on the host's disk
 and how much memory its processes hold together.
 
-    python scripts/sandbox_limits.py [--runs 3] [--mode both|namespaces|landlock]
+    python scripts/faults/sandbox_limits.py [--runs 3] [--mode both|namespaces|landlock]
 
 Probe 1 nests 1,500 directories in the working directory, then writes 64 files of 16 MiB at the
 deepest level: it prints the bytes the call left under its temporary directory and how many files

@@ -4,14 +4,14 @@
 # Installs the packages once (apt-get; root), writes a one-node slurm.conf into $DIR (a fixed
 # temporary directory, so `stop` finds what `start` began), starts munged, slurmctld and slurmd
 # by hand (no systemd) and stops them by pid. Idempotent: daemons already up are left alone.
-#   scripts/slurm_env.sh start          install if needed, start; prints `export SLURM_CONF=…`
-#   scripts/slurm_env.sh stop           cancel every job, stop the daemons
-#   scripts/slurm_env.sh test [PYTHON]  start, run tests/slurm with PYTHON (default: python3;
-#                                       a skip counts as a failure), print the counts, stop
+#   scripts/ci/slurm_env.sh start          install if needed, start; prints `export SLURM_CONF=…`
+#   scripts/ci/slurm_env.sh stop           cancel every job, stop the daemons
+#   scripts/ci/slurm_env.sh test [PYTHON]  start, run tests/slurm with PYTHON (default: python3;
+#                                          a skip counts as a failure), print the counts, stop
 # Environment: LIFESEARCH_SLURM_DIR (default /tmp/lifesearch-slurm); LIFESEARCH_SLURM_NODES=2
 # starts a second slurmd on this host (`slurmd -N`), for the multi-node script.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 
 DIR="${LIFESEARCH_SLURM_DIR:-/tmp/lifesearch-slurm}"
 CONF="$DIR/slurm.conf"
@@ -146,7 +146,7 @@ stop() {
 }
 
 run_tests() {  # run_tests PYTHON: tests/slurm against this Slurm; none may skip
-  SLURM_CONF="$CONF" LIFESEARCH_REQUIRE_SLURM=1 "$(dirname "$0")/must_run.sh" slurm "${1:-python3}" -p no:randomly tests/slurm
+  SLURM_CONF="$CONF" LIFESEARCH_REQUIRE_SLURM=1 scripts/ci/must_run.sh slurm "${1:-python3}" -p no:randomly tests/slurm
 }
 
 case "${1:-start}" in

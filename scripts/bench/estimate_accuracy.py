@@ -6,7 +6,7 @@ command itself in a fresh process, timed from outside; the run records its own e
 and its actual figures in its manifest. Printed: the estimate (point, low–high), the command's wall time, the
 ratio actual / estimate, the decision counts (estimated, actual) and the load average before and after.
 
-    PYTHONPATH=$PWD python scripts/estimate_accuracy.py [--drb ../shared/external/deep_research_bench] [--work DIR]
+    PYTHONPATH=$PWD python scripts/bench/estimate_accuracy.py [--drb ../shared/external/deep_research_bench] [--work DIR]
         [--only cpu_small|drb56]
 
 Its time is the two calibrations and the two commands, each about as long as the estimate it prints (the
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # The release files sit in shared/external beside the checkout (/work/main) or two levels up (a worktree).
 DRB = next((d for d in (ROOT.parent / "shared/external/deep_research_bench",
                         ROOT.parent.parent / "shared/external/deep_research_bench") if d.is_dir()),

@@ -4,11 +4,11 @@
 # DeepResearch Bench reports (claude-3-7-sonnet; longest by characters; each report fitted to the model's
 # 8,192-token context as the judge fits it). Each engine judges in a fresh run directory; the summary line
 # and the manifest's judge stats (wall_s, engine_start_s, steady_decisions_per_s) go to $OUT.
-#   scripts/judge_at_scale.sh [DRB_DIR]     (default ../shared/external/deep_research_bench)
-# Needs vLLM's CPU environment (.venv-vllm, scripts/vllm_cpu_env.sh) for the vllm side; takes tens of
+#   scripts/bench/judge_at_scale.sh [DRB_DIR]     (default ../shared/external/deep_research_bench)
+# Needs vLLM's CPU environment (.venv-vllm, scripts/ci/vllm_cpu_env.sh) for the vllm side; takes tens of
 # minutes on 2 cores. Run it on an idle machine for figures to quote.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 DRB=${1:-../shared/external/deep_research_bench}
 OUT=${OUT:-/tmp/judge-at-scale}
 PY=${PY:-.venv-vllm/bin/python}

@@ -4,7 +4,7 @@ ppi-python is not a dependency of this project (numba, pandas, statsmodels, scik
 in a throwaway environment that also sees this project, then run this script there:
 
     python -m venv --system-site-packages /tmp/ppivenv && /tmp/ppivenv/bin/pip install ppi-python==0.2.3
-    PYTHONPATH=$PWD /tmp/ppivenv/bin/python scripts/ppi_crosscheck.py
+    PYTHONPATH=$PWD /tmp/ppivenv/bin/python scripts/stats/ppi_crosscheck.py
 
 Data: 200 sets of task scores (shares of 10 rubrics, difficulty ~ Beta(2, 2)), n = 5–79 labelled and
 N = 5–399 unlabelled tasks, judges good, biased, useless and anti-correlated in turn (so λ is inside

@@ -4,7 +4,7 @@ Each mode runs in its own subprocess (peak RSS is that process's ru_maxrss: mode
 and decoding together); the timed part is the judging call only, after the model is loaded
 and one rubric was judged to warm it up.
 
-    PYTHONPATH=$PWD python scripts/bench_generate.py --model smollm2-135m --threads 2
+    PYTHONPATH=$PWD python scripts/bench/bench_generate.py --model smollm2-135m --threads 2
 """
 
 from __future__ import annotations

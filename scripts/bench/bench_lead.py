@@ -2,12 +2,12 @@
 
 Runs `lifesearch bench judge --model smollm2-135m --backend vllm --reports-from drb-56 --repeats 3 --baseline none
 --json` in float32 (and in bfloat16 where this CPU has AVX512-BF16/AMX, or with --bf16 anyway), in vLLM's CPU
-environment (.venv-vllm, built by scripts/vllm_cpu_env.sh), and prints the markdown table: seconds (min / median
+environment (.venv-vllm, built by scripts/ci/vllm_cpu_env.sh), and prints the markdown table: seconds (min / median
 / max of 3 runs), decisions/s, GFLOP a run, achieved GFLOP/s against this CPU's measured matmul rate, packed vs
 vLLM at the medians, the agreement (packed vs vLLM per dtype; bf16 vs fp32 per engine) and the load average.
 With --single, one more run adds the one-prompt-per-rubric column (minutes). Run it on an idle machine:
 
-    python scripts/bench_lead.py [--drb ../shared/external/deep_research_bench] [--out /tmp/bench-lead]
+    python scripts/bench/bench_lead.py [--drb ../shared/external/deep_research_bench] [--out /tmp/bench-lead]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TASK = "drb-56"
 
 
