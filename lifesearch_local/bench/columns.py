@@ -55,7 +55,7 @@ def load_model(name: str, device: str, dtype_name: str, seed: int):
 
 def tokens_needed(groups, packed: bool) -> int:
     """Tokens a form runs through the model: each shared prefix once (packed forms) or every full prompt."""
-    from serving.engines.kernel import common_prefix_len
+    from serving.kernels.plan import common_prefix_len
 
     if not packed:
         return sum(len(it.ids) for g in groups for it in g)
@@ -171,8 +171,9 @@ class HFSide:
 
         import torch
 
-        from serving.engines.kernel import PackedScorer, common_prefix_len
+        from serving.engines.kernel import PackedScorer
         from serving.engines.shared_attention import prefill_kv
+        from serving.kernels.plan import common_prefix_len
 
         scorer = PackedScorer(self.model, form=form, token_budget=self.budget)
         prefixes = [g[0].ids[: common_prefix_len([it.ids for it in g])] for g in groups]

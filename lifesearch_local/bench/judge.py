@@ -39,7 +39,7 @@ def real_groups(args: JudgeBench) -> tuple[list, dict, list]:
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks
     from serving.chat import choice_group_items, context_limit
-    from serving.engines.kernel import common_prefix_len
+    from serving.kernels.plan import common_prefix_len
 
     tasks_path = args.tasks or str(Path(args.reports_from).parent / "tasks.jsonl")
     tasks = {t.id: t for t in load_tasks(tasks_path)}

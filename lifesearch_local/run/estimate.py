@@ -141,7 +141,7 @@ def model_shape(model: ModelConfig, *, local_only: bool) -> Shape | None:
     device = model_device(model)
     form = "vllm" if model.backend == "vllm" else choice_form(model.kernel, config, device)
     return Shape(tokenizer=tok, arch=arch_of(config), limit=context_limit(config, model.max_model_len), device=device,
-                 form=form, budget=getattr(model, "token_budget", 8192), dtype_bytes=_dtype_bytes(model, device),
+                 form=form, budget=getattr(model, "token_budget", None), dtype_bytes=_dtype_bytes(model, device),
                  rows_loop=form == "shared" and config_supported(config, device))
 
 

@@ -1,8 +1,8 @@
 """The model work of a phase as the estimate sees it: token ids through the real tokenizer, kernel passes, FLOPs.
 
-Pure given a tokenizer and the model's config: it mirrors what the engines compute (the packed kernel's
-batches through the same `row_chunks` / `common_prefix_len`, vLLM's prefix cache by whole blocks), so the
-token counts match the engine's own counters; tests hold them to it.
+Pure given a tokenizer and the model's config: it counts what the engines compute (the packed kernel's own
+plan, serving.kernels.plan; vLLM's prefix cache by whole blocks), so the token counts match the engine's own
+counters; tests hold them to it.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from typing import Any
 
 # vLLM caches whole blocks: a prompt recomputes what follows the last full block of the shared prefix.
 VLLM_BLOCK = {"cpu": 128, "cuda": 16}
-# The packed kernel prefills a long prefix in chunks of this many tokens (PackedScorer's default).
-PREFILL_CHUNK = 1024
 
 
 @dataclass(frozen=True)
@@ -85,55 +83,33 @@ def arch_of(config: Any) -> Arch | None:
 
 
 def choice_form(kernel: str, config: Any, device: str) -> str:
-    """The form the packed kernel takes for `kernel` (auto resolved as serving.engines.kernel does)."""
-    from serving.engines.kernel import check_attention_only, sliding_window
-    from serving.protocol import UnsupportedModelError
+    """The form the packed kernel takes for `kernel` (its own rule: serving.kernels.plan.choice_form)."""
+    from serving.kernels.plan import choice_form as kernel_form
 
-    if kernel != "auto":
-        return kernel
-    try:
-        check_attention_only(config)
-        shared = sliding_window(config) is None and not getattr(config, "attn_logit_softcapping", None)
-    except UnsupportedModelError:
-        shared = False
-    return "shared" if device == "cpu" and shared else "two_stage"
+    return kernel_form(kernel, config, device)
 
 
-def kernel_passes(ids: Sequence[Sequence[int]], form: str, budget: int, rows_loop: bool = False) -> list[Pass]:
-    """The forward calls the packed kernel makes for one group (serving.engines.kernel.PackedScorer);
-    `rows_loop`: `shared` runs its own layer loop (serving.engines.packed_rows), rows packed without padding."""
-    from serving.engines.kernel import common_prefix_len, token_chunks
-    from serving.engines.shared_attention import row_chunks
+def kernel_passes(ids: Sequence[Sequence[int]], form: str, budget: int | None = None,
+                  rows_loop: bool = False) -> list[Pass]:
+    """The forward calls the packed kernel makes for one group: its plan (serving.kernels.plan.plan_group), each
+    pass as the estimate counts it; `rows_loop`: `shared` runs its own layer loop, rows packed without padding."""
+    from serving.kernels.plan import plan_group
 
+    plan = plan_group(ids, form, budget, rows_loop=rows_loop)
     if form == "single":
-        return [Pass(1, len(s), 0, 1) for s in ids]
-    p = common_prefix_len(ids)
-    if form == "shared":  # prefilled in chunks too, counted as one pass by the kernel's stats
-        out = [Pass(1, p, 0, 1)] if p else []
-    else:
-        out = [Pass(1, min(PREFILL_CHUNK, p - a), a, 1) for a in range(0, p, PREFILL_CHUNK)]
-    widths = [len(s) - p for s in ids]
-    if form == "shared" and rows_loop:
-        # one pass per batch of consecutive rows; each row attends to the prefix and to itself only
-        for part in token_chunks(widths, p, budget):
-            out.append(Pass(len(part), max(widths[k] for k in part), p, len(part), tuple(widths[k] for k in part)))
-        return out
-    if form == "shared":
-        order = sorted(range(len(ids)), key=lambda k: len(ids[k]))
-        for part in row_chunks([widths[k] for k in order], p, budget):
-            out.append(Pass(len(part), max(widths[order[k]] for k in part), p, len(part)))
-        return out
-    chunk = max(1, budget // (p + max(widths)))  # two_stage: each row holds its copy of the prefix
-    for a in range(0, len(ids), chunk):
-        part = widths[a : a + chunk]
-        out.append(Pass(len(part), max(part), p, len(part)))
+        return [Pass(1, len(ids[k]), 0, 1) for (k,) in plan.batches]
+    p, widths = plan.prefix, plan.widths
+    out = [Pass(1, b - a, a, 1) for a, b in plan.prefill]
+    for part in plan.batches:
+        own = tuple(widths[k] for k in part) if plan.packed else ()
+        out.append(Pass(len(part), max(widths[k] for k in part), p, len(part), own))
     return out
 
 
 def vllm_passes(ids: Sequence[Sequence[int]], device: str) -> list[Pass]:
     """What vLLM computes for one group with prefix caching: the first prompt whole, then each other
     prompt from the last full cache block of the shared prefix."""
-    from serving.engines.kernel import common_prefix_len
+    from serving.kernels.plan import common_prefix_len
 
     if len(ids) < 2:
         return [Pass(1, len(s), 0, 1) for s in ids]
@@ -176,8 +152,8 @@ class Shape:
     """cpu or cuda."""
     form: str | None
     """Choice-scoring form: a packed kernel form (hf), `vllm`, or None (an endpoint)."""
-    budget: int = 8192
-    """The hf engine's token budget per batch."""
+    budget: int | None = None
+    """The hf engine's token budget per batch (None: the kernel's default)."""
     rows_loop: bool = False
     """`shared` runs its own layer loop here (serving.engines.packed_rows.config_supported)."""
     dtype_bytes: int = 4

@@ -30,43 +30,10 @@ from typing import Any
 from .. import stop
 from ..chat import Item
 from ..config import KERNEL_FORMS
+from ..kernels import plan as kplan
+from ..kernels.plan import GroupPlan, check_attention_only, plan_group, shared_ok, sliding_window
 from ..progress_hook import decided
 from ..protocol import UnsupportedModelError
-
-# Layer kinds of hybrid models: their state is not a per-token KV cache, so packing with
-# an attention mask would silently compute something else.
-_NON_ATTENTION = ("linear", "mamba", "ssm", "conv", "recurrent", "rwkv", "deltanet", "lightning", "moba")
-_HYBRID_TYPES = {
-    "jamba", "zamba", "zamba2", "bamba", "falcon_h1", "falcon_mamba", "mamba", "mamba2", "qwen3_next",
-    "lfm2", "granitemoehybrid", "nemotron_h", "recurrent_gemma", "rwkv", "xlstm", "minimax", "plamo2",
-    "kimi_linear", "qwen3_5", "olmo_hybrid",
-}
-
-
-def check_attention_only(config: Any) -> None:
-    """Refuse hybrid or linear-attention models with a clear message."""
-    model_type = getattr(config, "model_type", "?")
-    kinds = set(getattr(config, "layer_types", None) or [])
-    odd = sorted(k for k in kinds if any(s in str(k) for s in _NON_ATTENTION))
-    if model_type in _HYBRID_TYPES or odd:
-        what = f"layer types {odd}" if odd else f"model type {model_type!r}"
-        raise UnsupportedModelError(
-            f"the packed judge kernel needs an attention-only decoder; this model has {what} "
-            "(hybrid / linear attention / state-space). Use the vllm backend or kernel form 'single'."
-        )
-
-
-def sliding_window(config: Any) -> int | None:
-    """The attention window if the model uses one on every layer, else None."""
-    w = getattr(config, "sliding_window", None)
-    if not w or getattr(config, "use_sliding_window", True) is False:
-        return None
-    kinds = set(getattr(config, "layer_types", None) or [])
-    if kinds and kinds != {"sliding_attention"}:
-        raise UnsupportedModelError(
-            f"mixed sliding/full attention layers ({sorted(kinds)}) are not supported by the packed kernel"
-        )
-    return int(w)
 
 
 @dataclass
@@ -92,32 +59,6 @@ class KernelStats:
         self.forms[form] = self.forms.get(form, 0) + 1
 
 
-def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
-    """Longest common prefix, capped so that every sequence keeps at least one suffix token."""
-    n = min(len(s) for s in seqs) - 1
-    first = seqs[0]
-    for i in range(n):
-        t = first[i]
-        if any(s[i] != t for s in seqs[1:]):
-            return i
-    return max(n, 0)
-
-
-def _shared_ok(model: Any) -> bool:
-    """Whether the `shared` form applies: attention on every layer, no sliding window, no softcapping."""
-    try:
-        check_attention_only(model.config)
-        return sliding_window(model.config) is None and not getattr(model.config, "attn_logit_softcapping", None)
-    except UnsupportedModelError:
-        return False
-
-
-def _auto_form(model: Any) -> str:
-    """`shared` on CPU where the model allows it (measured on drb-56, docs/benchmarks.md), else two_stage."""
-    device = next(model.parameters()).device
-    return "shared" if device.type == "cpu" and _shared_ok(model) else "two_stage"
-
-
 def _candidate_logprobs(logits, rows: Sequence[Item]) -> list[list[float]]:
     import torch
 
@@ -125,24 +66,11 @@ def _candidate_logprobs(logits, rows: Sequence[Item]) -> list[list[float]]:
     return [[float(lp[i, c]) for c in it.candidates] for i, it in enumerate(rows)]
 
 
-def token_chunks(lengths: Sequence[int], prefix: int, budget: int) -> list[list[int]]:
-    """Consecutive indices per batch: prefix + the batch's tokens ≤ budget; at least one row each."""
-    chunks: list[list[int]] = []
-    used = budget
-    for i, n in enumerate(lengths):
-        if chunks and used + n <= budget:
-            chunks[-1].append(i)
-            used += n
-        else:
-            chunks.append([i])
-            used = prefix + n
-    return chunks
-
-
 class PackedScorer:
     """Runs one kernel form over groups of `Item`s on a transformers causal LM."""
 
-    def __init__(self, model: Any, *, form: str = "auto", token_budget: int = 8192, prefill_chunk: int = 1024):
+    def __init__(self, model: Any, *, form: str = "auto", token_budget: int | None = None,
+                 prefill_chunk: int | None = None):
         if form not in KERNEL_FORMS:
             raise ValueError(f"unknown kernel form {form!r}; choose from {', '.join(KERNEL_FORMS)}")
         self.model = model
@@ -150,17 +78,16 @@ class PackedScorer:
         if form != "single":
             check_attention_only(model.config)
         self.window = sliding_window(model.config)
-        # auto: shared where the model allows it (see _auto_form), else two_stage: on an H200 (8B-shaped
-        # Llama, bf16, 8 reports × 20 rubrics, prefix 5000) two_stage ran 1.8× faster than packing the
-        # reports into one sequence under a FlexAttention mask (docs/benchmarks.md).
-        self.form = _auto_form(model) if form == "auto" else form
-        if self.form == "shared" and not _shared_ok(model):
+        # auto: shared where the model allows it (serving.kernels.plan.choice_form), else two_stage: on an H200
+        # (8B-shaped Llama, bf16, 8 reports × 20 rubrics, prefix 5000) two_stage ran 1.8× faster than packing
+        # the reports into one sequence under a FlexAttention mask (docs/benchmarks.md).
+        self.form = kplan.choice_form(form, model.config, self.device.type)
+        if self.form == "shared" and not shared_ok(model.config):
             raise UnsupportedModelError("kernel form 'shared' needs an attention-only model without sliding "
                                         "windows or softcapping; use two_stage")
-        self.token_budget = token_budget
-        # A long prefix runs in chunks of this many tokens over the KV cache, so a stop request
-        # (SIGTERM) is honoured within one chunk's time instead of one whole-report forward.
-        self.prefill_chunk = max(1, prefill_chunk)
+        # read when built, so that the plan's defaults hold for kernel and estimate alike
+        self.token_budget = kplan.TOKEN_BUDGET if token_budget is None else token_budget
+        self.prefill_chunk = max(1, kplan.PREFILL_CHUNK if prefill_chunk is None else prefill_chunk)
         self.stats = KernelStats()
         self.rows = None  # the shared form's own layer loop, where the model allows it (serving.engines.packed_rows)
         if self.form == "shared":
@@ -190,34 +117,38 @@ class PackedScorer:
 
         return torch.tensor(rows, dtype=torch.long, device=self.device)
 
+    def plan(self, items: Sequence[Item]) -> GroupPlan:
+        """This scorer's passes for one group (serving.kernels.plan: what the estimate counts)."""
+        return plan_group([it.ids for it in items], self.form, self.token_budget, rows_loop=self.rows is not None,
+                          chunk=self.prefill_chunk)
+
     def _two_stage(self, items: Sequence[Item]) -> list[list[float]]:
         import copy
 
         from transformers import DynamicCache
 
-        p = common_prefix_len([it.ids for it in items])
+        plan = self.plan(items)
+        p = plan.prefix
         cache = None
         if p > 0:
             cache = DynamicCache()  # full-length layers even for windowed models: our mask applies the window
-            for a in range(0, p, self.prefill_chunk):
+            for a, b in plan.prefill:
                 stop.check()
-                chunk = items[0].ids[a : min(p, a + self.prefill_chunk)]
+                chunk = items[0].ids[a:b]
                 self.model(input_ids=self._tensor([chunk]), past_key_values=cache, use_cache=True, logits_to_keep=1)
                 self.stats.add("two_stage", len(chunk))
             stop.check()
         suffixes = [it.ids[p:] for it in items]
-        width = max(len(s) for s in suffixes)
         # Each row of a batch holds its own copy of the prefix's KV (the cache is repeated per row),
-        # so the budget counts prefix + suffix per row: memory is bounded by it, not by the rubrics.
-        chunk = max(1, self.token_budget // (p + width))
+        # so the plan's budget counts prefix + suffix per row: memory is bounded by it, not by the rubrics.
         out: list[list[float]] = []
-        for start in range(0, len(items), chunk):
-            part = suffixes[start : start + chunk]
+        for batch in plan.batches:
+            part = [suffixes[k] for k in batch]
             c = None
             if cache is not None:
-                c = copy.deepcopy(cache) if len(items) > chunk else cache
+                c = copy.deepcopy(cache) if len(plan.batches) > 1 else cache
                 c.batch_repeat_interleave(len(part))
-            out += self._batch(part, items[start : start + chunk], offset=p, cache=c)
+            out += self._batch(part, [items[k] for k in batch], offset=p, cache=c)
             decided(len(part))
         return out
 
@@ -225,23 +156,23 @@ class PackedScorer:
         """The prefix's KV once (batch 1, in chunks), then the suffixes in batches of rows whose attention
         reads that one KV (left-padded, so every row's last token is the batch's last column). The budget
         counts the prefix once and each row's suffix: prefix + rows × width ≤ token_budget."""
-        from .shared_attention import SharedPrefixKV, left_padded, prefill_kv, register, row_chunks
+        from .shared_attention import SharedPrefixKV, left_padded, prefill_kv, register
 
-        p = common_prefix_len([it.ids for it in items])
+        plan = self.plan(items)
+        p = plan.prefix
         if self.rows is not None:
-            return self._shared_rows(items, p)
+            return self._shared_rows(items, plan)
         prefix = prefill_kv(self.model, items[0].ids[:p], self.prefill_chunk)
         if p:
             self.stats.add("shared", p)
         before = self.model.config._attn_implementation
         self.model.set_attn_implementation(register())
-        # rows by suffix length, so that a batch pads its rows to a similar width (results go back in input order)
-        order = sorted(range(len(items)), key=lambda k: len(items[k].ids))
+        # the plan takes rows by suffix length, so that a batch pads its rows to a similar width (results go
+        # back in input order)
         out: list[list[float]] = [[] for _ in items]
         try:
-            for part in row_chunks([len(items[k].ids) - p for k in order], p, self.token_budget):
+            for part in plan.batches:
                 stop.check()
-                part = [order[k] for k in part]
                 rows = [items[k] for k in part]
                 ids, pos, mask, width = left_padded([it.ids[p:] for it in rows], p, self.device)
                 st = SharedPrefixKV(prefix, len(rows), width, self.token_budget)
@@ -255,14 +186,15 @@ class PackedScorer:
             self.model.set_attn_implementation(before)  # the model is shared with other forms and generate mode
         return out
 
-    def _shared_rows(self, items: Sequence[Item], p: int) -> list[list[float]]:
+    def _shared_rows(self, items: Sequence[Item], plan: GroupPlan) -> list[list[float]]:
         """`shared` on the packed-rows loop: the prefix's KV once, then the suffixes end to end (no padding) in
         batches of prefix + their tokens ≤ token_budget, each reading that one KV."""
+        p = plan.prefix
         kv = self.rows.prefix(items[0].ids[:p], self.prefill_chunk)
         if p:
             self.stats.add("shared", p)
         out: list[list[float]] = []
-        for part in token_chunks([len(it.ids) - p for it in items], p, self.token_budget):
+        for part in plan.batches:
             stop.check()
             rows = [items[k] for k in part]
             logits = self.rows.rows([it.ids[p:] for it in rows], p, kv)

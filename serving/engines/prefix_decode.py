@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import stop
 from ..decoding import JsonObjectEnd, decode_generated, json_object_end
-from .kernel import check_attention_only, common_prefix_len, sliding_window
+from ..kernels.plan import common_prefix_len, shared_ok
 from .shared_attention import SharedPrefixKV, prefill_kv, register
 
 
@@ -62,9 +62,8 @@ class Decoded:
 def supported(model: Any) -> bool:
     """Attention-only decoders without a sliding window (others take the padded batch path)."""
     try:
-        check_attention_only(model.config)
-        return sliding_window(model.config) is None and not getattr(model.config, "attn_logit_softcapping", None)
-    except Exception:  # noqa: BLE001 - UnsupportedModelError and odd configs alike
+        return shared_ok(model.config)
+    except Exception:  # noqa: BLE001 - odd configs (a window that is no number) take the padded path too
         return False
 
 

@@ -186,20 +186,6 @@ def prefill_kv(model: Any, ids: list[int], chunk: int) -> list[tuple[Any, Any]]:
     return [(layer.keys[0], layer.values[0]) for layer in cache.layers]
 
 
-def row_chunks(widths: list[int], prefix: int, budget: int) -> list[list[int]]:
-    """Consecutive row indices per batch: prefix + rows × (widest suffix) ≤ budget; at least one row each."""
-    chunks: list[list[int]] = []
-    widest = 0
-    for i, w in enumerate(widths):
-        if chunks and prefix + (len(chunks[-1]) + 1) * max(widest, w) <= budget:
-            chunks[-1].append(i)
-            widest = max(widest, w)
-        else:
-            chunks.append([i])
-            widest = w
-    return chunks
-
-
 def left_padded(suffixes: list[list[int]], offset: int, device: Any) -> tuple[Any, Any, Any, int]:
     """(ids, positions, (rows, 1, w, w) bool mask, w) of suffixes left-padded to one width after `offset`
     prefix tokens: every row's last token is the last column; a padding query sees itself only, so no

@@ -59,6 +59,26 @@ def test_the_planned_passes_are_the_kernels_own(engine, groups, form, budget):
     assert form == "single" or scorer.stats.forward_tokens < scorer.stats.prompt_tokens  # the prefix counted once
 
 
+def test_the_estimate_follows_a_change_in_the_kernels_plan(engine, groups, monkeypatch):
+    # the estimate asks the kernel's plan instead of copying its rules: a smaller prefill chunk and budget
+    # there change the kernel's passes and the estimate's count alike
+    from serving.chat import choice_group_items
+    from serving.engines.kernel import PackedScorer
+    from serving.kernels import plan
+
+    shape = Shape(engine.tokenizer, arch_of(engine.model.config), engine.max_positions, "cpu", "two_stage")
+    before = choice_unit(shape, groups[0], CHOICES)
+    monkeypatch.setattr(plan, "PREFILL_CHUNK", 64)
+    monkeypatch.setattr(plan, "TOKEN_BUDGET", 2 * before.prompt_tokens // before.rows)
+    scorer = PackedScorer(engine.model, form="two_stage")
+    items, _ = choice_group_items(engine.tokenizer, groups[0], CHOICES, engine.max_positions)
+    scorer.score([items])
+    after = choice_unit(shape, groups[0], CHOICES)
+    assert (after.passes, after.tokens) == (scorer.stats.passes, scorer.stats.forward_tokens)
+    assert after.passes > before.passes + 2  # more prefill chunks and smaller batches than under the defaults
+    assert scorer.stats.forms == {"two_stage": after.passes}
+
+
 def test_the_shape_counts_the_models_weights(engine):
     # every weight a token multiplies through, and all weights, as the loaded model holds them
     arch = arch_of(engine.model.config)

@@ -10,8 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from serving.chat import Item  # noqa: E402
-from serving.engines import kernel as K  # noqa: E402
-from serving.engines.kernel import PackedScorer, check_attention_only, common_prefix_len  # noqa: E402
+from serving.engines.kernel import PackedScorer  # noqa: E402
+from serving.kernels import plan as K  # noqa: E402
+from serving.kernels.plan import common_prefix_len  # noqa: E402
 from serving.protocol import UnsupportedModelError  # noqa: E402
 from tests.helpers.tolerances import ACTIVATION_TOL, LOGP_TOL, P_TOL  # noqa: E402
 
@@ -123,35 +124,6 @@ def test_sliding_window_model():
     groups = make_groups(5)
     ref = PackedScorer(model, form="single").score(groups)
     assert max_diff(ref, PackedScorer(model, form="two_stage", token_budget=800).score(groups)) <= P_TOL
-
-
-class _Cfg:
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
-
-
-@pytest.mark.parametrize("cfg", [
-    _Cfg(model_type="qwen3_next", layer_types=["linear_attention", "full_attention"]),
-    _Cfg(model_type="jamba"),
-    _Cfg(model_type="custom", layer_types=["mamba", "full_attention"]),
-])
-def test_hybrid_models_are_refused(cfg):
-    with pytest.raises(UnsupportedModelError, match="attention-only"):
-        check_attention_only(cfg)
-
-
-def test_attention_only_models_pass():
-    check_attention_only(_Cfg(model_type="llama"))
-    check_attention_only(_Cfg(model_type="qwen3", layer_types=["full_attention"] * 4))
-    with pytest.raises(UnsupportedModelError, match="mixed sliding"):
-        K.sliding_window(_Cfg(sliding_window=128, layer_types=["sliding_attention", "full_attention"]))
-
-
-def test_common_prefix_keeps_a_suffix_token():
-    assert common_prefix_len([[1, 2, 3], [1, 2, 3]]) == 2
-    assert common_prefix_len([[1, 2, 3]]) == 2
-    assert common_prefix_len([[1, 2, 3], [1, 5]]) == 1
-    assert common_prefix_len([[4], [4, 5]]) == 0
 
 
 def test_shared_holds_one_prefix_kv_and_keeps_every_rubric_in_one_batch(monkeypatch):
