@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 def dry_run(args: argparse.Namespace, ids: set[str] | None) -> int:
     from lifesearch_local.cli.common import calibration
     from lifesearch_local.cli.estimate import show
-    from lifesearch_local.run.dry_run import estimate_judge
+    from lifesearch_local.estimate.dry_run import estimate_judge
     from lifesearch_local.run.preflight import preflight
     from lifesearch_local.run.standalone import judge_inputs
 

@@ -1,1 +1,1 @@
-"""What commands call: the pipeline, the stand-alone stages, preflight, repair."""
+"""What commands call: the pipeline, the stand-alone stages, preflight, repair, rejudge, and RunConfig."""

@@ -90,7 +90,7 @@ def run_pipeline(cfg: RunConfig, *, command: str = "run", show: bool = True, tod
 
 def _pipeline(cfg: RunConfig, show: bool, today: dt.date | None, phases: tuple[str, ...],
               open_model: OpenModel | None, force_config: bool) -> PipelineResult:
-    from lifesearch_local.run.dry_run import record_actual, record_run_estimate
+    from lifesearch_local.estimate.dry_run import record_actual, record_run_estimate
     from serving.ray.session import ray_session
 
     t0 = time.perf_counter()

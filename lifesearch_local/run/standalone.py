@@ -59,8 +59,8 @@ def judge_run(out: str | Path, tasks_path: str | Path, reports_path: str | Path,
     gets the invocation's estimate (stored profiles only) at its start and what it actually took at its end."""
     import time
 
+    from lifesearch_local.estimate.dry_run import record_actual, record_judge_estimate
     from lifesearch_local.judge.stage import judge_stage
-    from lifesearch_local.run.dry_run import record_actual, record_judge_estimate
     from lifesearch_local.run.preflight import preflight
     from serving.ray.session import ray_session
 

@@ -10,12 +10,12 @@ from collections import Counter
 import pytest
 
 from lifesearch_local.agent.config import AgentConfig, ToolsConfig
+from lifesearch_local.estimate.dry_run import estimate_judge, estimate_run
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Judgment, Report
 from lifesearch_local.reporteval.config import ReportEvalConfig
 from lifesearch_local.reporteval.records import ReportEvaluation
 from lifesearch_local.run.config import RunConfig
-from lifesearch_local.run.dry_run import estimate_judge, estimate_run
 from lifesearch_local.run.pipeline import run_pipeline
 from lifesearch_local.rundir.directory import RunDir
 from lifesearch_local.rundir.jsonl import read_records

@@ -1,8 +1,8 @@
 """The estimate of a run config or a `judge` invocation: `estimate`, `run --dry-run`, `judge --dry-run`, and a run's own.
 
-Plans every phase the command would run from the same files (run/estimate_plan.py), finds each
-engine's profile (stored, or calibrated now: run/calibrate.py), and adds up time, memory and GPU-hours
-(run/estimate.py). Nothing is written but profiles; a run directory is read, never created.
+Plans every phase the command would run from the same files (estimate/plan.py), finds each
+engine's profile (stored, or calibrated now: estimate/calibrate.py), and adds up time, memory and GPU-hours
+(estimate/cost.py). Nothing is written but profiles; a run directory is read, never created.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from lifesearch_local.judge.config import JudgeConfig
-from lifesearch_local.records import Judgment, Report, Task
-from lifesearch_local.run.calibrate import (
+from lifesearch_local.agent.config import AgentConfig
+from lifesearch_local.estimate.calibrate import (
     ChoiceSample,
     EngineProfile,
     GenerateSample,
@@ -28,8 +27,7 @@ from lifesearch_local.run.calibrate import (
     session_calibration,
     session_key,
 )
-from lifesearch_local.run.config import RunConfig
-from lifesearch_local.run.estimate import (
+from lifesearch_local.estimate.cost import (
     Calibrate,
     Estimate,
     PhaseEstimate,
@@ -41,18 +39,38 @@ from lifesearch_local.run.estimate import (
     phase_memory_gib,
     phase_seconds,
 )
-from lifesearch_local.run.estimate_plan import (
+from lifesearch_local.estimate.plan import (
     PhasePlan,
     agent_plan,
     judge_plan,
     placeholder_reports,
     reporteval_plan,
 )
-from lifesearch_local.run.estimate_work import Shape
+from lifesearch_local.estimate.work import Shape
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.records import Judgment, Report, Task
+from lifesearch_local.reporteval.config import ReportEvalConfig
 from serving.config import ModelConfig, RayConfig
 
 log = logging.getLogger(__name__)
 PHASES = ("agent", "judge", "reporteval")
+
+
+class RunConfig(Protocol):
+    """What the estimate reads of a run's config (lifesearch_local.run.config.RunConfig: `run` sits above the
+    estimate and records its own estimate, so the estimate names the fields instead of importing the class)."""
+
+    tasks: str
+    task_ids: list[str] | None
+    runs: int
+    reports: str | None
+    agents: list[AgentConfig]
+    ray: RayConfig | None
+    reporteval: ReportEvalConfig | None
+
+    def all_judges(self) -> list[JudgeConfig]: ...
+
+    def out_dir(self) -> str: ...
 
 
 class _Shapes:
@@ -246,7 +264,7 @@ def _record(rd: Any, what: str, make: Any) -> Estimate | None:
 
 def record_actual(rd: Any, est: Estimate | None, stages: dict[str, dict[str, Any]], wall_s: float) -> None:
     """What the invocation took, beside its estimate in the manifest (`estimate.actual`)."""
-    from lifesearch_local.run.estimate import actual_figures
+    from lifesearch_local.estimate.cost import actual_figures
 
     if est is None:
         return

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from lifesearch_local.run.calibrate import EngineProfile
-from lifesearch_local.run.estimate import (
+from lifesearch_local.estimate.calibrate import EngineProfile
+from lifesearch_local.estimate.cost import (
     SPREAD,
     MemoryEstimate,
     PhaseEstimate,
@@ -16,8 +16,8 @@ from lifesearch_local.run.estimate import (
     phase_memory_gib,
     phase_seconds,
 )
-from lifesearch_local.run.estimate_plan import AgentWork, PhasePlan
-from lifesearch_local.run.estimate_work import Arch, Shape, Unit
+from lifesearch_local.estimate.plan import AgentWork, PhasePlan
+from lifesearch_local.estimate.work import Arch, Shape, Unit
 from serving.config import RayConfig, model_config
 
 MODEL = model_config(model="m", device="cpu")

@@ -3,7 +3,7 @@
 Counts are exact (the stages' own pending-work functions on the same files); tokens come from the
 model's tokenizer on the real prompts (an agent's unwritten reports: a stated assumption); time is the
 work's FLOPs at the rate a short calibration on the configured engine measured (or a stored profile of
-one: run/calibrate.py), plus what opening and closing the engine cost there; memory is weights plus KV
+one: estimate/calibrate.py), plus what opening and closing the engine cost there; memory is weights plus KV
 cache at the configured budget against what this machine has free.
 """
 
@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from lifesearch_local.estimate.calibrate import EngineProfile
+from lifesearch_local.estimate.plan import PhasePlan
+from lifesearch_local.estimate.work import Shape, replica_seconds
 from lifesearch_local.judge.config import JudgeConfig
-from lifesearch_local.run.calibrate import EngineProfile
-from lifesearch_local.run.estimate_plan import PhasePlan
-from lifesearch_local.run.estimate_work import Shape, replica_seconds
 from serving.config import ModelConfig, RayConfig
 
 log = logging.getLogger(__name__)
@@ -121,8 +121,8 @@ class Estimate(BaseModel):
 def model_shape(model: ModelConfig, *, local_only: bool) -> Shape | None:
     """The tokenizer and shape of a model as its engine loads them (tiny-* built, smollm2 converted);
     None where no tokenizer is at hand (an endpoint's model, a hub id not in the cache with `local_only`)."""
+    from lifesearch_local.estimate.work import arch_of, choice_form
     from lifesearch_local.llm.models import resolved_path
-    from lifesearch_local.run.estimate_work import arch_of, choice_form
     from serving.chat import context_limit
     from serving.engines.packed_rows import config_supported
 

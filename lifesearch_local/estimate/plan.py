@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifesearch_local.agent.config import AgentConfig
+from lifesearch_local.estimate.calibrate import ChoiceSample, GenerateSample
+from lifesearch_local.estimate.work import Shape, Unit, choice_unit, generate_unit
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Report, Task
-from lifesearch_local.run.calibrate import ChoiceSample, GenerateSample
-from lifesearch_local.run.estimate_work import Shape, Unit, choice_unit, generate_unit
 from serving.config import ModelConfig
 
 # The calibration's real choice prompts: a few rubrics of the first report, the report cut at

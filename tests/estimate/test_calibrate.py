@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from lifesearch_local.run import calibrate
-from lifesearch_local.run.calibrate import (
+from lifesearch_local.estimate import calibrate
+from lifesearch_local.estimate.calibrate import (
     ChoiceSample,
     EngineProfile,
     GenerateSample,

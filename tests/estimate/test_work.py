@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lifesearch_local.judge.rubric import CHOICES, Pending, choice_group, judged_rubrics
-from lifesearch_local.records import Report
-from lifesearch_local.run.estimate_work import (
+from lifesearch_local.estimate.work import (
     Arch,
     Pass,
     Shape,
@@ -17,6 +15,8 @@ from lifesearch_local.run.estimate_work import (
     replica_seconds,
     vllm_passes,
 )
+from lifesearch_local.judge.rubric import CHOICES, Pending, choice_group, judged_rubrics
+from lifesearch_local.records import Report
 from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
 from tests.helpers.inputs import SAMPLE
