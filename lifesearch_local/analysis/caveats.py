@@ -73,7 +73,7 @@ def random_weight_roles(judges: Sequence = (), agents: Sequence = (), manifest: 
     """`agent <id> (<model>)` / `judge <id> (<model>)` for each random-weight model behind the numbers,
     each once, in that order."""
     from lifesearch_local.llm.models import random_weights
-    from serving.engines.tiny import TINY_MODELS
+    from serving.models.tiny import TINY_MODELS
 
     roles: dict[str, str] = {}
     for role, c in [("agent", a) for a in agents] + [("judge", j) for j in judges]:

@@ -119,7 +119,7 @@ class HFSide:
             self.model = load_model(args.model, device, args.dtype, args.seed)
 
     def form(self, name: str) -> str:
-        from serving.engines.kernel import PackedScorer
+        from serving.kernels.kernel import PackedScorer
 
         return PackedScorer(self.model, form=name).form
 
@@ -129,7 +129,7 @@ class HFSide:
 
         from lifesearch_local.judge.config import JudgeConfig
         from lifesearch_local.runtime.progress import progress_bar
-        from serving.engines.kernel import KernelStats, PackedScorer
+        from serving.kernels.kernel import KernelStats, PackedScorer
         from serving.progress_hook import reporting
 
         scorer = PackedScorer(self.model, form=form, token_budget=self.budget)
@@ -171,9 +171,9 @@ class HFSide:
 
         import torch
 
-        from serving.engines.kernel import PackedScorer
-        from serving.engines.shared_attention import prefill_kv
+        from serving.kernels.kernel import PackedScorer
         from serving.kernels.plan import common_prefix_len
+        from serving.kernels.shared_attention import prefill_kv
 
         scorer = PackedScorer(self.model, form=form, token_budget=self.budget)
         prefixes = [g[0].ids[: common_prefix_len([it.ids for it in g])] for g in groups]

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from serving.cpu_features import bf16_native
+from serving._util.cpu_features import bf16_native
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def matmul_rate(dtype_name: str, device: str, sizes: Sequence[tuple[int, int]], 
 
 def _products(a: Any, b: Any, device: str) -> list[Any]:
     """`a @ b` as torch's matmul, and on CPU through oneDNN on `b` packed once (where torch has that path)."""
-    from serving.engines.packed_rows import Linear
+    from serving.kernels.packed_rows import Linear
 
     out = [lambda: a @ b]
     if device == "cpu":

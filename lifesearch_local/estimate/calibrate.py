@@ -110,7 +110,7 @@ class SessionProfile(BaseModel):
 
 def cache_dir() -> Path:
     """Where profiles live: <LIFESEARCH_CACHE or ~/.cache/lifesearch-local>/profiles."""
-    from serving.engines.tiny import cache_root
+    from serving.models.tiny import cache_root
 
     return cache_root() / "profiles"
 

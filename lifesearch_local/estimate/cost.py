@@ -124,7 +124,7 @@ def model_shape(model: ModelConfig, *, local_only: bool) -> Shape | None:
     from lifesearch_local.estimate.work import arch_of, choice_form
     from lifesearch_local.llm.models import resolved_path
     from serving.chat import context_limit
-    from serving.engines.packed_rows import config_supported
+    from serving.kernels.packed_rows import config_supported
 
     if model.backend == "openai":
         return None

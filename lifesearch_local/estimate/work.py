@@ -155,7 +155,7 @@ class Shape:
     budget: int | None = None
     """The hf engine's token budget per batch (None: the kernel's default)."""
     rows_loop: bool = False
-    """`shared` runs its own layer loop here (serving.engines.packed_rows.config_supported)."""
+    """`shared` runs its own layer loop here (serving.kernels.packed_rows.config_supported)."""
     dtype_bytes: int = 4
     """Bytes per weight and KV element."""
     notes: list[str] = field(default_factory=list)

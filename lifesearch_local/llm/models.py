@@ -49,7 +49,7 @@ def _strings(obj: Any) -> list[str]:
 
 def tiny_model_dir(name: str, seed: int = 0) -> Path:
     """The directory of the tiny random model `name` (built on first use, then cached)."""
-    from serving.engines.tiny import build_tiny
+    from serving.models.tiny import build_tiny
 
     return build_tiny(name, tiny_training_texts(), seed=seed)
 
@@ -57,7 +57,7 @@ def tiny_model_dir(name: str, seed: int = 0) -> Path:
 def engine_config(cfg: ModelConfig) -> ModelConfig:
     """`cfg` as an engine takes it: a tiny-* name becomes its built directory (on a multi-node
     Ray cluster, LIFESEARCH_CACHE must then be a shared directory)."""
-    from serving.engines.tiny import TINY_MODELS
+    from serving.models.tiny import TINY_MODELS
 
     if cfg.model not in TINY_MODELS:
         return cfg
@@ -66,8 +66,8 @@ def engine_config(cfg: ModelConfig) -> ModelConfig:
 
 def resolved_path(name: str, seed: int = 0) -> str:
     """The directory (or hub id) a model name loads from: tiny-* built here, smollm2-135m converted."""
-    from serving.engines.real_models import resolve_model_path
-    from serving.engines.tiny import TINY_MODELS
+    from serving.models.real_models import resolve_model_path
+    from serving.models.tiny import TINY_MODELS
 
     return resolve_model_path(str(tiny_model_dir(name, seed)) if name in TINY_MODELS else name)
 
@@ -75,6 +75,6 @@ def resolved_path(name: str, seed: int = 0) -> str:
 def random_weights(cfg: ModelConfig) -> bool:
     """Whether the model serves random weights: a built-in tiny model, or vLLM's `dummy` load format."""
     from serving.config import VLLMConfig
-    from serving.engines.tiny import TINY_MODELS
+    from serving.models.tiny import TINY_MODELS
 
     return cfg.model in TINY_MODELS or (isinstance(cfg, VLLMConfig) and cfg.load_format == "dummy")

@@ -35,8 +35,8 @@ from lifesearch_local.rundir.files import write_atomic
 from lifesearch_local.rundir.manifest import sha256_file
 from lifesearch_local.runtime.signals import StopFlag, graceful_stop
 from lifesearch_local.runtime.skeleton import OpenModel
+from serving._util.jsonread import JSONError, loads
 from serving.config import ModelConfig, RayConfig
-from serving.jsonread import JSONError, loads
 from serving.protocol import Engine
 
 

@@ -70,7 +70,6 @@ def vllm_cpu_problem(model: ModelConfig, remote: bool = False) -> str | None:
     sequence of max_model_len tokens in the memory free now (vLLM would fail after a traceback)."""
     if model.backend != "vllm" or remote or model.kv_cache_gib is not None or cuda_available():
         return None
-    from serving.engines.real_models import resolve_model_path
     from serving.engines.vllm_cpu import (
         CPUSetupError,
         free_memory,
@@ -78,6 +77,7 @@ def vllm_cpu_problem(model: ModelConfig, remote: bool = False) -> str | None:
         kv_cache_plan,
         model_max_len,
     )
+    from serving.models.real_models import resolve_model_path
 
     try:
         from transformers import AutoConfig
@@ -137,8 +137,8 @@ def ray_problem(model: ModelConfig, ray: RayConfig | None) -> str | None:
 def weights_problem(name: str, revision: str | None = None) -> str | None:
     """None when `name` is a built-in tiny model, a local directory, in the Hugging Face cache,
     or the hub is reachable; else why not (offline: fail now, not after minutes of retries)."""
-    from serving.engines.real_models import REAL_MODELS, real_model_problem
-    from serving.engines.tiny import TINY_MODELS
+    from serving.models.real_models import REAL_MODELS, real_model_problem
+    from serving.models.tiny import TINY_MODELS
 
     if name in REAL_MODELS:
         return real_model_problem(name)
@@ -166,8 +166,8 @@ def _close_model(name: str) -> str:
     """`; did you mean 'tiny-llama'?` for a misspelt built-in model name, else ''."""
     import difflib
 
-    from serving.engines.real_models import REAL_MODELS
-    from serving.engines.tiny import TINY_MODELS
+    from serving.models.real_models import REAL_MODELS
+    from serving.models.tiny import TINY_MODELS
 
     close = difflib.get_close_matches(name, [*TINY_MODELS, *REAL_MODELS], n=2, cutoff=0.75)
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""

@@ -11,9 +11,9 @@ from typing import Any
 
 from lifesearch_local.rundir.directory import RunDir
 from lifesearch_local.runtime.signals import StopFlag, graceful_stop
+from serving._util.stop import honoured
 from serving.config import ModelConfig, RayConfig
 from serving.protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
-from serving.stop import honoured
 
 # (model, ray) -> a context manager yielding the engine: serving.hosting.host_engine, or a test's fake
 OpenModel = Callable[[ModelConfig, "RayConfig | None"], AbstractContextManager[Engine]]

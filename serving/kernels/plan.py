@@ -1,6 +1,6 @@
 """The packed kernel's plan: which form a model can take and how one group of prompts is split into passes.
 
-The kernel (serving.engines.kernel.PackedScorer) executes this plan and the run estimate counts it,
+The kernel (serving.kernels.kernel.PackedScorer) executes this plan and the run estimate counts it,
 so a rule here (a budget, a chunk, a batch size) holds for both by construction: neither re-derives it.
 Pure: token ids and a model config in, indices out; no torch.
 """

@@ -102,7 +102,7 @@ def test_demo_report_in_a_real_browser(demo, tmp_path):
 
 
 def test_demo_real_without_the_model_package_is_one_line_naming_the_install(tmp_path, capsys, monkeypatch):
-    import serving.engines.real_models as rm
+    import serving.models.real_models as rm
     from lifesearch_local.cli import main
 
     def missing():

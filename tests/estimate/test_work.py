@@ -43,7 +43,7 @@ def groups():
 def test_the_planned_passes_are_the_kernels_own(engine, groups, form, budget):
     # what the estimate counts must be what the kernel computes: the same batches, the same tokens
     from serving.chat import choice_group_items
-    from serving.engines.kernel import PackedScorer
+    from serving.kernels.kernel import PackedScorer
 
     scorer = PackedScorer(engine.model, form=form, token_budget=budget)
     shape = Shape(engine.tokenizer, arch_of(engine.model.config), engine.max_positions, "cpu", form, budget,
@@ -63,8 +63,8 @@ def test_the_estimate_follows_a_change_in_the_kernels_plan(engine, groups, monke
     # the estimate asks the kernel's plan instead of copying its rules: a smaller prefill chunk and budget
     # there change the kernel's passes and the estimate's count alike
     from serving.chat import choice_group_items
-    from serving.engines.kernel import PackedScorer
     from serving.kernels import plan
+    from serving.kernels.kernel import PackedScorer
 
     shape = Shape(engine.tokenizer, arch_of(engine.model.config), engine.max_positions, "cpu", "two_stage")
     before = choice_unit(shape, groups[0], CHOICES)

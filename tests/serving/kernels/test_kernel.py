@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from serving.chat import Item  # noqa: E402
-from serving.engines.kernel import PackedScorer  # noqa: E402
 from serving.kernels import plan as K  # noqa: E402
+from serving.kernels.kernel import PackedScorer  # noqa: E402
 from serving.kernels.plan import common_prefix_len  # noqa: E402
 from serving.protocol import UnsupportedModelError  # noqa: E402
 from tests.helpers.tolerances import ACTIVATION_TOL, LOGP_TOL, P_TOL  # noqa: E402
@@ -65,7 +65,7 @@ def max_diff(a, b):
 @pytest.mark.parametrize("form", ["two_stage", "shared", "shared-transformers"])
 def test_packed_equals_each_prompt_alone(model, form):
     """`shared-transformers`: the shared form on the transformers forward, what models the packed-rows loop
-    does not cover run (serving.engines.packed_rows.supported)."""
+    does not cover run (serving.kernels.packed_rows.supported)."""
     groups = make_groups(1)
     ref = PackedScorer(model, form="single").score(groups)
     scorer = PackedScorer(model, form=form.split("-")[0], token_budget=700)
@@ -131,7 +131,7 @@ def test_shared_holds_one_prefix_kv_and_keeps_every_rubric_in_one_batch(monkeypa
     each rubric's own tokens, no padding), never copies the prefix's KV per row, and holds it once."""
     from transformers import DynamicCache
 
-    from serving.engines import packed_rows
+    from serving.kernels import packed_rows
 
     model = load("tiny-llama")
     rng = random.Random(7)
@@ -185,7 +185,7 @@ def test_chunk_after_a_cache_takes_the_fused_path_and_equals_the_masked_attentio
     equals SDPA with the boolean mask (GQA, with and without earlier keys); other masks are left to SDPA."""
     import torch.nn.functional as F
 
-    from serving.engines.attention import _causal_chunk
+    from serving.kernels.attention import _causal_chunk
 
     g = torch.Generator().manual_seed(0)
     for past in (0, 37):

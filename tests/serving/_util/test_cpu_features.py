@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from serving.cpu_features import bf16_native, cpu_flags
+from serving._util.cpu_features import bf16_native, cpu_flags
 
 
 def test_flags_come_from_the_flags_line(tmp_path):

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from lifesearch_local.records import Judgment
-from serving import redact as R
+from serving._util import redact as R
 from tests.helpers.inputs import J
 
 KEY = "sk-Live_9f8e7d6c5b4a/3+21zyXW"  # '/' and '+' make the URL- and JSON-escaped forms differ
@@ -157,7 +157,7 @@ def _encoded_forms() -> dict[str, str]:
 
 @pytest.fixture
 def secret(monkeypatch):
-    from serving import redact
+    from serving._util import redact
 
     monkeypatch.setattr(redact, "_secrets", set())
     monkeypatch.setattr(redact, "_pattern", None)
@@ -189,7 +189,7 @@ def test_every_encoding_of_a_key_is_redacted_in_judgments_and_http_errors(tmp_pa
 
 
 def test_ordinary_percent_and_unicode_escapes_are_left_alone(secret):
-    from serving.redact import redact
+    from serving._util.redact import redact
 
     text = "50%2F100 of sk-Live users; \\u0073k- is not a key; %73%6B only starts one"
     assert redact(text) == text

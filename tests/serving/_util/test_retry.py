@@ -1,4 +1,4 @@
-"""serving.retry: the one rule of what is worth another attempt, and the bounded helper that applies it."""
+"""serving._util.retry: the one rule of what is worth another attempt, and the bounded helper that applies it."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pickle
 import httpx
 import pytest
 
+from serving._util.retry import RetryableError, RetryPolicy, aretry, retry, retryable_status, transient
 from serving.chat import ContextOverflowError
 from serving.errors import EndpointError
-from serving.retry import RetryableError, RetryPolicy, aretry, retry, retryable_status, transient
 
 NO_WAIT = RetryPolicy(attempts=3, base_delay=0.0)
 

@@ -9,7 +9,7 @@ Forms (the packed ones must equal scoring each prompt alone; tests check it):
 - `two_stage`: the prefix once with its KV cache, then the suffixes in batches over that
   cache (each row of a batch holds a copy of the prefix's KV);
 - `shared`: the prefix once, then all suffixes as one batch whose attention reads the one
-  prefix KV for every row (serving.engines.shared_attention: no per-row copy, an exact
+  prefix KV for every row (serving.kernels.shared_attention: no per-row copy, an exact
   log-sum-exp merge with each row's own keys), so a report's rubrics stay in one batch
   whatever the prefix length; attention-only models without sliding windows;
 - `single`: every prompt alone, batch size 1: the reference of the tests, the baseline of
@@ -27,13 +27,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import stop
+from .._util import stop
 from ..chat import Item
 from ..config import KERNEL_FORMS
-from ..kernels import plan as kplan
-from ..kernels.plan import GroupPlan, check_attention_only, plan_group, shared_ok, sliding_window
 from ..progress_hook import decided
 from ..protocol import UnsupportedModelError
+from . import plan as kplan
+from .plan import GroupPlan, check_attention_only, plan_group, shared_ok, sliding_window
 
 
 @dataclass
@@ -89,7 +89,7 @@ class PackedScorer:
         self.token_budget = kplan.TOKEN_BUDGET if token_budget is None else token_budget
         self.prefill_chunk = max(1, kplan.PREFILL_CHUNK if prefill_chunk is None else prefill_chunk)
         self.stats = KernelStats()
-        self.rows = None  # the shared form's own layer loop, where the model allows it (serving.engines.packed_rows)
+        self.rows = None  # the shared form's own layer loop, where the model allows it (serving.kernels.packed_rows)
         if self.form == "shared":
             from .packed_rows import RowsForward, supported
 

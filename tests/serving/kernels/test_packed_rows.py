@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from serving.engines import packed_rows as R  # noqa: E402
+from serving.kernels import packed_rows as R  # noqa: E402
 from tests.helpers.tolerances import ACTIVATION_TOL, LOGP_TOL  # noqa: E402
 
 ARCHS = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral"]

@@ -1,8 +1,8 @@
 """Attention of many rows over one shared prefix KV: every row's queries against the prefix once (batch 1,
 no per-row copy), merged exactly with each row's own suffix attention by log-sum-exp.
 
-Used by shared-prefix decoding (serving.engines.prefix_decode: the rubric rows of a report decoded over
-its KV) and by the packed kernel's `shared` choice form (serving.engines.kernel). Registered as the
+Used by shared-prefix decoding (serving.kernels.prefix_decode: the rubric rows of a report decoded over
+its KV) and by the packed kernel's `shared` choice form (serving.kernels.kernel). Registered as the
 attention implementation NAME; the model's forward gets the per-call state as `shared_prefix`.
 On CPU both the many-query suffix prefill and the one-query decoding steps run torch's fused flash
 attention twice (prefix, suffix), each returning its log-sum-exp, and merge the two exactly; elsewhere
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import stop
+from .._util import stop
 from .attention import flash_cpu_op, lse_merge
 
 NAME = "lifesearch_shared_prefix"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from serving.jsonread import JSONError, loads
+from serving._util.jsonread import JSONError, loads
 
 DEEP = "[" * 100_000 + "]" * 100_000
 

@@ -12,9 +12,9 @@ from lifesearch_local.resources import resource_path  # noqa: E402
 from lifesearch_local.tasks import load_tasks  # noqa: E402
 from serving.config import model_config  # noqa: E402
 from serving.decoding import JsonObjectEnd, json_object_end  # noqa: E402
-from serving.engines import prefix_decode  # noqa: E402
 from serving.engines.hf import HFEngine  # noqa: E402
-from serving.engines.prefix_decode import Decoded, Row, plan_chunks, plan_groups  # noqa: E402
+from serving.kernels import prefix_decode  # noqa: E402
+from serving.kernels.prefix_decode import Decoded, Row, plan_chunks, plan_groups  # noqa: E402
 from serving.protocol import ChatRequest, Generation  # noqa: E402
 
 

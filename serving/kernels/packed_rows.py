@@ -21,9 +21,9 @@ and per layer:
   its linears the same way). The output head uses the model's own weight.
 
 Applies to attention-only llama / mistral / qwen2 / qwen3 models (SiLU MLP, RMSNorm, standard rotary) on
-CPU; anything else keeps the transformers forward (serving.engines.kernel). Tests: this loop equals the
-transformers forward (tests/serving/engines/test_packed_rows.py), and the packed forms equal each prompt
-alone (tests/serving/engines/test_kernel.py).
+CPU; anything else keeps the transformers forward (serving.kernels.kernel). Tests: this loop equals the
+transformers forward (tests/serving/kernels/test_packed_rows.py), and the packed forms equal each prompt
+alone (tests/serving/kernels/test_kernel.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from .. import stop
+from .._util import stop
 from .attention import flash_cpu_op
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
@@ -278,7 +278,7 @@ class RowsForward:
 
 @functools.cache
 def _bf16_here() -> bool:
-    from ..cpu_features import bf16_native
+    from .._util.cpu_features import bf16_native
 
     return bool(bf16_native())
 

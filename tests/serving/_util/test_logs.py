@@ -1,10 +1,10 @@
-"""serving.logs: log records as the bare stderr lines the library's prints used to write."""
+"""serving._util.logs: log records as the bare stderr lines the library's prints used to write."""
 
 from __future__ import annotations
 
 import logging
 
-from serving.logs import StderrLines, log_to_stderr
+from serving._util.logs import StderrLines, log_to_stderr
 
 
 def test_our_notices_and_every_librarys_warnings_are_bare_lines_on_stderr(capsys):

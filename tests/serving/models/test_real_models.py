@@ -10,8 +10,8 @@ import json
 import pytest
 
 from lifesearch_local.llm.models import engine_config  # noqa: E402
-from serving.engines import real_models
-from serving.engines.real_models import MARKER, SMOLLM2, MissingModelError, real_model_problem, smollm2_dir
+from serving.models import real_models
+from serving.models.real_models import MARKER, SMOLLM2, MissingModelError, real_model_problem, smollm2_dir
 from tests.helpers.inputs import ROOT
 
 # -- conversion mechanics, with a stand-in GGUF and a tiny model (no package needed) --------------
@@ -131,7 +131,7 @@ def smollm2_backend(smollm2_path):
 
 
 def test_converted_directory_is_a_plain_hf_model(smollm2_path):
-    from serving.engines.real_models import resolve_model_path
+    from serving.models.real_models import resolve_model_path
 
     cfg = json.loads((smollm2_path / "config.json").read_text())
     assert "quantization_config" not in cfg and cfg["model_type"] == "llama"

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import stop
+from .._util import stop
 from ..decoding import JsonObjectEnd, decode_generated, json_object_end
-from ..kernels.plan import common_prefix_len, shared_ok
+from .plan import common_prefix_len, shared_ok
 from .shared_attention import SharedPrefixKV, prefill_kv, register
 
 
