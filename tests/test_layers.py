@@ -68,6 +68,21 @@ def test_the_library_loads_ray_and_vllm_only_inside_functions():
 
 
 
+def test_the_library_meets_serving_at_its_front_door():
+    # lifesearch_local names only what serving/__init__ exports; the judge benchmark alone times internals
+    # (import-linter holds the same rule; this walker also sees an import it was told to ignore)
+    import serving
+
+    found = _violations(lambda name, target, top: _is(name, "lifesearch_local") and target.startswith("serving.")
+                        and not _is(name, "lifesearch_local.bench"))
+    assert found == []
+    front = [f"{name}:{line}" for name, path in MODULES.items() if _is(name, "lifesearch_local")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.ImportFrom) and node.module == "serving"
+             for line, a in [(node.lineno, a) for a in node.names] if a.name not in serving.__all__]
+    assert front == []
+
+
 def test_import_linter_holds_the_layer_contracts():
     # the contracts run as `lint-imports` in the README's test command; here: they are there and cover both packages
     import tomllib

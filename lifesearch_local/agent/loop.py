@@ -19,10 +19,7 @@ from lifesearch_local.agent.trajectory import TrajectoryLog, call_record, error_
 from lifesearch_local.errors import DiskFull
 from lifesearch_local.llm.prompts import render
 from lifesearch_local.records import Report, ReportStatus, Task
-from serving._util.redact import redact, redact_obj
-from serving._util.retry import RetryPolicy, aretry
-from serving.errors import EndpointError
-from serving.protocol import ChatRequest, Generation
+from serving import ChatRequest, EndpointError, Generation, RetryPolicy, aretry, redact, redact_obj
 
 Generate = Callable[[ChatRequest], Awaitable[Generation]]
 # Errors of the code, not of the task or the engine's moment: raised out of the stage, never kept as a report.

@@ -55,7 +55,7 @@ def load_model(name: str, device: str, dtype_name: str, seed: int):
 
 def tokens_needed(groups, packed: bool) -> int:
     """Tokens a form runs through the model: each shared prefix once (packed forms) or every full prompt."""
-    from serving.kernels.plan import common_prefix_len
+    from serving import common_prefix_len
 
     if not packed:
         return sum(len(it.ids) for g in groups for it in g)
@@ -103,7 +103,7 @@ class HFSide:
     """The hf model, loaded once: as the judge's HFEngine (real models), else bare (shape:* models)."""
 
     def __init__(self, args: JudgeBench, device: str, work):
-        from serving.config import HFConfig, model_config
+        from serving import HFConfig, model_config
 
         self.args, self.work, self.engine = args, work, None
         self.budget = args.token_budget or HFConfig.model_fields["token_budget"].default
@@ -129,8 +129,8 @@ class HFSide:
 
         from lifesearch_local.judge.config import JudgeConfig
         from lifesearch_local.runtime.progress import progress_bar
+        from serving import reporting
         from serving.kernels.kernel import KernelStats, PackedScorer
-        from serving.progress_hook import reporting
 
         scorer = PackedScorer(self.model, form=form, token_budget=self.budget)
         if self.engine is not None:
@@ -171,8 +171,8 @@ class HFSide:
 
         import torch
 
+        from serving import common_prefix_len
         from serving.kernels.kernel import PackedScorer
-        from serving.kernels.plan import common_prefix_len
         from serving.kernels.shared_attention import prefill_kv
 
         scorer = PackedScorer(self.model, form=form, token_budget=self.budget)
@@ -242,7 +242,7 @@ def vllm_column(args: JudgeBench, config, groups, work, packed: Column, packed_s
 
     from lifesearch_local.errors import LifesearchError
     from lifesearch_local.judge.config import JudgeConfig
-    from serving.config import model_config
+    from serving import model_config
     from serving.engines.vllm import VLLMEngine
     from serving.engines.vllm_cpu import bound_threads
 

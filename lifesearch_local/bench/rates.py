@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from serving._util.cpu_features import bf16_native
+from serving import bf16_native
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def spans(groups: Sequence[Sequence[Any]], how: str, block: int = 16) -> list[tu
     """The positions each column computes, per prompt: `packed` (a group's shared prefix once, then each
     suffix after it), `prefix` (the shared prefixes alone), `single` (every prompt whole) or `vllm` (a
     group's first prompt whole, every other one from the last `block` boundary inside the shared prefix)."""
-    from serving.kernels.plan import common_prefix_len
+    from serving import common_prefix_len
 
     out: list[tuple[int, int]] = []
     for items in groups:

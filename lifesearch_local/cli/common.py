@@ -83,14 +83,14 @@ def add_generate_options(p: argparse.ArgumentParser, max_tokens_help: str) -> No
 
 def add_kernel(p: argparse.ArgumentParser, default: str | None = None) -> None:
     """--kernel: the hf engine's choice-scoring form (None leaves the config's)."""
-    from serving.config import KERNEL_FORMS
+    from serving import KERNEL_FORMS
 
     p.add_argument("--kernel", default=default, choices=KERNEL_FORMS, help="hf engine: choice-scoring form (default auto)")
 
 
 def add_device(p: argparse.ArgumentParser, default: str | None = None) -> None:
     """--device: where the hf engine runs (None leaves the config's)."""
-    from serving.config import DEVICES
+    from serving import DEVICES
 
     p.add_argument("--device", default=default, choices=DEVICES, help="hf engine device (default auto)")
 
@@ -123,7 +123,7 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
 def judge_configs(args: argparse.Namespace):
     from lifesearch_local.judge.config import JudgeConfig
     from lifesearch_local.run.config import load_judge_configs
-    from serving.config import model_config
+    from serving import model_config
 
     if args.config:
         cfgs = load_judge_configs(args.config)
@@ -140,7 +140,7 @@ def judge_configs(args: argparse.Namespace):
 def ray_config(args: argparse.Namespace):
     """The Ray settings for this command: the config's top-level `ray:` block unless --no-ray."""
     from lifesearch_local.configfile import load_yaml, validate_config
-    from serving.config import RayConfig
+    from serving import RayConfig
 
     if args.ray is False:
         return None

@@ -26,8 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from serving.config import ModelConfig, RayConfig
-from serving.protocol import ChatRequest, ChoiceGroup, ChoiceRequest, Engine
+from serving import ChatRequest, ChoiceGroup, ChoiceRequest, Engine, ModelConfig, RayConfig
 
 log = logging.getLogger(__name__)
 PROFILE_VERSION = 1
@@ -110,7 +109,7 @@ class SessionProfile(BaseModel):
 
 def cache_dir() -> Path:
     """Where profiles live: <LIFESEARCH_CACHE or ~/.cache/lifesearch-local>/profiles."""
-    from serving.models.tiny import cache_root
+    from serving import cache_root
 
     return cache_root() / "profiles"
 
@@ -271,7 +270,7 @@ def _where(model: ModelConfig, ray: RayConfig | None) -> str:
 def session_calibration(ray: RayConfig | None) -> Iterator[SessionProfile]:
     """Time a fresh interpreter's imports and Ray's start; engines calibrated inside run in that session;
     Ray's shutdown is timed on exit and the profile saved."""
-    from serving.ray.session import connect, ray_session
+    from serving import connect, ray_session
 
     where, load = machine(), _load()
     mods = "import torch, transformers" + (", ray" if ray else "")

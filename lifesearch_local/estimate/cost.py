@@ -20,7 +20,7 @@ from lifesearch_local.estimate.calibrate import EngineProfile
 from lifesearch_local.estimate.plan import PhasePlan
 from lifesearch_local.estimate.work import Shape, replica_seconds
 from lifesearch_local.judge.config import JudgeConfig
-from serving.config import ModelConfig, RayConfig
+from serving import ModelConfig, RayConfig
 
 log = logging.getLogger(__name__)
 Calibrate = Literal["auto", "always", "never"]
@@ -123,8 +123,7 @@ def model_shape(model: ModelConfig, *, local_only: bool) -> Shape | None:
     None where no tokenizer is at hand (an endpoint's model, a hub id not in the cache with `local_only`)."""
     from lifesearch_local.estimate.work import arch_of, choice_form
     from lifesearch_local.llm.models import resolved_path
-    from serving.chat import context_limit
-    from serving.kernels.packed_rows import config_supported
+    from serving import context_limit, rows_loop
 
     if model.backend == "openai":
         return None
@@ -142,7 +141,7 @@ def model_shape(model: ModelConfig, *, local_only: bool) -> Shape | None:
     form = "vllm" if model.backend == "vllm" else choice_form(model.kernel, config, device)
     return Shape(tokenizer=tok, arch=arch_of(config), limit=context_limit(config, model.max_model_len), device=device,
                  form=form, budget=getattr(model, "token_budget", None), dtype_bytes=_dtype_bytes(model, device),
-                 rows_loop=form == "shared" and config_supported(config, device))
+                 rows_loop=form == "shared" and rows_loop(config, device))
 
 
 def model_device(model: ModelConfig) -> str:
@@ -235,7 +234,7 @@ def phase_memory_gib(plan: PhasePlan, shape: Shape | None, ray: RayConfig | None
 
 def phase_gpus(model: ModelConfig, ray: RayConfig | None) -> float:
     """GPUs the phase holds (serving.ray.session's rules, the cluster's GPUs taken as this machine's)."""
-    from serving.ray.session import replica_resources
+    from serving import replica_resources
 
     if model.backend == "openai":
         return 0.0

@@ -50,7 +50,7 @@ from lifesearch_local.estimate.work import Shape
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Judgment, Report, Task
 from lifesearch_local.reporteval.config import ReportEvalConfig
-from serving.config import ModelConfig, RayConfig
+from serving import ModelConfig, RayConfig
 
 log = logging.getLogger(__name__)
 PHASES = ("agent", "judge", "reporteval")

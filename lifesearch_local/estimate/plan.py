@@ -18,7 +18,7 @@ from lifesearch_local.estimate.calibrate import ChoiceSample, GenerateSample
 from lifesearch_local.estimate.work import Shape, Unit, choice_unit, generate_unit
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Report, Task
-from serving.config import ModelConfig
+from serving import ModelConfig
 
 # The calibration's real choice prompts: a few rubrics of the first report, the report cut at
 # SAMPLE_TOKENS, so that calibrating costs seconds, not a report's whole scoring.
@@ -85,7 +85,7 @@ def agent_plan(agent: AgentConfig, pending: Sequence[tuple[Task, int]], shape: S
     from lifesearch_local.agent.loop import system_prompt
     from lifesearch_local.agent.tools import build_tools
     from lifesearch_local.llm.models import random_weights
-    from serving.protocol import ChatRequest
+    from serving import ChatRequest
 
     plan = PhasePlan(f"agent/{agent.id}", "agent", agent.model, runs=len(pending))
     n = agent.max_iterations
@@ -224,7 +224,7 @@ def _metric_groups(metric: str, judge: JudgeConfig, rcfg: Any, batch: Sequence[A
     from lifesearch_local.reporteval.items import SCORE_PREFILL, user
     from lifesearch_local.reporteval.quality import DIMENSIONS
     from lifesearch_local.reporteval.redundancy import plan_pairs, redundancy_prompt
-    from serving.protocol import ChoiceGroup
+    from serving import ChoiceGroup
 
     live = [it for it in batch if it.report.text.strip()]
     if metric == "quality":

@@ -84,7 +84,7 @@ def arch_of(config: Any) -> Arch | None:
 
 def choice_form(kernel: str, config: Any, device: str) -> str:
     """The form the packed kernel takes for `kernel` (its own rule: serving.kernels.plan.choice_form)."""
-    from serving.kernels.plan import choice_form as kernel_form
+    from serving import choice_form as kernel_form
 
     return kernel_form(kernel, config, device)
 
@@ -93,7 +93,7 @@ def kernel_passes(ids: Sequence[Sequence[int]], form: str, budget: int | None = 
                   rows_loop: bool = False) -> list[Pass]:
     """The forward calls the packed kernel makes for one group: its plan (serving.kernels.plan.plan_group), each
     pass as the estimate counts it; `rows_loop`: `shared` runs its own layer loop, rows packed without padding."""
-    from serving.kernels.plan import plan_group
+    from serving import plan_group
 
     plan = plan_group(ids, form, budget, rows_loop=rows_loop)
     if form == "single":
@@ -109,7 +109,7 @@ def kernel_passes(ids: Sequence[Sequence[int]], form: str, budget: int | None = 
 def vllm_passes(ids: Sequence[Sequence[int]], device: str) -> list[Pass]:
     """What vLLM computes for one group with prefix caching: the first prompt whole, then each other
     prompt from the last full cache block of the shared prefix."""
-    from serving.kernels.plan import common_prefix_len
+    from serving import common_prefix_len
 
     if len(ids) < 2:
         return [Pass(1, len(s), 0, 1) for s in ids]
@@ -164,8 +164,7 @@ class Shape:
 
 def choice_unit(shape: Shape, group: Any, choices: Sequence[str]) -> Unit:
     """One choice group's work: its items as the engine builds them (`choice_group_items`), its passes."""
-    from serving.chat import choice_group_items
-    from serving.ray.pool import group_cost
+    from serving import choice_group_items, group_cost
 
     items, _ = choice_group_items(shape.tokenizer, group, choices, shape.limit)
     ids = [it.ids for it in items]
@@ -181,8 +180,7 @@ def choice_unit(shape: Shape, group: Any, choices: Sequence[str]) -> Unit:
 def generate_unit(shape: Shape, request: Any, template_kwargs: dict[str, Any], output_tokens: int) -> Unit:
     """One chat request's work: its prompt ids (`chat_ids`), prefilled once, then `output_tokens` decoding steps
     (fewer where the context leaves less room)."""
-    from serving.chat import chat_ids
-    from serving.ray.pool import request_cost
+    from serving import chat_ids, request_cost
 
     ids, _, room = chat_ids(shape.tokenizer, request, shape.limit, template_kwargs)
     out = max(1, min(output_tokens, room))
@@ -194,7 +192,7 @@ def generate_unit(shape: Shape, request: Any, template_kwargs: dict[str, Any], o
 def replica_seconds(costs: Sequence[float], seconds: Sequence[float], replicas: int) -> float:
     """Wall seconds of one engine call whose units take `seconds` each: a pool of `replicas` places
     them whole by `costs` (serving.ray.pool.assign) and the call lasts as long as its busiest replica."""
-    from serving.ray.pool import assign
+    from serving import assign
 
     if not seconds:
         return 0.0

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.judge.rubric import Pending, judge_batches
-from serving.protocol import Engine
+from serving import Engine
 
 
 @dataclass

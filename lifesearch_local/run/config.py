@@ -11,8 +11,7 @@ from lifesearch_local.configfile import load_yaml, validate_config
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.reporteval.config import ReportEvalConfig
 from lifesearch_local.web.config import WebConfig
-from serving.affects import Execution, Result
-from serving.config import RayConfig
+from serving import Execution, RayConfig, Result
 
 
 def load_judge_configs(path: str | Path) -> list[JudgeConfig]:

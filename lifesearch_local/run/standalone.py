@@ -14,7 +14,7 @@ from typing import Any
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Judgment, Label, Report, Task
 from lifesearch_local.rundir.directory import AGREEMENT, JUDGMENTS, REPORTEVAL, WEB_CACHE, RunDir, open_run
-from serving.config import RayConfig
+from serving import RayConfig
 
 # After each judge: (its config, its stats, the run directory) -> False to stop (a signal stopped it).
 AfterJudge = Callable[[JudgeConfig, dict[str, Any], RunDir], bool]
@@ -62,7 +62,7 @@ def judge_run(out: str | Path, tasks_path: str | Path, reports_path: str | Path,
     from lifesearch_local.estimate.dry_run import record_actual, record_judge_estimate
     from lifesearch_local.judge.stage import judge_stage
     from lifesearch_local.run.preflight import preflight
-    from serving.ray.session import ray_session
+    from serving import ray_session
 
     tasks, reports = judge_inputs(tasks_path, reports_path, limit, say, task_ids)
     preflight([(f"judge {c.id}", c.model) for c in judges], ray)  # before the run directory exists
@@ -112,7 +112,7 @@ def sweep_run(config_path: str, *, out: str | None = None, reports: str | None =
     from lifesearch_local.judge.stage import judge_stage
     from lifesearch_local.run.preflight import preflight
     from lifesearch_local.rundir.files import write_atomic
-    from serving.ray.session import ray_session
+    from serving import ray_session
 
     cfg, tasks, reports_, labels = sweep_inputs(config_path, reports)
     judges, ids = cfg.all_judges(), {t.id for t in tasks}

@@ -12,8 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from lifesearch_local.errors import InputError
 from lifesearch_local.rundir.files import append_bytes, cut_to, open_plain, write_atomic
-from serving._util.jsonread import JSONError, loads
-from serving._util.redact import redact_obj
+from serving import JSONError, loads, redact_obj
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")

@@ -74,6 +74,14 @@ def choice_form(kernel: str, config: Any, device: str) -> str:
     return "shared" if device == "cpu" and shared_ok(config) else "two_stage"
 
 
+def rows_loop(config: Any, device: str) -> bool:
+    """Whether `shared` runs on its own layer loop for this config on `device` (serving.kernels.packed_rows: rows
+    packed end to end without padding), as far as the config tells."""
+    from .packed_rows import config_supported
+
+    return config_supported(config, device)
+
+
 def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
     """Longest common prefix, capped so that every sequence keeps at least one suffix token."""
     n = min(len(s) for s in seqs) - 1
