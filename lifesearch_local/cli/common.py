@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def int_at_least(lo: int):
@@ -196,6 +197,22 @@ def run_judgments(run_dir, judges) -> list:
 
     ids = {j.id for j in judges}
     return [j for j in RunDir(run_dir).load("judgments.jsonl", Judgment) if j.judge in ids]
+
+
+def result_default(cls: type, name: str) -> Any:
+    """The default of an option that changes a result: declared once, on the marked field `name` of the settings
+    class `cls` (serving's Result), as every config field is; the CLI never writes its own copy."""
+    return cls.model_fields[name].default
+
+
+def reference(args: argparse.Namespace):
+    """The reference verdicts of `agree` / `certify` (run.reference), saying on stderr what it left out."""
+    from lifesearch_local.run.reference import load_reference
+
+    ref = load_reference(args.labels, args.labels_from_judgments, args.label_judge, args.label_source)
+    if ref.skipped:
+        print(f"reference judge {args.label_judge}: {ref.skipped} ungraded judgment(s) skipped", file=sys.stderr)
+    return ref
 
 
 def manifest_beside(path) -> dict | None:

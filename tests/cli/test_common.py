@@ -269,3 +269,34 @@ def test_demo_like_agents_without_tool_calls_get_the_no_research_caveat_in_run_a
     page = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
     assert 'class="warn caveat no-research">No research: agent alpha' in page
     assert ">Tool calls</th>" in page and ">Pages read</th>" in page
+
+
+def _option(parser, path: list[str], dest: str):
+    for action in parser._actions:
+        if action.dest == dest and not path:
+            return action
+        if path and hasattr(action, "choices") and isinstance(action.choices, dict) and path[0] in action.choices:
+            return _option(action.choices[path[0]], path[1:], dest)
+    raise AssertionError(f"no option {dest} under {path}")
+
+
+@pytest.mark.parametrize(("path", "dest", "cls", "field", "other"), [
+    (["certify"], "margin", "lifesearch_local.run.config:CertifySettings", "margin", 3.5),
+    (["certify"], "category_field", "lifesearch_local.run.config:CertifySettings", "category_field", "dimension"),
+    (["import", "drb2"], "max_chars", "lifesearch_local.importers.config:Drb2ImportConfig", "max_chars", 999),
+])
+def test_an_option_that_changes_a_result_takes_its_default_from_the_marked_field(monkeypatch, path, dest, cls, field,
+                                                                                 other):
+    # one declaration: the CLI reads the default off the settings field (marked Result, as every config field is),
+    # so changing the field changes the option; a copy written into the parser would not follow
+    import importlib
+
+    from lifesearch_local.cli import build_parser
+    from serving.affects import affects
+
+    module, name = cls.split(":")
+    settings = getattr(importlib.import_module(module), name)
+    assert affects(settings, field).what == "result"
+    assert _option(build_parser(), path, dest).default == settings.model_fields[field].default
+    monkeypatch.setattr(settings.model_fields[field], "default", other)
+    assert _option(build_parser(), path, dest).default == other
