@@ -31,7 +31,7 @@ def one(args: argparse.Namespace) -> dict:
     from lifesearch_local.records import Report
     from lifesearch_local.resources import resource_path
     from lifesearch_local.tasks import load_tasks
-    from serving.config import model_config
+    from serving import model_config
     from serving.engines.hf import HFEngine
 
     tasks = {t.id: t for t in load_tasks(resource_path("data", "sample", "tasks.jsonl"))}

@@ -54,7 +54,7 @@ def main() -> int:
 
 def bf16_native() -> bool:
     sys.path.insert(0, str(ROOT))
-    from serving.cpu_features import bf16_native as native
+    from serving import bf16_native as native
 
     return bool(native())
 
