@@ -24,7 +24,7 @@ SHAPES = {  # random-weight models of a real model's shape, built in memory
                            num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
     "shape:llama-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                            num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
-    # tiny-llama as built until 2026-12-01 (tiny build 3), which docs/benchmarks.md's CPU figures used
+    # tiny-llama as built until 2026-12-01 (tiny build 3), which the CPU figures in docs/history.md used
     "shape:tiny-v3": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
                           num_attention_heads=8, num_key_value_heads=2, vocab_size=8192),
 }

@@ -24,7 +24,7 @@ from serving import ModelConfig, RayConfig
 
 log = logging.getLogger(__name__)
 Calibrate = Literal["auto", "always", "never"]
-# Run-to-run spread of the same command on this workplace's CPUs (docs/benchmarks.md: about 15 %):
+# Run-to-run spread of the same command on this workplace's CPUs (docs/history.md: about 15 %):
 # the range is never narrower than this around the point.
 SPREAD = 0.15
 GIB = 2**30

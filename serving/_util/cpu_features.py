@@ -7,7 +7,7 @@ from pathlib import Path
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 """Flags under which a CPU multiplies bf16 matrices natively (AVX512-BF16, AMX); without them torch emulates
-bf16 matmuls, tens of times slower than fp32 (measured: docs/benchmarks.md)."""
+bf16 matmuls, tens of times slower than fp32 (measured: docs/history.md)."""
 
 
 @functools.lru_cache(maxsize=4)

@@ -223,7 +223,7 @@ def _warn_if_emulated(dtype: str) -> None:
 
     if bf16_native() is False:
         log.warning("dtype %s on a CPU without %s: torch emulates its matrix multiplies, tens of times slower "
-                    "than float32 (docs/benchmarks.md); float32 is the faster choice here", dtype, "/".join(BF16_FLAGS))
+                    "than float32 (docs/history.md); float32 is the faster choice here", dtype, "/".join(BF16_FLAGS))
 
 
 def _stop_criteria():

@@ -16,7 +16,7 @@ Forms (the packed ones must equal scoring each prompt alone; tests check it):
   `lifesearch bench judge`, and the one form for hybrid and linear-attention models.
 
 Removed (issue 31): `dense` and `flex` (one packed sequence of several reports under a 4D or a
-FlexAttention block mask; slower than two_stage on CPU and on an H200, docs/benchmarks.md) and
+FlexAttention block mask; slower than two_stage on CPU and on an H200, docs/history.md) and
 `naive` (every full prompt in padded batches: `single` computes the same without padding).
 """
 
@@ -80,7 +80,7 @@ class PackedScorer:
         self.window = sliding_window(model.config)
         # auto: shared where the model allows it (serving.kernels.plan.choice_form), else two_stage: on an H200
         # (8B-shaped Llama, bf16, 8 reports × 20 rubrics, prefix 5000) two_stage ran 1.8× faster than packing
-        # the reports into one sequence under a FlexAttention mask (docs/benchmarks.md).
+        # the reports into one sequence under a FlexAttention mask (docs/history.md).
         self.form = kplan.choice_form(form, model.config, self.device.type)
         if self.form == "shared" and not shared_ok(model.config):
             raise UnsupportedModelError("kernel form 'shared' needs an attention-only model without sliding "
