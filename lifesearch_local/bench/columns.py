@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lifesearch_local.judge.timing import Timing, judge_p_true, repeat, spread
+from lifesearch_local.bench.timing import Timing, judge_p_true, repeat, spread
 
 if TYPE_CHECKING:
     from lifesearch_local.bench.settings import JudgeBench

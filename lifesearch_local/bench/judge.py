@@ -75,7 +75,7 @@ def measure(args: JudgeBench, say: Callable[[str], None] | None = None) -> dict:
     """Every column on the same inputs: warm-up, repeats, min/median/max, the load average around it."""
     import torch
 
-    from lifesearch_local.judge.timing import load_average
+    from lifesearch_local.bench.timing import load_average
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     real = real_groups(args) if args.reports_from else None  # bad input fails before the model loads

@@ -170,6 +170,6 @@ def column_rates(res: dict, shape: Shape, groups: Sequence[Sequence[Any]], matmu
 
 def prefix_fields(seconds: Sequence[float]) -> dict[str, Any]:
     """The prefix pass's timed runs: `prefix_s` (the median) and every run."""
-    from lifesearch_local.judge.timing import spread
+    from lifesearch_local.bench.timing import spread
 
     return {"prefix_s": spread(seconds)["median"], "prefix_runs": [round(x, 4) for x in seconds]}

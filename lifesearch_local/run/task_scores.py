@@ -214,7 +214,7 @@ def _from_long(path: Path) -> list[ScoreTable]:
 
 def _check_id(path: Path, line: int, field: str, value: str) -> None:
     """An agent, task or judge name holds what an id may (records.id_problem: no control character),
-    as every other loader of ids requires (issue 32 item 7)."""
+    as every other loader of ids requires."""
     problem = id_problem(value)
     if problem:
         raise InputError(str(path), line, field, f"{value!r}: {problem}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lifesearch_local.errors import InputError, LifesearchError
-from lifesearch_local.importers.task_scores import read_source, source_kind
+from lifesearch_local.run.task_scores import read_source, source_kind
 from tests.helpers.drb2 import published_dir
 from tests.helpers.inputs import AGREE
 from tests.helpers.report_runs import make_run_dir
@@ -84,7 +84,7 @@ def test_duplicates_are_refused(tmp_path):
                                           ({"judge": "j\u007f"}, "judge"), ({"agent": "\u200b"}, "agent")])
 def test_a_name_with_a_control_character_is_refused_naming_the_line(tmp_path, row, field):
     """Published tables reached every table and export with a NUL, C1 or DEL in an agent, task or judge
-    name (issue 32 item 7): refused as every other loader of ids does, file:line: field."""
+    name: refused as every other loader of ids does, file:line: field."""
     p = tmp_path / "long.jsonl"
     p.write_text(json.dumps({"agent": "a", "task_id": "t0", "score": 0.5}) + "\n"
                  + json.dumps({"agent": "a", "task_id": "t1", "score": 0.5, **row}) + "\n")
