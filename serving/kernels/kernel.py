@@ -15,7 +15,7 @@ Forms (the packed ones must equal scoring each prompt alone; tests check it):
 - `single`: every prompt alone, batch size 1: the reference of the tests, the baseline of
   `lifesearch bench judge`, and the one form for hybrid and linear-attention models.
 
-Removed (issue 31): `dense` and `flex` (one packed sequence of several reports under a 4D or a
+Removed, once measured slower: `dense` and `flex` (one packed sequence of several reports under a 4D or a
 FlexAttention block mask; slower than two_stage on CPU and on an H200, docs/history.md) and
 `naive` (every full prompt in padded batches: `single` computes the same without padding).
 """

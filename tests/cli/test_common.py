@@ -178,7 +178,7 @@ SEEDED = {
 @pytest.mark.parametrize("command", SEEDED)
 @pytest.mark.parametrize("seed", ["-1", str(2**64)])
 def test_every_seed_outside_its_range_is_refused_in_one_line(command, seed, capsys, tmp_path, monkeypatch):
-    """`score --seed -1` ended in a numpy traceback (issue 32, item 10): every --seed is an integer
+    """`score --seed -1` ended in a numpy traceback: every --seed is an integer
     from 0 to 2^64 - 1, refused by the argument parser in one line naming the flag."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exc:
@@ -189,7 +189,7 @@ def test_every_seed_outside_its_range_is_refused_in_one_line(command, seed, caps
 
 
 def test_every_seed_flag_of_every_command_is_checked():
-    """A command added later with `--seed` of type int took -1 (rejudge did, after issue 32 item 10):
+    """A command added later with `--seed` of type int took -1 (rejudge did, after every other --seed was fixed):
     every --seed of every subcommand goes through seed_int."""
     import argparse
 
@@ -258,7 +258,7 @@ def test_judge_task_ids_judge_only_those_tasks_reports(inputs, engine, tmp_path,
 
 
 def test_demo_like_agents_without_tool_calls_get_the_no_research_caveat_in_run_and_report(inputs, engine, tmp_path, capsys):
-    """Issue 33: the demo's agents made no tool call and nothing said their reports were not research."""
+    """Found in use: the demo's agents made no tool call and nothing said their reports were not research."""
     rows = [{**json.loads(line), "tool_calls": 0 if '"alpha"' in line else 5, "pages_read": 0}
             for line in inputs["reports"].read_text().splitlines()]
     write_jsonl(inputs["reports"], rows)

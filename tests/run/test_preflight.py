@@ -81,7 +81,7 @@ def test_a_model_in_the_local_cache_passes_without_network(tmp_path, monkeypatch
 
 
 def test_a_misspelt_built_in_model_gets_did_you_mean(tmp_path, capsys):
-    """Issue 33: `--model tiny-lama` said only that it is no directory and no repo id."""
+    """Found in use: `--model tiny-lama` said only that it is no directory and no repo id."""
     from lifesearch_local.cli import main
 
     assert weights_problem("tiny-lama").endswith("(org/name); did you mean 'tiny-llama'?")
