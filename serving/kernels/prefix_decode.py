@@ -21,6 +21,7 @@ from typing import Any
 
 from .._util import stop
 from ..decoding import JsonObjectEnd, decode_generated, json_object_end
+from . import plan as kplan
 from .plan import common_prefix_len, shared_ok
 from .shared_attention import SharedPrefixKV, prefill_kv, register
 
@@ -121,9 +122,10 @@ def next_tokens(logits: Any, temperature: float, top_p: float, generator: Any) -
 class PrefixDecoder:
     """Decodes rows grouped by shared prefix (see the module docstring) on a transformers causal LM."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, token_budget: int, prefill_chunk: int = 1024):
+    def __init__(self, model: Any, tokenizer: Any, *, token_budget: int, prefill_chunk: int | None = None):
         self.model, self.tokenizer = model, tokenizer
-        self.budget, self.prefill_chunk = token_budget, max(1, prefill_chunk)
+        self.budget = token_budget
+        self.prefill_chunk = max(1, kplan.PREFILL_CHUNK if prefill_chunk is None else prefill_chunk)
         self.device = next(model.parameters()).device
         eos = model.generation_config.eos_token_id
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]

@@ -26,7 +26,7 @@ SCORE_ELEMS = 1 << 22
 class SharedPrefixKV:
     """The KV of one group's prefix (batch 1) and of its rows' suffixes (preallocated, per row)."""
 
-    def __init__(self, prefix: list[tuple[Any, Any]], rows: int, length: int, budget: int = 8192):
+    def __init__(self, prefix: list[tuple[Any, Any]], rows: int, length: int, budget: int):
         import torch
 
         self.prefix = prefix  # per layer: (kv_heads, P, head_dim) keys and values
