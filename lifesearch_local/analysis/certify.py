@@ -256,9 +256,9 @@ def exact_bounds(acc_x: float, acc_r: float, n_units: int, alpha: float) -> list
 
 
 # -- the whole study ------------------------------------------------------------------------------------
-def certify(tasks: Sequence[Task], items: Sequence[Item], *, category_field: str = "type",
+def certify(tasks: Sequence[Task], items: Sequence[Item], *, category_field: str, margin: float,
             human_items: Sequence[Item] | None = None, reference: Mapping[Key, bool] | None = None,
-            margin: float = 2.0, alpha: float = ALPHA_ONE_SIDED, n_resamples: int = stats.DEFAULT_RESAMPLES,
+            alpha: float = ALPHA_ONE_SIDED, n_resamples: int = stats.DEFAULT_RESAMPLES,
             seed: int = stats.DEFAULT_SEED,
             names: tuple[str, str] = ("the judge", "the reference"),
             progress: Callable[[str], None] | None = None) -> dict:

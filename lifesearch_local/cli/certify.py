@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from lifesearch_local.cli.common import manifest_beside, print_caveats
+from lifesearch_local.cli.common import manifest_beside, print_caveats, reference, result_default
 from lifesearch_local.cli.score import add_bootstrap_options
 
 
@@ -27,6 +27,7 @@ def _alpha(value: str) -> float:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from lifesearch_local.analysis.certify import CATEGORY_FIELDS
+    from lifesearch_local.run.config import CertifySettings
 
     p = sub.add_parser(
         "certify",
@@ -36,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Gemini's DRB II verdicts from `import drb2 --results`, or another judge's judgments with "
         "--labels-from-judgments): X's accuracy and κ against REF (cluster bootstrap over reports); each "
         "agent's score shift under X (eq. 1 on the same decisions, points) and the Bias Index (max − min "
-        "shift, bootstrapped as one statistic); Kendall's τ of the agents' rankings and every pair whose "
+        "shift); Kendall's τ of the agents' rankings and every pair whose "
         "order flips, with whether REF's own difference holds; the same per rubric category. Levels: every "
         "interval is a two-sided 95% one; the Bias Index (max − min shift, biased upward by noise) comes with "
         "a corrected value, one-sided 95% bounds and a test that all shifts are equal. With human labels "
@@ -58,12 +59,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label-source", metavar="S", help="keep only reference labels with this source")
     p.add_argument("--human", metavar="H", help="human labels (Label records) on a subset of the decisions")
     p.add_argument("--human-source", metavar="S", help="keep only human labels with this source")
-    p.add_argument("--margin", type=_margin, default=2.0, metavar="M",
-                   help="non-inferiority / equivalence margin in points (default 2)")
-    p.add_argument("--alpha", type=_alpha, default=0.025, metavar="A",
-                   help="one-sided level of the non-inferiority test (default 0.025, the regulatory convention: "
+    margin = result_default(CertifySettings, "margin")
+    p.add_argument("--margin", type=_margin, default=margin, metavar="M",
+                   help=f"non-inferiority / equivalence margin in points (default {margin:g})")
+    alpha = result_default(CertifySettings, "alpha")
+    p.add_argument("--alpha", type=_alpha, default=alpha, metavar="A",
+                   help=f"one-sided level of the non-inferiority test (default {alpha:g}, the regulatory convention: "
                    "the same as the lower end of a two-sided 95%% interval clearing −M)")
-    p.add_argument("--category-field", default="type", choices=CATEGORY_FIELDS,
+    p.add_argument("--category-field", default=result_default(CertifySettings, "category_field"), choices=CATEGORY_FIELDS,
                    help="rubric category for the per-category view (default: the rubric's type; `dimension` "
                    "for DeepResearch Bench II's)")
     out = p.add_mutually_exclusive_group()
@@ -75,105 +78,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def candidate(judgments: list, name: str | None, exclude: str | None) -> tuple[str, list]:
-    """The judge X's id and its judgments (`name`: an id, or name#run for one run)."""
-    from lifesearch_local.analysis.scoring import judge_name
-    from lifesearch_local.errors import LifesearchError
-
-    ids = list(dict.fromkeys(j.judge for j in judgments if j.judge != exclude))
-    if name is not None and exclude is not None and name.split("#")[0] == exclude:
-        raise LifesearchError(f"--judge {name} is the reference judge ({exclude}) itself: the candidate and the reference "
-                              "are the same judge; name another --judge")
-    if name is None:
-        if not ids and exclude is not None:
-            raise LifesearchError(f"the judgments hold only the reference judge {exclude!r}: the candidate and the "
-                                  "reference are the same judge; pass a file with the candidate's judgments")
-        if len(ids) != 1:
-            raise LifesearchError(f"{len(ids)} judges in the judgments ({', '.join(ids) or 'none'}): pick one with --judge")
-        name = ids[0]
-    # name#run picks one judge run; a bare id takes all its runs (decisions averaged over them)
-    mine = [j for j in judgments if (judge_name(j) if "#" in name else j.judge) == name]
-    if not mine:
-        raise LifesearchError(f"no judgments by judge {name!r} (found: {', '.join(ids) or 'none'})")
-    return mine[0].judge, mine
-
-
-def fingerprint(path: str | None, judge: str | None):
-    """The JudgeIdentity the manifest beside `path` records for `judge`, or None."""
-    from lifesearch_local.records import JudgeIdentity
-
-    fp = ((manifest_beside(path) or {}).get("fingerprints") or {}).get(judge) if path and judge else None
-    return JudgeIdentity.model_validate(fp) if fp else None
-
-
 def study(args: argparse.Namespace) -> tuple[dict, list]:
-    """The whole study as JSON (and X's judgments, for the caveats)."""
-    from lifesearch_local.analysis.agreement import collect_items
-    from lifesearch_local.analysis.certify import certify, compare_fingerprints
-    from lifesearch_local.analysis.labels import label_index
-    from lifesearch_local.cli.agree import load_labels
-    from lifesearch_local.records import Judgment, Label
+    """The study of the files and settings `args` names (run.certify_study), and X's judgments."""
+    from lifesearch_local.records import Judgment
+    from lifesearch_local.run.certify_study import StudyFiles, certify_study
+    from lifesearch_local.run.config import CertifySettings
     from lifesearch_local.rundir.jsonl import read_records
-    from lifesearch_local.tasks import check_known_tasks, load_tasks
 
-    tasks = load_tasks(args.tasks)
-    judgments = read_records(args.judgments, Judgment)
-    reference, source = load_labels(args, judgments)
-    check_known_tasks(tasks, (k[0] for k in reference), args.tasks, "reference label")
-    ref_id = args.label_judge.split("#")[0] if args.label_judge else None
-    judge, mine = candidate(judgments, args.judge, ref_id)
-    items, _ = collect_items(tasks, mine, reference)
-    human = label_index(read_records(args.human, Label), args.human_source) if args.human else None
-    if human:
-        check_known_tasks(tasks, (k[0] for k in human), args.tasks, "human label")
-    human_items = collect_items(tasks, mine, human)[0] if human else None
-    out: dict = {"judge": judge, "reference": source, "human": args.human, "n_reference_labels": len(reference),
-                 "n_human_labels": len(human) if human else 0}
-    out.update(certify(tasks, items, category_field=args.category_field, human_items=human_items,
-                       reference=reference, margin=args.margin, alpha=args.alpha, n_resamples=args.resamples,
-                       seed=args.seed, names=(judge, source)))
-    if human:
-        add_ppi(out, tasks, mine, human)
-        circular = circular_labels(human, reference)
-        if circular:
-            out.setdefault("warnings", []).append(circular)
-    ref_fp = fingerprint(args.labels_from_judgments, ref_id) or fingerprint(args.labels, source)
-    out["fingerprints"] = compare_fingerprints(fingerprint(args.judgments, judge), ref_fp)
-    return out, mine
-
-
-def circular_labels(human: dict, reference: dict) -> str | None:
-    """A warning when the human labels repeat the reference's verdicts on every decision both have: the
-    reference then scores 100% by construction and non-inferiority measures the candidate against the
-    reference, not against people."""
-    shared = [k for k in human if k in reference]
-    if len(shared) < 2 or any(human[k] != reference[k] for k in shared):
-        return None
-    return (f"WARNING: the human labels equal the reference's verdicts on all {len(shared)} decisions both have: "
-            "the reference is right on every one by construction, so the comparison is circular (are these labels "
-            "the reference's own verdicts?); label with people who did not see the reference's verdicts")
-
-
-def add_ppi(out: dict, tasks: list, mine: list, human: dict) -> None:
-    """agents.<name>.ppi: X's eq.-1 score on every task it judged, corrected with the human-labelled tasks."""
-    from lifesearch_local.analysis.ppi import ESTIMANDS, RANDOM_SUBSET, agent_ppi
-    from lifesearch_local.analysis.scoring import score_agents
-    from lifesearch_local.errors import LifesearchError
-
-    run0 = min(x.judge_run for x in mine)  # once: inside the comprehension it made this quadratic
-    first = [j for j in mine if j.judge_run == run0]
-    judged = {j.task_id for j in first}
-    try:
-        rows = score_agents([t for t in tasks if t.id in judged], first)
-    except LifesearchError as e:  # X did not judge every rubric: its eq.-1 scores would be wrong
-        for a in out["agents"].values():
-            a["ppi"] = {"mean": None, "ci95": None, "n_labelled_tasks": 0, "reason": str(e)}
-        return
-    for a, entry in out["agents"].items():
-        if a in rows:
-            entry["ppi"] = agent_ppi(tasks, rows[a], human)
-    out["ppi_note"] = (f"ppi: the judge's eq.-1 score (0–1, as `score`) corrected with the human labels (PPI++, normal "
-                       f"two-sided 95% interval; estimand: {ESTIMANDS['superpopulation']}); {RANDOM_SUBSET}")
+    files = StudyFiles(tasks=args.tasks, judgments=args.judgments, judge=args.judge, labels=args.labels,
+                       labels_from_judgments=args.labels_from_judgments, label_judge=args.label_judge,
+                       human=args.human, human_source=args.human_source)
+    settings = CertifySettings(margin=args.margin, category_field=args.category_field, alpha=args.alpha)
+    judgments = read_records(args.judgments, Judgment)  # read once: it may hold the reference judge too
+    return certify_study(files, reference(args, judgments), settings, n_resamples=args.resamples, seed=args.seed,
+                         judgments=judgments)
 
 
 def run(args: argparse.Namespace) -> int:
