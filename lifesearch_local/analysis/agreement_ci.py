@@ -269,6 +269,13 @@ def _no_zero_width(metrics: Mapping, ci: dict[str, list[float] | None], n_tasks:
     return out, why
 
 
+def _auroc_pairs(items: Sequence[Item]) -> int:
+    """Positive × negative (p_true, label) pairs behind AUROC: above _AUROC_MAX_PAIRS it gets no interval."""
+    pos = sum(p is not None for it in items if it.label for p in it.p_true)
+    neg = sum(p is not None for it in items if not it.label for p in it.p_true)
+    return pos * neg
+
+
 # -- everything ----------------------------------------------------------------------------
 def agreement_uncertainty(tasks: Sequence[Task], judgments: Sequence[Judgment], labels: dict[Key, bool],
                           result: dict[str, dict], *, n_resamples: int = stats.DEFAULT_RESAMPLES,
@@ -286,6 +293,8 @@ def agreement_uncertainty(tasks: Sequence[Task], judgments: Sequence[Judgment], 
         ci.update(rank_ci(tasks, its, n_resamples=n_resamples, seed=seed))
         result[name]["n_reports"] = report_index(its)[1]
         result[name]["ci95"], result[name]["ci95_reason"] = _no_zero_width(result[name], ci, len({it.key[0] for it in its}))
+        if result[name].get("auroc") is not None and ci.get("auroc") is None and _auroc_pairs(its) > _AUROC_MAX_PAIRS:
+            result[name]["ci95_reason"]["auroc"] = "too many decision pairs for the AUROC bootstrap: no interval"
     settings = {"method": stats.METHOD, "level": stats.LEVEL, "unit": "report (task, agent, run); tasks for ρ/τ",
                 "resamples": n_resamples, "seed": seed}
     return {"bootstrap": settings, "judge_vs_judge": judge_vs_judge(items, n_resamples=n_resamples, seed=seed)}

@@ -133,3 +133,26 @@ def test_mcnemar_fails_the_same_check():
     c = (~right_a & right_b).sum(axis=(1, 2))
     rate = np.mean([mcnemar_exact(int(x), int(y)) < 0.05 for x, y in zip(b, c, strict=True)])
     assert rate > 0.05 + 3 * np.sqrt(0.05 * 0.95 / 300), rate  # decisions treated as independent: far too many
+
+
+def test_auroc_over_the_pair_cap_says_why_it_has_no_interval(monkeypatch):
+    from lifesearch_local.analysis import agreement_ci
+    from lifesearch_local.analysis.agreement import agreement
+    from lifesearch_local.analysis.labels import label_index
+    from lifesearch_local.records import Judgment, Label
+    from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import load_tasks
+    from tests.helpers.inputs import AGREE
+
+    tasks = load_tasks(AGREE / "tasks.jsonl")
+    js = read_records(AGREE / "judgments.jsonl", Judgment)
+    labels = label_index(read_records(AGREE / "labels.jsonl", Label))
+    result = agreement(tasks, js, labels)
+    with_p = next(j for j, m in result.items() if m["auroc"] is not None)
+    agreement_ci.agreement_uncertainty(tasks, js, labels, result, n_resamples=200)
+    assert "too many" not in result[with_p]["ci95_reason"].get("auroc", "")  # under the cap: not that reason
+    monkeypatch.setattr(agreement_ci, "_AUROC_MAX_PAIRS", 1)
+    result = agreement(tasks, js, labels)
+    agreement_ci.agreement_uncertainty(tasks, js, labels, result, n_resamples=200)
+    assert result[with_p]["ci95"]["auroc"] is None
+    assert result[with_p]["ci95_reason"]["auroc"] == "too many decision pairs for the AUROC bootstrap: no interval"
