@@ -26,6 +26,8 @@ from lifesearch_local.analysis.agreement import (
     collect_items,
     labelled_rubrics,
 )
+from lifesearch_local.analysis.clustered_auc import METHOD as CLUSTERED_AUC
+from lifesearch_local.analysis.clustered_auc import clustered_auc
 from lifesearch_local.analysis.labels import Key
 from lifesearch_local.records import Judgment, Task
 
@@ -47,6 +49,8 @@ class Clustered:
     """reports × reports: Σ over (positive in row report, negative in column report) of [p⁺ > p⁻] + ½[p⁺ = p⁻]."""
     pos: np.ndarray
     neg: np.ndarray
+    p_true: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    """(p_true, label, report) of every decision with a p_true: for clustered_auc where auroc_w is too large."""
 
 
 def report_index(items: Sequence[Item]) -> tuple[np.ndarray, int]:
@@ -84,7 +88,7 @@ def cluster(items: Sequence[Item], *, auroc: bool = True) -> Clustered:
     pos = np.bincount(pk[p_lab], minlength=n_rep).astype(float)
     neg = np.bincount(pk[~p_lab], minlength=n_rep).astype(float)
     w = _auroc_matrix(p_vals, p_lab, pk, n_rep) if auroc else None
-    return Clustered(n_rep, runs, sums, w, pos, neg)
+    return Clustered(n_rep, runs, sums, w, pos, neg, (p_vals, p_lab, pk))
 
 
 def _majority_right(dec: np.ndarray, lab: np.ndarray) -> np.ndarray:
@@ -150,7 +154,14 @@ def judge_ci(items: Sequence[Item], *, n_resamples: int = stats.DEFAULT_RESAMPLE
     parts = [resampled_metrics(c, counts)
              for counts in stats.count_chunks(c.n_reports, n_resamples, stats.rng_for(seed, 0))]
     boot = {m: np.concatenate([p[m] for p in parts]) for m in metrics}
-    return {m: stats.interval(stats.percentile_ci(boot[m], n_units=c.n_reports)[0]) for m in metrics}
+    out = {m: stats.interval(stats.percentile_ci(boot[m], n_units=c.n_reports)[0]) for m in metrics}
+    if "auroc" in metrics and c.auroc_w is None and c.p_true is not None and _over_cap(c):
+        out["auroc"] = clustered_auc(*c.p_true)[1]  # the bootstrap's report × report matrix would not fit
+    return out
+
+
+def _over_cap(c: Clustered) -> bool:
+    return float(c.pos.sum()) * float(c.neg.sum()) > _AUROC_MAX_PAIRS
 
 
 # -- judge vs judge -----------------------------------------------------------------------
@@ -293,8 +304,8 @@ def agreement_uncertainty(tasks: Sequence[Task], judgments: Sequence[Judgment], 
         ci.update(rank_ci(tasks, its, n_resamples=n_resamples, seed=seed))
         result[name]["n_reports"] = report_index(its)[1]
         result[name]["ci95"], result[name]["ci95_reason"] = _no_zero_width(result[name], ci, len({it.key[0] for it in its}))
-        if result[name].get("auroc") is not None and ci.get("auroc") is None and _auroc_pairs(its) > _AUROC_MAX_PAIRS:
-            result[name]["ci95_reason"]["auroc"] = "too many decision pairs for the AUROC bootstrap: no interval"
+        if result[name].get("auroc") is not None and _auroc_pairs(its) > _AUROC_MAX_PAIRS:
+            result[name]["ci95_method"] = {"auroc": CLUSTERED_AUC}  # not the bootstrap: its matrix would not fit
     settings = {"method": stats.METHOD, "level": stats.LEVEL, "unit": "report (task, agent, run); tasks for ρ/τ",
                 "resamples": n_resamples, "seed": seed}
     return {"bootstrap": settings, "judge_vs_judge": judge_vs_judge(items, n_resamples=n_resamples, seed=seed)}

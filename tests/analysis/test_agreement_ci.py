@@ -135,24 +135,32 @@ def test_mcnemar_fails_the_same_check():
     assert rate > 0.05 + 3 * np.sqrt(0.05 * 0.95 / 300), rate  # decisions treated as independent: far too many
 
 
-def test_auroc_over_the_pair_cap_says_why_it_has_no_interval(monkeypatch):
+def test_auroc_over_the_pair_cap_gets_the_clustered_interval(monkeypatch):
+    from lifesearch_local.analysis import agreement_ci
+    from lifesearch_local.analysis.clustered_auc import clustered_auc
+
+    items = random_items(np.random.default_rng(9), 40, 10)
+    boot = judge_ci(items, n_resamples=500)["auroc"]
+    monkeypatch.setattr(agreement_ci, "_AUROC_MAX_PAIRS", 1)  # as if the report × report matrix would not fit
+    got = judge_ci(items, n_resamples=500)["auroc"]
+    assert got == clustered_auc(*cluster(items).p_true)[1] and got != boot
+    assert abs((got[1] - got[0]) - (boot[1] - boot[0])) < 0.3 * (boot[1] - boot[0])  # about as wide as the bootstrap
+
+
+def test_agree_says_which_auroc_interval_it_gave(monkeypatch):
     from lifesearch_local.analysis import agreement_ci
     from lifesearch_local.analysis.agreement import agreement
+    from lifesearch_local.analysis.clustered_auc import METHOD
     from lifesearch_local.analysis.labels import label_index
     from lifesearch_local.records import Judgment, Label
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks
     from tests.helpers.inputs import AGREE
 
-    tasks = load_tasks(AGREE / "tasks.jsonl")
-    js = read_records(AGREE / "judgments.jsonl", Judgment)
+    tasks, js = load_tasks(AGREE / "tasks.jsonl"), read_records(AGREE / "judgments.jsonl", Judgment)
     labels = label_index(read_records(AGREE / "labels.jsonl", Label))
-    result = agreement(tasks, js, labels)
-    with_p = next(j for j, m in result.items() if m["auroc"] is not None)
-    agreement_ci.agreement_uncertainty(tasks, js, labels, result, n_resamples=200)
-    assert "too many" not in result[with_p]["ci95_reason"].get("auroc", "")  # under the cap: not that reason
-    monkeypatch.setattr(agreement_ci, "_AUROC_MAX_PAIRS", 1)
-    result = agreement(tasks, js, labels)
-    agreement_ci.agreement_uncertainty(tasks, js, labels, result, n_resamples=200)
-    assert result[with_p]["ci95"]["auroc"] is None
-    assert result[with_p]["ci95_reason"]["auroc"] == "too many decision pairs for the AUROC bootstrap: no interval"
+    for cap, method in ((agreement_ci._AUROC_MAX_PAIRS, None), (1, {"auroc": METHOD})):
+        monkeypatch.setattr(agreement_ci, "_AUROC_MAX_PAIRS", cap)
+        result = agreement(tasks, js, labels)
+        agreement_ci.agreement_uncertainty(tasks, js, labels, result, n_resamples=200)
+        assert result["choice-a"].get("ci95_method") == method  # choice-a has p_true (AUROC 1.0 on this fixture)
