@@ -283,6 +283,7 @@ def _option(parser, path: list[str], dest: str):
 @pytest.mark.parametrize(("path", "dest", "cls", "field", "other"), [
     (["certify"], "margin", "lifesearch_local.run.config:CertifySettings", "margin", 3.5),
     (["certify"], "category_field", "lifesearch_local.run.config:CertifySettings", "category_field", "dimension"),
+    (["certify"], "alpha", "lifesearch_local.run.config:CertifySettings", "alpha", 0.05),
     (["import", "drb2"], "max_chars", "lifesearch_local.importers.config:Drb2ImportConfig", "max_chars", 999),
 ])
 def test_an_option_that_changes_a_result_takes_its_default_from_the_marked_field(monkeypatch, path, dest, cls, field,
