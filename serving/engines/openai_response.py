@@ -2,7 +2,7 @@
 
 The endpoint is outside this process: its body is read by the one bounded JSON reader
 (serving/jsonread.py), then validated here. Content must be text, log-probs finite numbers ≤ 0, token
-counts non-negative integers, log-probs ≤ 0; anything else is one `EndpointError` line naming the field and what
+counts non-negative integers; anything else is one `EndpointError` line naming the field and what
 was wrong, never the value (it may be huge, or echo the API key).
 """
 
