@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from lifesearch_local.errors import InputError, LifesearchError
+from lifesearch_local.importers.docx_text import MAX_TEXT_CHARS
 from lifesearch_local.records import Report
 from lifesearch_local.web.extract import MAX_PDF_PAGES
 
@@ -84,6 +85,8 @@ def read_report_file(path: Path, task_id: str, agent: str, *, pdf_timeout_s: flo
     data = _read_regular(path)
     fmt = FORMATS[path.suffix.lower()]
     text, counts = _READERS[fmt](data, pdf_timeout_s)  # markdown and text verbatim (a BOM aside), as the evaluator reads them
+    if len(text) > MAX_TEXT_CHARS:
+        raise Unreadable(f"{len(text):,} characters of text, over the {MAX_TEXT_CHARS:,}-character cap per report")
     if not text.strip():
         raise Unreadable(f"no text in this {fmt} file" + (" (a scanned PDF? OCR it first)" if fmt == "pdf" else ""))
     return text, FileRead(file=str(path), task_id=task_id, agent=agent, format=fmt, chars=len(text), **counts)

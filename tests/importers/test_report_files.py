@@ -134,6 +134,15 @@ def test_links_out_of_the_folder_and_special_files_are_refused_unread(tmp_path, 
         read_report_file(d / "idx-4.md", "t", "a")
 
 
+def test_the_text_of_one_report_is_capped(tmp_path, monkeypatch):
+    from lifesearch_local.importers import report_files
+
+    monkeypatch.setattr(report_files, "MAX_TEXT_CHARS", 1000)  # the cap is 8 M characters: no test writes that much
+    with pytest.raises(Unreadable, match="1,001 characters of text, over the 1,000-character cap per report"):
+        read_report_file(write(tmp_path, "idx-1.md", "x" * 1001), "t", "a")
+    assert read_report_file(write(tmp_path, "idx-2.md", "x" * 1000), "t", "a")[0] == "x" * 1000
+
+
 def real_reports(tmp_path: Path) -> Path:
     src = DRB2_DIR / "reports"
     if not src.is_dir():
