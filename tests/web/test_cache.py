@@ -399,7 +399,7 @@ def test_a_blob_directory_others_could_plant_in_is_refused(tmp_path, where, how)
         d.rmdir()
         (tmp_path / "elsewhere").mkdir(mode=0o700)
         d.symlink_to(tmp_path / "elsewhere")
-    data = next(d for i in range(100_000) if hashlib.sha256(d := str(i).encode()).hexdigest().startswith("ab"))
+    data = next(b for i in range(100_000) if hashlib.sha256(b := str(i).encode()).hexdigest().startswith("ab"))
     with pytest.raises(CacheNotPrivate) as e:
         c = WebCache(root)
         c.put_blob(data)
