@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from lifesearch_local.cli.common import id_arg
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -20,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--members", required=True, metavar="A,B,C",
                    help="the member judges, comma-separated: judge ids (their first pass) or names id#k")
     p.add_argument("--combine", choices=("majority", "mean"), default="majority", help="the rule (default majority)")
-    p.add_argument("--id", required=True, metavar="NAME", help="the panel judge's id in the written judgments")
+    p.add_argument("--id", required=True, metavar="NAME", type=id_arg, help="the panel judge's id in the written judgments")
     p.add_argument("--out", required=True, metavar="FILE", help="where to write the panel's judgments (JSONL)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.set_defaults(func=run)

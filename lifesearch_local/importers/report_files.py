@@ -21,9 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lifesearch_local.errors import InputError, LifesearchError
+from lifesearch_local.errors import InputError, LifesearchError, printable
 from lifesearch_local.importers.docx_text import MAX_TEXT_CHARS
-from lifesearch_local.records import Report
+from lifesearch_local.records import Report, id_problem
 from lifesearch_local.web.extract import MAX_PDF_PAGES
 
 FORMATS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".html": "html", ".htm": "html",
@@ -151,8 +151,10 @@ def report_entries(root: Path, refused: list[str]) -> list[Path]:
         if f.name.startswith("."):
             continue
         why = entry_problem(f, root)
+        if id_problem(f.name):  # a name with a control character is shown escaped, never read
+            why = f"its name holds a {id_problem(f.name)}; refused, nothing read"
         if why:
-            refused.append(f"{f}: {why}")
+            refused.append(f"{printable(str(f))}: {why}")
         elif f.is_file():
             out.append(f)
     return out
@@ -271,6 +273,9 @@ def import_reports(folder: str | Path, agent: str, *, prefix: str = "", known: s
     seen: dict[str, Path] = {}
     for f in report_entries(root, out.refused):
         tid = task_id_of(f, prefix)
+        if id_problem(tid):
+            out.refused.append(f"{f}: its name gives no task id ({id_problem(tid)})")
+            continue
         if tid in seen:
             raise InputError(str(f), None, None, f"a second report for task {tid} (first: {seen[tid].name})")
         seen[tid] = f

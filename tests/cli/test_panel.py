@@ -87,3 +87,13 @@ def test_report_shows_the_panel_and_its_members(inputs, tmp_path, capsys):
     assert re.search(r"<td[^>]*>panel</td><td[^>]*>majority</td><td[^>]*>a, b, c</td>", panels)
     agreement = page[page.index('id="agreement"'):page.index('id="panels"')]
     assert re.search(r"<td[^>]*>panel</td>", agreement)  # the panel has its row in the agreement table
+
+
+def test_a_panel_id_with_a_control_character_is_refused_where_it_enters(inputs, tmp_path, capsys):
+    _, _, judgments = inputs
+    with pytest.raises(SystemExit) as e:
+        run_cli(["panel", "--judgments", str(judgments), "--members", "a,b,c", "--id", "p\x1b]0;x\x07",
+                 "--out", str(tmp_path / "p.jsonl")], capsys)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "argument --id: not an id: control character U+001B at character 1" in err
+    assert "Traceback" not in err and "\x1b" not in err and not (tmp_path / "p.jsonl").exists()

@@ -134,6 +134,26 @@ def test_links_out_of_the_folder_and_special_files_are_refused_unread(tmp_path, 
         read_report_file(d / "idx-4.md", "t", "a")
 
 
+def test_control_characters_in_file_names_and_arguments_are_one_line(tmp_path, capsys):
+    d = tmp_path / "agent-x"
+    write(d, "idx-1.md", "report one")
+    write(d, "idx-\x1b[2J.md", "a name that clears the screen")
+    with pytest.raises(LifesearchError) as e:
+        import_reports(d, "x")
+    assert str(e.value).splitlines()[1] == (f"  {d}/idx-\\x1b[2J.md: its name holds a control character U+001B at "
+                                           "character 4: ids never hold control characters (a carriage return would "
+                                           "split a CSV row in two); refused, nothing read")
+    assert "\x1b" not in str(e.value)
+    out = tmp_path / "out"
+    for bad in (["--agent", "x\ry"], ["--agent", "x", "--id-prefix", "p\x00"]):
+        with pytest.raises(SystemExit) as e:
+            main(["import", "reports", "--dir", str(d), "--out", str(out), "--skip-unreadable", *bad])
+        assert e.value.code == 2
+    # argparse's own usage line and one error line; no traceback
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("not an id: control character") == 2 and not out.exists()
+
+
 def test_the_text_of_one_report_is_capped(tmp_path, monkeypatch):
     from lifesearch_local.importers import report_files
 

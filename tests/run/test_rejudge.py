@@ -156,3 +156,11 @@ def test_a_run_edited_after_judging_is_refused_and_no_replay_is_recorded(tmp_pat
 def test_an_untouched_run_with_a_derived_id_replays(tmp_path):
     run = made_run(tmp_path, JudgeConfig(threshold=0.7))
     assert rejudge(run, 3, open_model=opener(ScriptedBackend(p_true_fn=p_of))[0]).flips == 0
+
+
+def test_a_config_yaml_nested_100k_deep_falls_back_to_the_manifest_in_one_line(tmp_path, caplog):
+    run = made_run(tmp_path, JudgeConfig(id="j", threshold=0.7))
+    (run / "config.yaml").write_text("judge: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    replay = rejudge(run, 3, open_model=opener(ScriptedBackend(p_true_fn=p_of))[0])
+    assert replay.sampled == 3 and replay.flips == 0  # the manifest's settings (threshold 0.7) were used
+    assert "nested deeper than a config can be" in caplog.text and "using the manifest's recorded settings" in caplog.text
