@@ -199,7 +199,7 @@ def _read(files: dict[int, Path], agent: str, refused: list[str]) -> dict[int, t
     out: dict[int, tuple[str, str, FileRead | None]] = {}
     for idx, f in files.items():
         try:
-            text, info = read_report_file(f, "", agent)
+            text, info = read_report_file(f, "", agent, within=f.parent)
         except Unreadable as e:
             refused.append(f"{f}: {e}")
             continue

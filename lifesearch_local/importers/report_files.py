@@ -77,12 +77,13 @@ def file_problem(path: Path) -> str | None:
     return f"unknown report format {suffix or '(none)'}; expected one of {', '.join(sorted(FORMATS))}"
 
 
-def read_report_file(path: Path, task_id: str, agent: str, *, pdf_timeout_s: float = PDF_TIMEOUT_S) -> tuple[str, FileRead]:
+def read_report_file(path: Path, task_id: str, agent: str, *, pdf_timeout_s: float = PDF_TIMEOUT_S,
+                     within: Path | None = None) -> tuple[str, FileRead]:
     """The text of one report file and the record of what it lost; Unreadable when it gives none."""
     why = file_problem(path)
     if why:
         raise Unreadable(why)
-    data = _read_regular(path)
+    data = _read_regular(path, within)
     fmt = FORMATS[path.suffix.lower()]
     text, counts = _READERS[fmt](data, pdf_timeout_s)  # markdown and text verbatim (a BOM aside), as the evaluator reads them
     if len(text) > MAX_TEXT_CHARS:
@@ -92,14 +93,18 @@ def read_report_file(path: Path, task_id: str, agent: str, *, pdf_timeout_s: flo
     return text, FileRead(file=str(path), task_id=task_id, agent=agent, format=fmt, chars=len(text), **counts)
 
 
-def _read_regular(path: Path) -> bytes:
+def _read_regular(path: Path, within: Path | None = None) -> bytes:
     """The bytes of a regular file of at most MAX_FILE_BYTES; a FIFO, device or socket is refused
-    before it is read (opened non-blocking, so a FIFO with no writer cannot hang the import)."""
+    before it is read (opened non-blocking, so a FIFO with no writer cannot hang the import).
+    `within`: the file opened must lie in that folder, checked on the open descriptor, so that a
+    link swapped in after the folder was listed is refused too."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise Unreadable(f"cannot be read: {e.strerror or e}") from None
     with os.fdopen(fd, "rb") as fh:
+        if within is not None and not _opened_within(fd, within):
+            raise Unreadable("a link out of the folder (swapped in while importing): refused, nothing read")
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise Unreadable(f"{special_kind(st.st_mode)}, not a report file: refused, nothing read")
@@ -112,6 +117,16 @@ def _read_regular(path: Path) -> bytes:
     if len(data) > MAX_FILE_BYTES:  # grew since its size was read
         raise Unreadable(f"over the {MAX_FILE_BYTES:,}-byte cap")
     return data
+
+
+def _opened_within(fd: int, folder: Path) -> bool:
+    """Whether the open file `fd` lies in `folder` (by /proc's name of the descriptor; where there
+    is no /proc, the listing's check stands alone)."""
+    try:
+        real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return True
+    return real.is_relative_to(folder.resolve())
 
 
 def special_kind(mode: int) -> str:
@@ -282,7 +297,7 @@ def import_reports(folder: str | Path, agent: str, *, prefix: str = "", known: s
         if known is not None and tid not in known:
             raise InputError(str(f), None, None, f"a report of task {tid}, which is not in the tasks file {tasks_source}")
         try:
-            text, info = read_report_file(f, tid, agent)
+            text, info = read_report_file(f, tid, agent, within=root)
         except Unreadable as e:
             out.refused.append(f"{f}: {e}")
             continue

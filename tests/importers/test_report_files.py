@@ -132,6 +132,10 @@ def test_links_out_of_the_folder_and_special_files_are_refused_unread(tmp_path, 
     assert "root:" not in "".join(capsys.readouterr())
     with pytest.raises(Unreadable, match="a FIFO, not a report file"):  # drb2's folders read files the same way
         read_report_file(d / "idx-4.md", "t", "a")
+    # a link swapped in after the folder was listed: refused on the open descriptor, unread
+    with pytest.raises(Unreadable, match="a link out of the folder \\(swapped in while importing\\)"):
+        read_report_file(d / "idx-2.md", "t", "a", within=d)
+    assert read_report_file(d / "idx-3.md", "t", "a", within=d)[0] == "report one"
 
 
 def test_control_characters_in_file_names_and_arguments_are_one_line(tmp_path, capsys):
