@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
     from lifesearch_local.analysis.panel import panel_judgments
     from lifesearch_local.errors import LifesearchError
     from lifesearch_local.records import Judgment
-    from lifesearch_local.rundir.jsonl import read_records, write_records
+    from lifesearch_local.rundir.files import write_output
+    from lifesearch_local.rundir.jsonl import dumps, read_records
 
     out = Path(args.out)
     if out.resolve() == Path(args.judgments).resolve():
@@ -45,8 +46,11 @@ def run(args: argparse.Namespace) -> int:
         raise LifesearchError(f"{out}: is a directory; name a file")
     members = [m.strip() for m in args.members.split(",") if m.strip()]
     panel = panel_judgments(read_records(args.judgments, Judgment), members, args.combine, args.id)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_records(out, panel)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LifesearchError(f"{out.parent}: cannot be made ({e.strerror or e}); choose another --out") from None
+    write_output(out, "".join(dumps(j) + "\n" for j in panel))  # the one writer: a read-only folder in one line
     ties = sum(1 for j in panel if j.panel and j.panel.tie)
     ungraded = sum(1 for j in panel if j.satisfied is None)
     print(f"panel {args.id} ({args.combine} of {', '.join(members)}): {len(panel)} decisions -> {out}"
