@@ -28,3 +28,19 @@ class DiskFull(LifesearchError):
     once space is freed (exit 1, as a failure that passes on another attempt)."""
 
     exit_code = 1
+
+
+def excerpt(value: object, limit: int = 24, *, quote: bool = True) -> str:
+    """A short, printable excerpt of a value the user typed (an argument), quoted, for an error:
+    control characters escaped, cut at `limit` characters. Never for a file's contents: an error
+    about those names the file, line and field instead (a private file must not be echoed)."""
+    text = str(value)
+    shown = printable(text[:limit])
+    shown += "…" if len(text) > limit else ""
+    return f"'{shown}'" if quote else shown
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable (controls, a terminal's escape codes)
+    escaped as Python would (`\\x1b`): what an error may show of a name it did not choose."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)

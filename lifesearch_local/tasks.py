@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lifesearch_local.errors import InputError, LifesearchError
+from lifesearch_local.errors import InputError, LifesearchError, excerpt
 from lifesearch_local.records import DOMAIN_ABBREV, DOMAIN_TITLES, Domain, Task
 from lifesearch_local.rundir.jsonl import load_unique, validation_field
 
@@ -242,7 +242,8 @@ def chosen_tasks(tasks: list[Task], ids: set[str] | None, source: str | Path, *r
         return (tasks, *records)
     unknown = sorted(ids - {t.id for t in tasks})
     if unknown:
-        raise LifesearchError(f"--task-ids: {len(unknown)} id(s) not in the tasks file {source}: {_some(unknown)}")
+        raise LifesearchError(f"--task-ids: {len(unknown)} id(s) not in the tasks file {source}: "
+                              f"{named_ids(ids, unknown)}")
     return ([t for t in tasks if t.id in ids], *([r for r in rs if r.task_id in ids] for rs in records))
 
 
@@ -255,6 +256,23 @@ def check_known_tasks(tasks: list[Task], task_ids: Iterable[str], source: str | 
         ids = sorted(set(strays))
         raise LifesearchError(f"{len(strays)} {what}(s) are for {len(ids)} task(s) not in the tasks file {source}: "
                               f"{_some(ids)}; pass the tasks file they were made from (--tasks)")
+
+
+class TaskIds(set):
+    """Task ids read from a file, each with the FILE:LINE it came from (`where`): an error about
+    them names those lines, never the ids (a private file given by mistake must not be echoed)."""
+
+    def __init__(self, *args: object):
+        super().__init__(*args)
+        self.where: dict[str, str] = {}
+
+
+def named_ids(ids: set[str], some: list[str], n: int = 5) -> str:
+    """`some` of `ids` for an error: by FILE:LINE when they were read from a file, else each as a
+    short printable excerpt of what was typed."""
+    where = getattr(ids, "where", None)
+    shown = [where.get(i, "?") for i in some[:n]] if where else [excerpt(i, quote=False) for i in some[:n]]
+    return ", ".join(shown) + (f", … ({len(some) - n} more)" if len(some) > n else "")
 
 
 def _some(ids: list[str], n: int = 5) -> str:

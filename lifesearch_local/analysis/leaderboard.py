@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from lifesearch_local.analysis import resampling as stats
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.records import JudgeIdentity
+from lifesearch_local.tasks import named_ids
 
 TOTAL = "total"
 """The dimension of a score that is not one of several (eq. 1, or DRB II's total)."""
@@ -87,8 +88,7 @@ def select_tasks(tables: Sequence[ScoreTable], ids: set[str]) -> list[ScoreTable
     """The tables restricted to `ids` (means recomputed from the kept tasks); an id no source has is an error."""
     unknown = sorted(ids - {t for tab in tables for t in tab.tasks()})
     if unknown:
-        raise LifesearchError(f"--task-ids: {len(unknown)} id(s) in no source: {', '.join(unknown[:5])}"
-                              + (" …" if len(unknown) > 5 else ""))
+        raise LifesearchError(f"--task-ids: {len(unknown)} id(s) in no source: {named_ids(ids, unknown)}")
     out = []
     for tab in tables:
         scores = {a: {t: v for t, v in s.items() if t in ids} for a, s in tab.scores.items()}

@@ -101,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
     result, mine = study(args)
     text = json.dumps(result, indent=2, ensure_ascii=False)
     if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+        from lifesearch_local.rundir.files import write_output
+
+        write_output(Path(args.out), text + "\n")  # never through a link planted there; a full disk in one line
     if args.json:
         print(text)
     elif args.csv:

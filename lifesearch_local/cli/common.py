@@ -36,6 +36,26 @@ def seed_int(value: str) -> int:
 seed_int.__name__ = "int"  # argparse names the type in "invalid int value"
 
 
+def id_arg(value: str) -> str:
+    """argparse type of an id given as an argument (`--agent`, `panel --id`): no control character,
+    not blank, refused where it enters (not as a traceback from the first record that carries it)."""
+    from lifesearch_local.records import id_problem
+
+    problem = id_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(f"not an id: {problem}")
+    return value
+
+
+def id_prefix_arg(value: str) -> str:
+    """argparse type of `--id-prefix`: may be empty, never holds a control character."""
+    return id_arg(value) if value else value
+
+
+id_arg.__name__ = id_prefix_arg.__name__ = "id"
+MAX_TASK_IDS_BYTES = 4 * 1024 * 1024  # about 200,000 ids; /dev/zero would otherwise be read until memory ran out
+
+
 def add_task_ids(p: argparse.ArgumentParser) -> None:
     """--task-ids A,B,… and --task-ids-file FILE: only these tasks (read by `selected_task_ids`)."""
     g = p.add_mutually_exclusive_group()
@@ -47,21 +67,52 @@ def add_task_ids(p: argparse.ArgumentParser) -> None:
 
 def selected_task_ids(args: argparse.Namespace) -> set[str] | None:
     """The task ids of --task-ids / --task-ids-file, or None when neither was given (all tasks)."""
-    from lifesearch_local.errors import InputError, LifesearchError
+    from lifesearch_local.errors import LifesearchError
 
     if getattr(args, "task_ids", None):
         ids = {i.strip() for value in args.task_ids for i in value.split(",") if i.strip()}
         if not ids:
             raise LifesearchError("--task-ids: no task id given")
+        from lifesearch_local.records import id_problem
+
+        for i in sorted(ids):
+            if id_problem(i):
+                raise LifesearchError(f"--task-ids: not a task id: {id_problem(i)}")
         return ids
     path = getattr(args, "task_ids_file", None)
     if not path:
         return None
+    return read_task_ids(path)
+
+
+def read_task_ids(path: str) -> set[str]:
+    """The ids FILE lists, one per line (read to MAX_TASK_IDS_BYTES; a pipe or `<(…)` works), each
+    remembering its FILE:LINE so that no error echoes a line of the file (it may be a private one)."""
+    from lifesearch_local.errors import InputError
+    from lifesearch_local.records import id_problem
+    from lifesearch_local.tasks import TaskIds
+
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, None, None, f"cannot read the task ids: {e}") from None
-    ids = {s for line in lines if (s := line.split("#", 1)[0].strip())}
+        with open(path, "rb") as f:
+            data = f.read(MAX_TASK_IDS_BYTES + 1)
+    except OSError as e:
+        raise InputError(path, None, None, f"cannot read the task ids: {e.strerror or e}") from None
+    if len(data) > MAX_TASK_IDS_BYTES:
+        raise InputError(path, None, None, f"over {MAX_TASK_IDS_BYTES:,} bytes: not a list of task ids")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(path, None, None, f"not UTF-8 text at byte {e.start}") from None
+    ids = TaskIds()
+    for lineno, line in enumerate(text.splitlines(), 1):
+        s = line.split("#", 1)[0].strip()
+        if not s:
+            continue
+        problem = id_problem(s)
+        if problem:
+            raise InputError(path, lineno, None, f"not a task id: {problem}")
+        ids.add(s)
+        ids.where.setdefault(s, f"{path}:{lineno}")
     if not ids:
         raise InputError(path, None, None, "lists no task ids (one per line)")
     return ids

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lifesearch_local.cli.common import id_arg, id_prefix_arg
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -30,10 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--queries", metavar="FILE", required=True, help="DRB query.jsonl (id, topic, language, prompt)")
     d.add_argument("--criteria", metavar="FILE", required=True, help="DRB criteria.jsonl (id, prompt, dimension_weight, criterions)")
     d.add_argument("--reports", metavar="FILE", help="DRB reports-<agent>.jsonl (id, prompt, article): one report per line")
-    d.add_argument("--agent", metavar="NAME", help="agent name of the reports (default: <agent> from reports-<agent>.jsonl)")
+    d.add_argument("--agent", metavar="NAME", type=id_arg, help="agent name of the reports (default: <agent> from reports-<agent>.jsonl)")
     d.add_argument("--domain-map", metavar="FILE", help="YAML/JSON `topic: domain` entries overriding the default DRB topic → "
                    "domain map (docs/import.md); domains as `lifesearch validate` accepts them")
-    d.add_argument("--id-prefix", metavar="PREFIX", default="drb-", help="prefix of our task ids (default drb-: DRB id 7 → drb-7)")
+    d.add_argument("--id-prefix", metavar="PREFIX", type=id_prefix_arg, default="drb-", help="prefix of our task ids (default drb-: DRB id 7 → drb-7)")
     d.add_argument("--out", metavar="DIR", required=True, help="output directory (created; must be empty unless --force)")
     d.add_argument("--force", action="store_true", help="replace a non-empty output directory")
     d.set_defaults(func=run_drb)
@@ -82,7 +84,7 @@ def register_drb2(kinds: argparse._SubParsersAction) -> None:
                    "or a JSONL of {idx, article}")
     d.add_argument("--skip-unreadable", action="store_true", help="import the reports that give text and record the "
                    "others (images, broken files) in import.json, instead of refusing them all")
-    d.add_argument("--agent", metavar="NAME", help="agent name of a single --reports folder or file; must equal the "
+    d.add_argument("--agent", metavar="NAME", type=id_arg, help="agent name of a single --reports folder or file; must equal the "
                    "results' `model` for the labels to meet the reports")
     max_chars = result_default(Drb2ImportConfig, "max_chars")
     d.add_argument("--max-chars", metavar="N", type=int, default=max_chars, help="cut each report at N characters, as "
@@ -96,7 +98,7 @@ def register_drb2(kinds: argparse._SubParsersAction) -> None:
     d.add_argument("--question", choices=("prompt", "task"), default="prompt", help="the task's question: `prompt` (what "
                    "agents get: the task and the blocked article in words; default) or `content.task` (what the upstream judge reads)")
     d.add_argument("--domain-map", metavar="FILE", help="YAML/JSON `theme: domain` entries overriding the default map (DRB's)")
-    d.add_argument("--id-prefix", metavar="PREFIX", default="drb2-", help="prefix of our task ids (default drb2-: idx 7 → drb2-7)")
+    d.add_argument("--id-prefix", metavar="PREFIX", type=id_prefix_arg, default="drb2-", help="prefix of our task ids (default drb2-: idx 7 → drb2-7)")
     d.add_argument("--out", metavar="DIR", required=True, help="output directory (created; must be empty unless --force)")
     d.add_argument("--force", action="store_true", help="replace an earlier output of this command")
     d.set_defaults(func=run_drb2)
@@ -157,9 +159,9 @@ def register_reports(kinds: argparse._SubParsersAction) -> None:
         "a file that gives no text is refused in one line (--skip-unreadable imports the others).",
     )
     d.add_argument("--dir", metavar="DIR", required=True, help="folder of report files")
-    d.add_argument("--agent", metavar="NAME", required=True, help="the agent that wrote them")
+    d.add_argument("--agent", metavar="NAME", type=id_arg, required=True, help="the agent that wrote them")
     d.add_argument("--tasks", metavar="FILE", help="tasks JSONL: refuse a report of a task it does not hold")
-    d.add_argument("--id-prefix", metavar="PREFIX", default="", help="task id of idx-<n> files: PREFIX + n "
+    d.add_argument("--id-prefix", metavar="PREFIX", type=id_prefix_arg, default="", help="task id of idx-<n> files: PREFIX + n "
                    "(e.g. drb2- for `import drb2`'s tasks; default: none)")
     d.add_argument("--max-chars", metavar="N", type=int, default=0, help="cut each report at N characters (0: whole)")
     d.add_argument("--skip-unreadable", action="store_true", help="import the readable files, record the others")
@@ -196,7 +198,7 @@ def register_profbench(kinds: argparse._SubParsersAction) -> None:
     )
     d.add_argument("file", metavar="FILE", help="ProfBench JSONL, one task per line (docs/import.md: how to get it)")
     d.add_argument("--domain-map", metavar="FILE", help="YAML/JSON `ProfBench domain: domain` entries overriding the default map")
-    d.add_argument("--id-prefix", metavar="PREFIX", default="pb-", help="prefix of our task ids (default pb-: Chem-0 → pb-Chem-0)")
+    d.add_argument("--id-prefix", metavar="PREFIX", type=id_prefix_arg, default="pb-", help="prefix of our task ids (default pb-: Chem-0 → pb-Chem-0)")
     d.add_argument("--out", metavar="DIR", required=True, help="output directory (created; must be empty unless --force)")
     d.add_argument("--force", action="store_true", help="replace an earlier output of this command")
     d.set_defaults(func=run_profbench)

@@ -12,6 +12,7 @@ from lifesearch_local.cli.common import (
     add_kernel,
     add_quiet,
     add_task_ids,
+    id_arg,
     judge_configs,
     no_limit_with_ids,
     positive_int,
@@ -43,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_generate_options(p, "generate mode: token cap of each answer (default 512; the JSON verdict needs well under 200)")
     add_kernel(p)
     add_device(p)
-    p.add_argument("--id", help="judge id recorded in judgments (default: the config's, else derived: "
+    p.add_argument("--id", type=id_arg, help="judge id recorded in judgments (default: the config's, else derived: "
                    "<model name>/<mode>/<hash of the settings>)")
     p.add_argument("--ray", action=argparse.BooleanOptionalAction, default=None,
                    help="run the judge as Ray actors (the config's `ray:` block, else a local cluster with "

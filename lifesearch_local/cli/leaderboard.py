@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
             out.print(item, highlight=False)
     if args.html:
         from lifesearch_local.output.report.leaderboard import render_leaderboard
-        from lifesearch_local.rundir.jsonl import write_atomic
+        from lifesearch_local.rundir.files import write_output
 
-        write_atomic(args.html, render_leaderboard(lb, f"Leaderboard — {', '.join(args.sources)}").encode("utf-8"))
+        write_output(args.html, render_leaderboard(lb, f"Leaderboard — {', '.join(args.sources)}").encode("utf-8"))
         print(f"wrote {args.html}", file=sys.stderr)
     return 0

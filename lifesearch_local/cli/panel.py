@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from lifesearch_local.cli.common import id_arg
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -22,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--members", required=True, metavar="A,B,C",
                    help="the member judges, comma-separated: judge ids (their first pass) or names id#k")
     p.add_argument("--combine", choices=("majority", "mean"), default="majority", help="the rule (default majority)")
-    p.add_argument("--id", required=True, metavar="NAME", help="the panel judge's id in the written judgments")
+    p.add_argument("--id", required=True, metavar="NAME", type=id_arg, help="the panel judge's id in the written judgments")
     p.add_argument("--out", required=True, metavar="FILE", help="where to write the panel's judgments (JSONL)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.add_argument("--labels", metavar="H", help="reference labels (Label records): check whether members' errors are "
@@ -37,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from lifesearch_local.analysis.panel import panel_judgments
     from lifesearch_local.errors import LifesearchError
     from lifesearch_local.records import Judgment
-    from lifesearch_local.rundir.jsonl import read_records, write_records
+    from lifesearch_local.rundir.files import write_output
+    from lifesearch_local.rundir.jsonl import dumps, read_records
 
     out = Path(args.out)
     if out.resolve() == Path(args.judgments).resolve():
@@ -49,8 +52,11 @@ def run(args: argparse.Namespace) -> int:
     members = [m.strip() for m in args.members.split(",") if m.strip()]
     judgments = read_records(args.judgments, Judgment)
     panel = panel_judgments(judgments, members, args.combine, args.id)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_records(out, panel)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LifesearchError(f"{out.parent}: cannot be made ({e.strerror or e}); choose another --out") from None
+    write_output(out, "".join(dumps(j) + "\n" for j in panel))  # the one writer: a read-only folder in one line
     ties = sum(1 for j in panel if j.panel and j.panel.tie)
     ungraded = sum(1 for j in panel if j.satisfied is None)
     print(f"panel {args.id} ({args.combine} of {', '.join(members)}): {len(panel)} decisions -> {out}"

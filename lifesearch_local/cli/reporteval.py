@@ -12,6 +12,7 @@ from lifesearch_local.cli.common import (
     add_generate_options,
     add_kernel,
     add_quiet,
+    id_arg,
     print_caveats,
     seed_int,
 )
@@ -46,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-pairs", type=int, help="redundancy pairs per report (default 30)")
     add_kernel(p)
     add_device(p)
-    p.add_argument("--id", help="judge id recorded in the records (default: from config or model)")
+    p.add_argument("--id", type=id_arg, help="judge id recorded in the records (default: from config or model)")
     p.add_argument("--json", action="store_true", help="print the stats and summary as JSON")
     add_force_config(p, "the records of its judge id (judge and ReportEval settings)")
     add_quiet(p)

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from lifesearch_local.rundir.files import write_atomic
 from serving import ChatRequest, ChoiceGroup, ChoiceRequest, Engine, ModelConfig, RayConfig
 
 log = logging.getLogger(__name__)
@@ -163,9 +164,7 @@ def save_profile(prof: BaseModel) -> Path:
     d = cache_dir()
     d.mkdir(parents=True, exist_ok=True)
     p = d / f"{prof.key}.json"  # type: ignore[attr-defined]
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(prof.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, p)
+    write_atomic(p, prof.model_dump_json(indent=2) + "\n")  # the one writer: no link followed, a full disk in one line
     return p
 
 

@@ -142,7 +142,7 @@ def check_id(value: str, where: str | Path, line: int | None, field: str) -> str
     is empty, only invisible characters, or holds a control character (as `validate` refuses it)."""
     problem = id_problem(value)
     if problem:
-        raise InputError(str(where), line, field, f"{value!r} as an id: {problem}")
+        raise InputError(str(where), line, field, f"not an id: {problem}")  # the value itself never echoed
     return value
 
 

@@ -4,8 +4,11 @@ What a report's reader needs of a Word file: paragraphs (headings as `#`, list i
 hyperlinks as `[text](url)` (research reports cite through them), tables as markdown pipe rows
 (each cell's paragraphs joined; a merged cell is not spanned), footnotes and endnotes as `[^n]`
 notes at the end. Images, charts and embedded objects have no text here: they are counted, as
-are reviewers' comments (not read). A DOCX whose XML declares a DTD is refused (no entity
-expansion), as is a part larger than `MAX_PART_BYTES` uncompressed.
+are reviewers' comments (not read). The XML is parsed by defusedxml: a DTD anywhere, in any
+encoding, is refused (no entity expansion). Also refused, each in one line: a part larger than
+`MAX_PART_BYTES` uncompressed, parts together over `MAX_DOCX_BYTES`, elements nested deeper than
+`MAX_DEPTH` (no Word file nests so; the walk recurses), and text past `MAX_TEXT_CHARS` (a link's
+address repeated by every reference to it can grow a small file into hundreds of megabytes).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 REL = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 MAX_PART_BYTES = 64 * 1024 * 1024
+MAX_DOCX_BYTES = 128 * 1024 * 1024  # every part read, together, uncompressed
+MAX_DEPTH = 200  # Word nests tables in tables a few levels; 200 keeps the walk far from Python's recursion limit
+MAX_TEXT_CHARS = 8_000_000  # far above any report a judge can read (about two million tokens)
 _PICTURES = {W + "drawing", W + "pict", W + "object"}
 _SKIP = {W + "pPr", W + "rPr", W + "del", W + "instrText", W + "delText", W + "commentReference"}
 
@@ -37,6 +43,17 @@ class DocxText:
     comments: int = 0
     """Reviewers' comments: not read (they are not the report)."""
     links: dict[str, str] = field(default_factory=dict)
+    read_bytes: int = 0
+    """Uncompressed bytes of the parts read so far (capped at MAX_DOCX_BYTES)."""
+    chars: int = 0
+    """Characters of text produced so far (capped at MAX_TEXT_CHARS)."""
+
+    def add(self, text: str) -> str:
+        """`text`, counted against the text cap (ValueError past it)."""
+        self.chars += len(text)
+        if self.chars > MAX_TEXT_CHARS:
+            raise ValueError(f"gives more than {MAX_TEXT_CHARS:,} characters of text: refused")
+        return text
 
 
 def docx_text(data: bytes) -> DocxText:
@@ -46,39 +63,61 @@ def docx_text(data: bytes) -> DocxText:
     except zipfile.BadZipFile:
         raise ValueError("not a DOCX file (no ZIP archive)") from None
     with z:
-        body = _xml(z, "word/document.xml")
+        out = DocxText(text="")
+        body = _xml(z, "word/document.xml", out)
         if body is None:
             raise ValueError("not a DOCX file (no word/document.xml)")
-        out = DocxText(text="", links=_rels(z, "word/_rels/document.xml.rels"))
+        out.links = _rels(z, "word/_rels/document.xml.rels", out)
         root = body.find(W + "body")
         blocks = _blocks(root if root is not None else body, out)
         for part in ("footnotes", "endnotes"):
             blocks += _notes(z, part, out)
-        comments = _xml(z, "word/comments.xml")
+        comments = _xml(z, "word/comments.xml", out)
         out.comments = 0 if comments is None else len(comments.findall(W + "comment"))
     out.text = "\n\n".join(b for b in blocks if b.strip())
     return out
 
 
-def _xml(z: zipfile.ZipFile, name: str) -> ET.Element | None:
+def _xml(z: zipfile.ZipFile, name: str, out: DocxText) -> ET.Element | None:
+    """A part parsed by defusedxml (no DTD, no entities), within the size and depth caps."""
+    from defusedxml import DefusedXmlException
+    from defusedxml.ElementTree import fromstring
+
     try:
         info = z.getinfo(name)
     except KeyError:
         return None
     if info.file_size > MAX_PART_BYTES:
         raise ValueError(f"{name} is {info.file_size:,} bytes uncompressed, over the {MAX_PART_BYTES:,}-byte cap")
-    raw = z.read(info)
-    if b"<!DOCTYPE" in raw[:4096] or b"<!ENTITY" in raw:
-        raise ValueError(f"{name} declares a DTD, which no Word file needs: refused")
+    out.read_bytes += info.file_size
+    if out.read_bytes > MAX_DOCX_BYTES:
+        raise ValueError(f"its parts are over {MAX_DOCX_BYTES:,} bytes uncompressed together: refused")
     try:
-        return ET.fromstring(raw)
+        raw = z.read(info)  # zipfile stops at the declared size and checks the CRC
+        root = fromstring(raw, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    except DefusedXmlException:
+        raise ValueError(f"{name} declares a DTD or entities, which no Word file needs: refused") from None
     except ET.ParseError as e:
         raise ValueError(f"{name} is not well-formed XML ({e})") from None
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as e:
+        raise ValueError(f"{name} cannot be unpacked ({str(e)[:80]})") from None
+    _check_depth(root, name)
+    return root
 
 
-def _rels(z: zipfile.ZipFile, name: str) -> dict[str, str]:
+def _check_depth(root: ET.Element, name: str) -> None:
+    """ValueError when elements nest deeper than MAX_DEPTH (walked without recursion)."""
+    stack = [(root, 1)]
+    while stack:
+        el, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"{name} nests elements more than {MAX_DEPTH} deep, which no Word file does: refused")
+        stack.extend((c, depth + 1) for c in el)
+
+
+def _rels(z: zipfile.ZipFile, name: str, out: DocxText) -> dict[str, str]:
     """Relationship id → external target (the URLs hyperlinks point at)."""
-    root = _xml(z, name)
+    root = _xml(z, name, out)
     if root is None:
         return {}
     return {r.get("Id", ""): r.get("Target", "") for r in root.iter(REL + "Relationship")
@@ -121,16 +160,16 @@ def _inline(el: ET.Element, out: DocxText) -> str:
     parts: list[str] = []
     for c in el:
         if c.tag == W + "t":
-            parts.append(c.text or "")
+            parts.append(out.add(c.text or ""))
         elif c.tag == W + "tab":
             parts.append("\t")
         elif c.tag in (W + "br", W + "cr"):
             parts.append("\n")
         elif c.tag == W + "hyperlink":
             text, url = _inline(c, out), out.links.get(c.get(R + "id", ""))
-            parts.append(f"[{text}]({url})" if url and text.strip() else text)
+            parts.append(out.add(f"[{text}]({url})") if url and text.strip() else text)
         elif c.tag in (W + "footnoteReference", W + "endnoteReference"):
-            parts.append(f"[^{_note_id(c)}]")
+            parts.append(out.add(f"[^{_note_id(c)}]"))
         elif c.tag in _PICTURES:
             out.images += 1
         elif c.tag not in _SKIP:
@@ -156,10 +195,10 @@ def _note_id(ref: ET.Element) -> str:
 
 def _notes(z: zipfile.ZipFile, part: str, out: DocxText) -> list[str]:
     """Footnotes or endnotes as `[^n]: text` (the separator notes Word keeps are not notes)."""
-    root = _xml(z, f"word/{part}.xml")
+    root = _xml(z, f"word/{part}.xml", out)
     if root is None:
         return []
-    links, out.links = out.links, {**out.links, **_rels(z, f"word/_rels/{part}.xml.rels")}
+    links, out.links = out.links, {**out.links, **_rels(z, f"word/_rels/{part}.xml.rels", out)}
     kind = "e" if part == "endnotes" else ""
     notes = []
     for note in root.findall(W + part[:-1]):

@@ -30,6 +30,7 @@ from lifesearch_local.importers.report_files import (
     file_problem,
     read_report_file,
     refusal,
+    report_entries,
 )
 from lifesearch_local.records import BlockedSources, Domain, Report, Rubric, Task
 
@@ -177,9 +178,9 @@ class Drb2Report(_Drb2):
 def _report_files(folder: Path, refused: list[str]) -> dict[int, Path]:
     """idx → its report file in `folder`; a file we cannot read (an image, an unknown format) joins `refused`."""
     found: dict[int, Path] = {}
-    for f in sorted(folder.iterdir()):
+    for f in report_entries(folder, refused):
         m = REPORT_NAME.match(f.name)
-        if not m or not f.is_file():
+        if not m:
             continue
         idx = int(m.group(1))
         if idx in found:
@@ -199,7 +200,7 @@ def _read(files: dict[int, Path], agent: str, refused: list[str]) -> dict[int, t
     out: dict[int, tuple[str, str, FileRead | None]] = {}
     for idx, f in files.items():
         try:
-            text, info = read_report_file(f, "", agent)
+            text, info = read_report_file(f, "", agent, within=f.parent)
         except Unreadable as e:
             refused.append(f"{f}: {e}")
             continue

@@ -11,7 +11,9 @@ or unknown format, bytes that are not UTF-8) is refused in one line naming it an
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lifesearch_local.errors import InputError, LifesearchError
-from lifesearch_local.records import Report
+from lifesearch_local.errors import InputError, LifesearchError, printable
+from lifesearch_local.importers.docx_text import MAX_TEXT_CHARS
+from lifesearch_local.records import Report, id_problem
 from lifesearch_local.web.extract import MAX_PDF_PAGES
 
 FORMATS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".html": "html", ".htm": "html",
@@ -74,23 +77,102 @@ def file_problem(path: Path) -> str | None:
     return f"unknown report format {suffix or '(none)'}; expected one of {', '.join(sorted(FORMATS))}"
 
 
-def read_report_file(path: Path, task_id: str, agent: str, *, pdf_timeout_s: float = PDF_TIMEOUT_S) -> tuple[str, FileRead]:
+def read_report_file(path: Path, task_id: str, agent: str, *, pdf_timeout_s: float = PDF_TIMEOUT_S,
+                     within: Path | None = None) -> tuple[str, FileRead]:
     """The text of one report file and the record of what it lost; Unreadable when it gives none."""
     why = file_problem(path)
     if why:
         raise Unreadable(why)
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise Unreadable(f"{size:,} bytes, over the {MAX_FILE_BYTES:,}-byte cap")
-        data = path.read_bytes()
-    except OSError as e:
-        raise Unreadable(f"cannot be read: {e.strerror or e}") from None
+    data = _read_regular(path, within)
     fmt = FORMATS[path.suffix.lower()]
     text, counts = _READERS[fmt](data, pdf_timeout_s)  # markdown and text verbatim (a BOM aside), as the evaluator reads them
+    if len(text) > MAX_TEXT_CHARS:
+        raise Unreadable(f"{len(text):,} characters of text, over the {MAX_TEXT_CHARS:,}-character cap per report")
     if not text.strip():
         raise Unreadable(f"no text in this {fmt} file" + (" (a scanned PDF? OCR it first)" if fmt == "pdf" else ""))
     return text, FileRead(file=str(path), task_id=task_id, agent=agent, format=fmt, chars=len(text), **counts)
+
+
+def _read_regular(path: Path, within: Path | None = None) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_BYTES; a FIFO, device or socket is refused
+    before it is read (opened non-blocking, so a FIFO with no writer cannot hang the import).
+    `within`: the file opened must lie in that folder, checked on the open descriptor, so that a
+    link swapped in after the folder was listed is refused too."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise Unreadable(f"cannot be read: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if within is not None and not _opened_within(fd, within):
+            raise Unreadable("a link out of the folder (swapped in while importing): refused, nothing read")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Unreadable(f"{special_kind(st.st_mode)}, not a report file: refused, nothing read")
+        if st.st_size > MAX_FILE_BYTES:
+            raise Unreadable(f"{st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte cap")
+        try:
+            data = fh.read(MAX_FILE_BYTES + 1)
+        except OSError as e:
+            raise Unreadable(f"cannot be read: {e.strerror or e}") from None
+    if len(data) > MAX_FILE_BYTES:  # grew since its size was read
+        raise Unreadable(f"over the {MAX_FILE_BYTES:,}-byte cap")
+    return data
+
+
+def _opened_within(fd: int, folder: Path) -> bool:
+    """Whether the open file `fd` lies in `folder` (by /proc's name of the descriptor; where there
+    is no /proc, the listing's check stands alone)."""
+    try:
+        real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return True
+    return real.is_relative_to(folder.resolve())
+
+
+def special_kind(mode: int) -> str:
+    """A file type in words (`a FIFO`, `a device`, ...)."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+
+
+def entry_problem(f: Path, root: Path) -> str | None:
+    """Why an entry of a report folder is refused before anything of it is read: a link that
+    leaves the folder (as the run directory refuses links for writing), a broken link, or a
+    special file (FIFO, device, socket); None for a file or directory, or a link to one inside."""
+    try:
+        st = f.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            target = f.resolve(strict=True)
+            if not target.is_relative_to(root.resolve()):
+                return f"a link out of the folder (to {target}): refused, nothing read"
+            st = target.stat()
+    except (OSError, RuntimeError):  # dangling, a loop, or gone
+        return "a link that leads nowhere readable: refused"
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return None
+    return f"{special_kind(st.st_mode)}, not a report file: refused, nothing read"
+
+
+def report_entries(root: Path, refused: list[str]) -> list[Path]:
+    """The files of a report folder to read, in name order (hidden names and folders left out);
+    a refused entry (`entry_problem`) joins `refused` as one line."""
+    out = []
+    for f in sorted(root.iterdir()):
+        if f.name.startswith("."):
+            continue
+        why = entry_problem(f, root)
+        if id_problem(f.name):  # a name with a control character is shown escaped, never read
+            why = f"its name holds a {id_problem(f.name)}; refused, nothing read"
+        if why:
+            refused.append(f"{printable(str(f))}: {why}")
+        elif f.is_file():
+            out.append(f)
+    return out
 
 
 def _plain(data: bytes, _timeout: float) -> tuple[str, dict[str, Any]]:
@@ -204,15 +286,18 @@ def import_reports(folder: str | Path, agent: str, *, prefix: str = "", known: s
     out = ReportsImport(inputs={"dir": str(root), "agent": agent, "id_prefix": prefix, "tasks": tasks_source,
                                 "max_chars": max_chars})
     seen: dict[str, Path] = {}
-    for f in sorted(p for p in root.iterdir() if p.is_file() and not p.name.startswith(".")):
+    for f in report_entries(root, out.refused):
         tid = task_id_of(f, prefix)
+        if id_problem(tid):
+            out.refused.append(f"{f}: its name gives no task id ({id_problem(tid)})")
+            continue
         if tid in seen:
             raise InputError(str(f), None, None, f"a second report for task {tid} (first: {seen[tid].name})")
         seen[tid] = f
         if known is not None and tid not in known:
             raise InputError(str(f), None, None, f"a report of task {tid}, which is not in the tasks file {tasks_source}")
         try:
-            text, info = read_report_file(f, tid, agent)
+            text, info = read_report_file(f, tid, agent, within=root)
         except Unreadable as e:
             out.refused.append(f"{f}: {e}")
             continue

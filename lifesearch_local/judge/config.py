@@ -102,3 +102,24 @@ def derived_judge_id(cfg: JudgeConfig) -> str:
         data["verdict_schema"] = verdict_schema_hash()
     digest = hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:6]
     return f"{model_name(cfg.model.model)}/{cfg.mode}/{digest}"
+
+
+def claimed_id_problem(settings: dict[str, Any]) -> str | None:
+    """Why recorded judge settings cannot be the ones its id was derived from, else None.
+
+    An id of the derived shape (`<model name>/<mode>/<6 hex>`) hashes the verdict settings: the
+    settings derived again must give it back. An id given by hand, or a model named by a relative
+    directory (which the id hashed as the absolute path of the day), cannot be checked this way."""
+    claimed = settings.get("id")
+    model = (settings.get("model") or {}).get("model") if isinstance(settings.get("model"), dict) else None
+    if not isinstance(claimed, str) or not isinstance(model, str):
+        return None
+    if not re.fullmatch(rf"{re.escape(model_name(model))}/(choice|generate)/[0-9a-f]{{6}}", claimed):
+        return None
+    p = Path(model).expanduser()
+    if not p.is_absolute() and (p.is_dir() or model.startswith((".", "~"))):
+        return None
+    derived = JudgeConfig.model_validate({**settings, "id": None}).id
+    if derived == claimed:
+        return None
+    return f"its recorded settings derive the id {derived}, not {claimed} (edited since it judged)"

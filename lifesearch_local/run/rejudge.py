@@ -19,12 +19,15 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from lifesearch_local.errors import LifesearchError
-from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.judge.config import JudgeConfig, claimed_id_problem
 from lifesearch_local.judge.fingerprint import judge_identity
 from lifesearch_local.judge.rubric import Pending, is_empty_report, judge_batches, rubric_hash
 from lifesearch_local.records import Judgment, Manifest, Replay, Report, Task
 from lifesearch_local.rundir.directory import CONFIG, JUDGMENTS, REPORTS, TASKS, RunDir, recorded_input
+from lifesearch_local.rundir.integrity import judge_settings_problems
 from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.rundir.manifest import resume_config
 from lifesearch_local.runtime.skeleton import OpenModel, default_open
@@ -48,12 +51,14 @@ def rejudge(run_dir: str | Path, sample: int, *, seed: int = 0, judge: str | Non
         if m is None:
             raise LifesearchError(f"{rd.path}: no manifest.json: the settings the judgments were made with are unknown")
         configs = recorded_judges(rd, m)
+        judgments = rd.load(JUDGMENTS, Judgment)
+        refuse_unvouched(rd, m, configs, judgments)
         if judge is not None and judge not in configs:
             raise LifesearchError(f"{rd.path}: no recorded settings for judge {judge!r} (judges with settings: "
                                   f"{', '.join(configs) or 'none'})")
         tasks = {t.id: t for t in _tasks(rd, m)}
         reports = {r.key: r for r in read_records(_input(rd, m, REPORTS), Report)}
-        pool = eligible(rd.load(JUDGMENTS, Judgment), configs, tasks, reports, judge)
+        pool = eligible(judgments, configs, tasks, reports, judge)
         if not pool:
             raise LifesearchError(f"{rd.path}: no recorded decision can be replayed (none made by a model with "
                                   "recorded settings on the current rubrics)")
@@ -91,9 +96,27 @@ def recorded_judges(rd: RunDir, m: Manifest) -> dict[str, JudgeConfig]:
         if not stage.startswith("judge/"):
             continue
         cfg = written.get(stage.removeprefix("judge/"))
-        out[stage.removeprefix("judge/")] = (
-            cfg if cfg is not None and resume_config(cfg) == settings else JudgeConfig.model_validate(settings))
+        try:
+            out[stage.removeprefix("judge/")] = (
+                cfg if cfg is not None and resume_config(cfg) == settings else JudgeConfig.model_validate(settings))
+        except ValidationError as e:
+            raise LifesearchError(f"{rd.file('manifest.json')}: stage_configs.{stage}: not a judge config "
+                                  f"({e.errors()[0]['msg'][:80]}); the replay cannot vouch for it") from None
     return out
+
+
+def refuse_unvouched(rd: RunDir, m: Manifest, configs: dict[str, JudgeConfig], judgments: Sequence[Judgment]) -> None:
+    """Refuse (one line) a run whose recorded judge settings are not the ones its judgments were
+    made with: a replay with edited settings would vouch for the edit. Checked: each derived id
+    against its settings derived again, the settings' hash against the manifest's and the
+    judgments' own, each choice verdict against its p_true and the recorded threshold."""
+    problems = [f"judge {jid}: {why}" for jid in configs
+                if (why := claimed_id_problem(m.stage_configs.get(f"judge/{jid}") or {})) is not None]
+    problems += judge_settings_problems(m.model_dump(), judgments)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise LifesearchError(f"{rd.path}: the replay cannot vouch for the recorded settings: {problems[0]}{more}; "
+                              "nothing was replayed")
 
 
 def eligible(judgments: Sequence[Judgment], configs: dict[str, JudgeConfig], tasks: dict[str, Task],

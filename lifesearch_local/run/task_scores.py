@@ -144,9 +144,9 @@ def _score(path: Path, line: int, column: str, text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise InputError(str(path), line, column, f"not a number: {text!r}") from None
-    if not (math.isfinite(v) and 0.0 <= v <= 1.0):
-        raise InputError(str(path), line, column, f"{text} is not a share between 0 and 1")
+        raise InputError(str(path), line, column, "not a number") from None  # the cell is never echoed: the
+    if not (math.isfinite(v) and 0.0 <= v <= 1.0):  # file may be a private one given by mistake
+        raise InputError(str(path), line, column, "not a share between 0 and 1")
     return v
 
 
@@ -217,7 +217,7 @@ def _check_id(path: Path, line: int, field: str, value: str) -> None:
     as every other loader of ids requires."""
     problem = id_problem(value)
     if problem:
-        raise InputError(str(path), line, field, f"{value!r}: {problem}")
+        raise InputError(str(path), line, field, f"not an id: {problem}")
 
 
 def _long_rows(path: Path) -> list[tuple[int, dict]]:

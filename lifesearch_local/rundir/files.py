@@ -143,6 +143,15 @@ def write_atomic(path: str | Path, data: bytes | str) -> None:
         raise
 
 
+def write_output(path: str | Path, data: bytes | str) -> None:
+    """`write_atomic` for a file the user named (`--out`, `--html`): its folder missing, not
+    writable or read-only is one line naming the path, as a full disk and a link there are."""
+    try:
+        write_atomic(path, data)
+    except OSError as e:
+        raise LifesearchError(f"{path}: cannot be written ({e.strerror or e}); choose another path") from None
+
+
 def empty_file(path: str | Path) -> None:
     """Create `path` empty, or cut it to nothing (never through a link)."""
     fd = open_plain(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)

@@ -18,7 +18,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.rundir.files import disk_full, full_disk_as_error, is_disk_full
-from lifesearch_local.web.cache_key import CacheCorrupt, open_keyed, private_root, row_mac
+from lifesearch_local.web.cache_key import (
+    CacheCorrupt,
+    CacheNotPrivate,
+    check_private,
+    open_keyed,
+    private_root,
+    row_mac,
+)
 from lifesearch_local.web.records import FETCH_RESULT, Document, Failure, SearchResult
 
 _SCHEMA = """
@@ -120,7 +127,7 @@ class WebCache:
     def __init__(self, root: str | Path):
         self.root = Path(root)
         self.db_path = private_root(self.root)  # ssh's rule: the user's own, no one else may write it
-        (self.root / "blobs").mkdir(mode=0o700, exist_ok=True)
+        self._private_dir(self.root / "blobs")
         self._local = threading.local()
         try:
             con = self._db()
@@ -152,14 +159,27 @@ class WebCache:
     def blob_path(self, sha256: str) -> Path:
         return self.root / "blobs" / sha256[:2] / sha256
 
+    @staticmethod
+    def _private_dir(path: Path) -> None:
+        """Make `path` (0700) if absent; CacheNotPrivate when it is a link, another user's, or
+        others may write it: the index's rule for every directory the cache writes into, since a
+        blob planted there by another user would be served as a page (its name is only a hash)."""
+        with full_disk_as_error(path), contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700)
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            raise CacheNotPrivate(f"{path}: a cache directory that is a link or not a directory; move it away "
+                                  "and rerun (the cache makes its own)")
+        check_private(path, st, secret=False)
+
     def put_blob(self, data: bytes) -> str:
         """Store bytes under their sha256 (written once; a racing writer writes the same bytes)."""
         sha = hashlib.sha256(data).hexdigest()
         path = self.blob_path(sha)
         if path.exists():
             return sha
+        self._private_dir(path.parent)
         with full_disk_as_error(path):
-            path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as f:

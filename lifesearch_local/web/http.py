@@ -26,7 +26,7 @@ from lifesearch_local.web.decode import (
 )
 from lifesearch_local.web.extract import is_challenge, media_type
 from lifesearch_local.web.records import FailureKind, FetchError
-from lifesearch_local.web.robots import RobotsCache
+from lifesearch_local.web.robots import ROBOTS_PARSE_BYTES, RobotsCache
 from lifesearch_local.web.ssrf import (
     AddressPolicy,
     GuardedBackend,
@@ -161,10 +161,12 @@ class HttpClient:
             await self._client.aclose()
             self._client = None
 
-    async def get(self, url: str, *, robots: bool = True, limit: int | None = None, accept: Callable[[str], bool] | None = None) -> RawResponse:
-        """GET `url` following redirects by hand; every outcome but a response is a FetchError."""
+    async def get(self, url: str, *, robots: bool = True, limit: int | None = None, accept: Callable[[str], bool] | None = None,
+                  truncate: bool = False) -> RawResponse:
+        """GET `url` following redirects by hand; every outcome but a response is a FetchError.
+        `truncate`: a body over `limit` is cut there (about), not refused."""
         try:
-            return await self._chain(url, robots, limit or self.limits.max_bytes, accept)
+            return await self._chain(url, robots, limit or self.limits.max_bytes, accept, truncate)
         except FetchError:
             raise
         except Exception as e:
@@ -174,22 +176,27 @@ class HttpClient:
             msg = f"no complete response within {self.limits.timeout_s:g}s" if kind == "timeout" else str(e) or type(e).__name__
             raise FetchError(kind, msg) from e
 
-    async def _chain(self, url: str, robots: bool, limit: int, accept: Callable[[str], bool] | None) -> RawResponse:
+    async def _chain(self, url: str, robots: bool, limit: int, accept: Callable[[str], bool] | None,
+                     truncate: bool = False) -> RawResponse:
         current, seen, clock = httpx.URL(url), set(), _Clock(self.limits.timeout_s)
         for _ in range(self.limits.max_redirects + 1):
             check_scheme(current)
             if str(current) in seen:
                 raise FetchError("too_many_redirects", f"redirect loop back to {current}", final_url=str(current))
             seen.add(str(current))
-            if robots and self.robots is not None and not await self.robots.allowed(current):
-                raise FetchError("robots_disallowed", f"robots.txt disallows {current.path}", final_url=str(current))
-            hop = await self._hop(current, limit, accept, clock)
+            if robots and self.robots is not None:
+                rules = await self.robots.rules(current)
+                if not rules.allows(str(current), self.robots.user_agent):
+                    raise FetchError("robots_disallowed", rules.why or f"robots.txt disallows {current.path}",
+                                     final_url=str(current))
+            hop = await self._hop(current, limit, accept, clock, truncate)
             if hop.response is not None:
                 return hop.response
             current = current.join(hop.location)
         raise FetchError("too_many_redirects", f"more than {self.limits.max_redirects} redirects", final_url=str(current))
 
-    async def _hop(self, url: httpx.URL, limit: int, accept: Callable[[str], bool] | None, clock: _Clock) -> _Hop:
+    async def _hop(self, url: httpx.URL, limit: int, accept: Callable[[str], bool] | None, clock: _Clock,
+                   truncate: bool = False) -> _Hop:
         attempts = 0
 
         async def attempt() -> _Hop:
@@ -200,7 +207,7 @@ class HttpClient:
                 left = clock.remaining()
                 if left <= 0:
                     raise TimeoutError
-                return await asyncio.wait_for(self._exchange(url, limit, accept), left)
+                return await asyncio.wait_for(self._exchange(url, limit, accept, truncate), left)
 
         try:  # not a timeout: the fetch's one clock covers every attempt, so a timeout means it has run out
             return await aretry(attempt, self.policy, retry_on=lambda e: isinstance(e, _Retry))
@@ -214,13 +221,14 @@ class HttpClient:
         async with per, self._global:
             yield
 
-    async def _exchange(self, url: httpx.URL, limit: int, accept: Callable[[str], bool] | None) -> _Hop:
+    async def _exchange(self, url: httpx.URL, limit: int, accept: Callable[[str], bool] | None,
+                        truncate: bool = False) -> _Hop:
         t0 = time.perf_counter()
         client = self._http()
         try:
             resp = await client.send(client.build_request("GET", url), stream=True)
             try:
-                return await self._handle(url, resp, limit, accept, t0)
+                return await self._handle(url, resp, limit, accept, t0, truncate)
             finally:
                 await resp.aclose()
         except httpx.TimeoutException:
@@ -228,7 +236,8 @@ class HttpClient:
         except httpx.TransportError as e:
             raise _Retry(FetchError("network_error", str(e) or type(e).__name__, final_url=str(url))) from e
 
-    async def _handle(self, url: httpx.URL, resp: httpx.Response, limit: int, accept: Callable[[str], bool] | None, t0: float) -> _Hop:
+    async def _handle(self, url: httpx.URL, resp: httpx.Response, limit: int, accept: Callable[[str], bool] | None, t0: float,
+                      truncate: bool = False) -> _Hop:
         status = resp.status_code
         if status in REDIRECTS and resp.headers.get("location"):
             return _Hop(location=resp.headers["location"])
@@ -239,9 +248,9 @@ class HttpClient:
         if accept is not None and declared != "application/octet-stream" and not accept(declared):
             raise FetchError("unsupported_type", f"content type {declared}", status=status, final_url=str(url))
         length = resp.headers.get("content-length", "")
-        if length.isdigit() and int(length) > limit:
+        if length.isdigit() and int(length) > limit and not truncate:
             raise FetchError("too_large", f"Content-Length {length} over {limit} bytes", status=status, final_url=str(url))
-        body, sha1 = await _read(resp, limit)
+        body, sha1 = await _read(resp, limit, truncate=truncate)
         ms = (time.perf_counter() - t0) * 1000
         return _Hop(response=RawResponse(str(url), status, resp.headers, body, sha1, ms))
 
@@ -260,7 +269,8 @@ class HttpClient:
         raise FetchError(STATUS_KINDS.get(status, "http_error"), f"HTTP {status}", status, str(url))
 
     async def _get_robots(self, url: str) -> tuple[int, str]:
-        r = await self.get(url, robots=False, limit=512_000)
+        # A chunk past the limit is dropped whole: the margin keeps at least ROBOTS_PARSE_BYTES.
+        r = await self.get(url, robots=False, limit=ROBOTS_PARSE_BYTES + 128 * 1024, truncate=True)
         return r.status, r.text()
 
 

@@ -212,3 +212,32 @@ def test_against_imported_drb2_gemini_verdicts_by_dimension(tmp_path, capsys):
     dims = {r["dimension"] for t in rows(out / "tasks.jsonl") for r in t["rubrics"]}
     assert s["category_field"] == "dimension" and set(s["categories"]) <= dims and len(s["categories"]) >= 2
     assert sum(c["n"] for c in s["categories"].values()) == len(labels)
+
+
+def test_out_never_follows_a_link_and_a_full_disk_is_one_line(files, capsys, tmp_path, monkeypatch):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    link = tmp_path / "study.json"
+    link.symlink_to(victim)
+    code, _, err = run_cli(certify_args(files, "--out", str(link)), capsys)
+    assert code == 2 and "is a symbolic link" in err and len(err.strip().splitlines()) == 1
+    assert victim.read_text() == "keep me\n" and link.is_symlink()
+    code, _, err = run_cli(certify_args(files, "--out", str(tmp_path / "no" / "such" / "study.json")), capsys)
+    assert code == 2 and "cannot be written (No such file or directory)" in err and "Traceback" not in err
+
+    import errno
+    import os
+
+    from lifesearch_local.rundir import files as writer
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer.os, "write", full)
+    target = tmp_path / "full" / "study.json"
+    target.parent.mkdir()
+    code, _, err = run_cli(certify_args(files, "--out", str(target)), capsys)
+    monkeypatch.undo()
+    assert code == 1 and err.strip().splitlines() == [f"error: {target}: no space left on device; free some space and "
+                                                      "rerun the same command (what was written before is kept)"]
+    assert os.listdir(target.parent) == []  # no 0-byte study, no temporary

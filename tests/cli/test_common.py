@@ -243,6 +243,47 @@ def test_task_ids_from_the_option_or_a_file(tmp_path):
         p.parse_args(["--task-ids", "a", "--task-ids-file", str(ids)])
 
 
+SHADOW = "root:$6$salt$hashhashhash:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n"
+
+
+def test_a_task_ids_file_is_read_capped_and_never_echoed(inputs, tmp_path, capsys):
+    """--task-ids-file /dev/zero ran out of memory; a private file given by mistake was printed line by line."""
+    judged = [{"task_id": f"t{i}", "agent": a, "rubric_id": f"R{k}", "judge": "j", "satisfied": True}
+              for i in range(N_TASKS) for a in AGENTS for k in range(N_RUBRICS)]
+    base = ["score", "--tasks", str(inputs["tasks"]), "--judgments", str(write_jsonl(tmp_path / "j.jsonl", judged))]
+    assert main([*base, "--task-ids-file", "/dev/zero"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: /dev/zero: over 4,194,304 bytes: not a list of task ids"]
+    nul = tmp_path / "nul.txt"
+    nul.write_bytes(b"t1\n\x00secret\n")
+    assert main([*base, "--task-ids-file", str(nul)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [f"error: {nul}:2: not a task id: control character U+0000 at character 0: "
+                                        "ids never hold control characters (a carriage return would split a CSV row in two)"]
+    secret = tmp_path / "shadow"
+    secret.write_text(SHADOW)
+    assert main([*base, "--task-ids-file", str(secret)]) == 2
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines() == [f"error: --task-ids: 2 id(s) not in the tasks file {inputs['tasks']}: "
+                                        f"{secret}:2, {secret}:1"]
+    assert "hashhash" not in out + err and "daemon" not in out + err and "19000" not in out + err
+    assert main([*base, "--task-ids", "t1,t\x1b[2J"]) == 2  # typed: refused where it enters
+    assert "--task-ids: not a task id: control character U+001B" in capsys.readouterr().err
+
+
+def test_ids_given_as_arguments_are_checked_where_they_enter(tmp_path, capsys):
+    import argparse
+
+    from lifesearch_local.cli.common import id_arg, id_prefix_arg
+
+    assert id_arg("agent-1") == "agent-1" and id_prefix_arg("") == "" and id_prefix_arg("drb-") == "drb-"
+    for bad in ("a\x00b", " ", "x\ry"):
+        with pytest.raises(argparse.ArgumentTypeError, match="not an id: "):
+            id_arg(bad)
+    with pytest.raises(argparse.ArgumentTypeError, match="control character U\\+0007"):
+        id_prefix_arg("p\x07")
+
+
 def test_judge_task_ids_judge_only_those_tasks_reports(inputs, engine, tmp_path, capsys):
     out = tmp_path / "run"
     stdout, _ = run_cli(capsys, "judge", "--tasks", str(inputs["tasks"]), "--reports", str(inputs["reports"]),

@@ -75,3 +75,11 @@ def test_judge_dry_run_counts_only_the_chosen_tasks(tmp_path, profiles, capsys):
     one, out = decisions(["--task-ids", "sample-en-01"])
     assert "--task-ids: judging 1 of" in out
     assert 0 < one < everything
+
+
+def test_a_config_nested_100k_deep_is_one_line(tmp_path, capsys):
+    cfg = tmp_path / "deep.yaml"
+    cfg.write_text("judge: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    code, _, err = run_cli(["estimate", "--config", str(cfg)], capsys)
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: {cfg}: nested deeper than a config can be (at most 64 levels)"]

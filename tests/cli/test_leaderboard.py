@@ -139,3 +139,16 @@ def test_help_prints(argv, capsys):
         run_cli(argv, capsys)
     out = capsys.readouterr().out
     assert e.value.code == 0 and "leaderboard" in out and "95%" in out and "95%%" not in out
+
+
+def test_a_private_file_given_as_task_ids_is_never_printed(tmp_path, capsys):
+    """`--task-ids-file /etc/shadow` printed five shadow lines as "id(s) in no source"."""
+    run = make_run_dir(tmp_path / "run", extras=False)
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$saltsalt$hashhash:19000:0:99999:7:::\nt1\n")
+    code, out, err = run_cli(["leaderboard", str(run), "--resamples", "50", "--task-ids-file", str(secret)], capsys)
+    assert code == 2 and err.strip().splitlines() == [f"error: --task-ids: 1 id(s) in no source: {secret}:1"]
+    assert "hashhash" not in out + err and "19000" not in out + err
+    html = tmp_path / "missing" / "lb.html"
+    code, _, err = run_cli(["leaderboard", str(run), "--resamples", "50", "--html", str(html)], capsys)
+    assert code == 2 and err.strip().splitlines()[-1] == f"error: {html}: cannot be written (No such file or directory); choose another path"

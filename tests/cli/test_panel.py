@@ -101,3 +101,28 @@ def test_labels_give_the_members_error_agreement(inputs, tmp_path, capsys):
          "p_true": 0.5} for m in "abc" for a, t, r in KEYS])
     code, out, err = make_panel(capsys, same, tmp_path / "q.jsonl", "--labels", str(labels))
     assert code == 0 and "κ +1.00" in out and "WARNING: correlated errors" in out
+
+
+def test_a_panel_id_with_a_control_character_is_refused_where_it_enters(inputs, tmp_path, capsys):
+    _, _, judgments = inputs
+    with pytest.raises(SystemExit) as e:
+        run_cli(["panel", "--judgments", str(judgments), "--members", "a,b,c", "--id", "p\x1b]0;x\x07",
+                 "--out", str(tmp_path / "p.jsonl")], capsys)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "argument --id: not an id: control character U+001B at character 1" in err
+    assert "Traceback" not in err and "\x1b" not in err and not (tmp_path / "p.jsonl").exists()
+
+
+def test_an_out_that_cannot_be_written_is_one_line(inputs, tmp_path, capsys):
+    _, _, judgments = inputs
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "victim").write_text("keep")
+    (ro / "p.jsonl").symlink_to(ro / "victim")
+    code, _, err = make_panel(capsys, judgments, ro / "p.jsonl", "--force")
+    assert code == 2 and "is a symbolic link" in err and (ro / "victim").read_text() == "keep"
+    code, _, err = make_panel(capsys, judgments, tmp_path / "file" / "sub" / "p.jsonl")
+    assert code == 0, err
+    (tmp_path / "plain").write_text("x")
+    code, _, err = make_panel(capsys, judgments, tmp_path / "plain" / "p.jsonl")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -54,3 +54,31 @@ def test_a_zip_without_a_document_is_no_docx():
         z.writestr("hello.txt", "hi")
     with pytest.raises(ValueError, match="no word/document.xml"):
         docx_text(buf.getvalue())
+
+
+BOMB = '<!DOCTYPE d [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+
+
+@pytest.mark.parametrize(("xml", "why"), [
+    # UTF-16: the bytes `<!DOCTYPE` never appear as such; the parser still sees the DTD
+    (('<?xml version="1.0" encoding="UTF-16"?>' + BOMB + "<d>&b;</d>").encode("utf-16"), "declares a DTD"),
+    # a DOCTYPE (an external one, no entity) after 4 KB of comment: past where a text filter looked
+    ('<?xml version="1.0"?><!--' + "x" * 5000 + '--><!DOCTYPE d SYSTEM "http://127.0.0.1:9/x.dtd"><d/>',
+     "declares a DTD"),
+    # 100,000 nested elements: the walk recursed into a RecursionError
+    (f'<w:document xmlns:w="{__import__("tests.helpers.docxgen", fromlist=["W_NS"]).W_NS}"><w:body><w:p>'
+     + "<w:r>" * 100_000 + "</w:r>" * 100_000 + "</w:p></w:body></w:document>", "nests elements more than 200 deep"),
+])
+def test_dtds_in_any_encoding_or_place_and_deep_nesting_are_refused_in_one_line(xml, why):
+    with pytest.raises(ValueError, match=why) as e:
+        docx_text(make_docx([], document_xml=xml))
+    assert "\n" not in str(e.value)
+
+
+def test_a_small_docx_that_would_grow_past_the_text_cap_is_refused():
+    """Each of 40,000 tiny hyperlinks repeats a 100 KB address: 4 GB of text from 3.5 MB of XML (far less zipped)."""
+    data = make_docx([para(*[link("x", "rId1")] * 40_000)], links={"rId1": "https://e.org/" + "a" * 100_000})
+    assert len(data) < 4_000_000
+    with pytest.raises(ValueError, match="more than 8,000,000 characters of text") as e:
+        docx_text(data)
+    assert "\n" not in str(e.value)

@@ -109,6 +109,64 @@ def test_import_reports_names_tasks_refuses_unreadable_one_line_each_and_records
     assert info["report_files"][2]["lost"][0] == "1 image(s) dropped" and info["report_files"][2]["task_id"] == "drb2-9"
 
 
+def test_links_out_of_the_folder_and_special_files_are_refused_unread(tmp_path, capsys):
+    secret = write(tmp_path / "private", "shadow", "root:*:19000:0:99999:7:::")
+    d = tmp_path / "agent-x"
+    write(d, "idx-1.md", "report one")
+    (d / "idx-2.md").symlink_to(secret)  # leaves the folder
+    (d / "idx-3.md").symlink_to(d / "idx-1.md")  # stays inside: read as a file
+    os.mkfifo(d / "idx-4.md")  # would block a plain read forever
+    (d / "idx-5.md").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(LifesearchError) as e:
+        import_reports(d, "x")
+    lines = str(e.value).splitlines()
+    assert lines[0].startswith("3 report file(s) cannot be read")
+    assert lines[1:] == [f"  {d / 'idx-2.md'}: a link out of the folder (to {secret}): refused, nothing read",
+                         f"  {d / 'idx-4.md'}: a FIFO, not a report file: refused, nothing read",
+                         f"  {d / 'idx-5.md'}: a link that leads nowhere readable: refused"]
+    got = import_reports(d, "x", skip_unreadable=True)
+    assert [(r.task_id, r.text) for r in got.reports] == [("1", "report one"), ("3", "report one")]
+    out = tmp_path / "out"
+    assert main(["import", "reports", "--dir", str(d), "--agent", "x", "--out", str(out), "--skip-unreadable"]) == 0
+    assert "root:" not in (out / "reports.jsonl").read_text() + (out / "import.json").read_text()
+    assert "root:" not in "".join(capsys.readouterr())
+    with pytest.raises(Unreadable, match="a FIFO, not a report file"):  # drb2's folders read files the same way
+        read_report_file(d / "idx-4.md", "t", "a")
+    # a link swapped in after the folder was listed: refused on the open descriptor, unread
+    with pytest.raises(Unreadable, match="a link out of the folder \\(swapped in while importing\\)"):
+        read_report_file(d / "idx-2.md", "t", "a", within=d)
+    assert read_report_file(d / "idx-3.md", "t", "a", within=d)[0] == "report one"
+
+
+def test_control_characters_in_file_names_and_arguments_are_one_line(tmp_path, capsys):
+    d = tmp_path / "agent-x"
+    write(d, "idx-1.md", "report one")
+    write(d, "idx-\x1b[2J.md", "a name that clears the screen")
+    with pytest.raises(LifesearchError) as e:
+        import_reports(d, "x")
+    assert str(e.value).splitlines()[1] == (f"  {d}/idx-\\x1b[2J.md: its name holds a control character U+001B at "
+                                           "character 4: ids never hold control characters (a carriage return would "
+                                           "split a CSV row in two); refused, nothing read")
+    assert "\x1b" not in str(e.value)
+    out = tmp_path / "out"
+    for bad in (["--agent", "x\ry"], ["--agent", "x", "--id-prefix", "p\x00"]):
+        with pytest.raises(SystemExit) as e:
+            main(["import", "reports", "--dir", str(d), "--out", str(out), "--skip-unreadable", *bad])
+        assert e.value.code == 2
+    # argparse's own usage line and one error line; no traceback
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("not an id: control character") == 2 and not out.exists()
+
+
+def test_the_text_of_one_report_is_capped(tmp_path, monkeypatch):
+    from lifesearch_local.importers import report_files
+
+    monkeypatch.setattr(report_files, "MAX_TEXT_CHARS", 1000)  # the cap is 8 M characters: no test writes that much
+    with pytest.raises(Unreadable, match="1,001 characters of text, over the 1,000-character cap per report"):
+        read_report_file(write(tmp_path, "idx-1.md", "x" * 1001), "t", "a")
+    assert read_report_file(write(tmp_path, "idx-2.md", "x" * 1000), "t", "a")[0] == "x" * 1000
+
+
 def real_reports(tmp_path: Path) -> Path:
     src = DRB2_DIR / "reports"
     if not src.is_dir():

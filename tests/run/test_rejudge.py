@@ -116,3 +116,51 @@ def test_changed_inputs_are_refused(tmp_path):
     src.write_text(src.read_text().replace("Report on t0", "Edited report on t0"))
     with pytest.raises(LifesearchError, match="changed since"):
         rejudge(run, 2, open_model=opener(ScriptedBackend(p_true_fn=p_of))[0])
+
+
+def edit_run(run, *, threshold=None, all_satisfied=False, rehash=False):
+    """What a tamperer does to a run: a threshold in the manifest's stage_configs, every verdict
+    set to satisfied, and (`rehash`) every recorded settings hash made to agree with the edit."""
+    from lifesearch_local.rundir.manifest import settings_hash
+
+    m = json.loads((run / "manifest.json").read_text())
+    stage = next(s for s in m["stage_configs"] if s.startswith("judge/"))
+    if threshold is not None:
+        m["stage_configs"][stage]["threshold"] = threshold
+    h = settings_hash(m["stage_configs"][stage])
+    if rehash:
+        m["hashes"][f"resume/{stage}"] = h
+    (run / "manifest.json").write_text(json.dumps(m))
+    rows = [json.loads(line) for line in (run / "judgments.jsonl").read_text().splitlines()]
+    for r in rows:
+        r["satisfied"] = True if all_satisfied else r["satisfied"]
+        r["settings"] = h if rehash else r["settings"]
+    write_jsonl(run / "judgments.jsonl", rows)
+
+
+@pytest.mark.parametrize("edit", [
+    dict(threshold=0.0, all_satisfied=True),  # the manifest's threshold and the verdicts, hashes left alone
+    dict(threshold=0.0, all_satisfied=True, rehash=True),  # every hash made to agree: the derived id does not
+    dict(all_satisfied=True),  # verdicts alone: p_true and the threshold say otherwise
+])
+def test_a_run_edited_after_judging_is_refused_and_no_replay_is_recorded(tmp_path, edit):
+    run = made_run(tmp_path, JudgeConfig(threshold=0.7))  # a derived id: it hashes the threshold
+    edit_run(run, **edit)
+    backend = ScriptedBackend(p_true_fn=p_of)
+    with pytest.raises(LifesearchError, match="cannot vouch for the recorded settings") as e:
+        rejudge(run, 5, open_model=opener(backend)[0])
+    assert "\n" not in str(e.value) and backend.choice_calls == []
+    assert RunDir(run).manifest().replays == []
+
+
+def test_an_untouched_run_with_a_derived_id_replays(tmp_path):
+    run = made_run(tmp_path, JudgeConfig(threshold=0.7))
+    assert rejudge(run, 3, open_model=opener(ScriptedBackend(p_true_fn=p_of))[0]).flips == 0
+
+
+def test_a_config_yaml_nested_100k_deep_falls_back_to_the_manifest_in_one_line(tmp_path, caplog):
+    run = made_run(tmp_path, JudgeConfig(id="j", threshold=0.7))
+    (run / "config.yaml").write_text("judge: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    replay = rejudge(run, 3, open_model=opener(ScriptedBackend(p_true_fn=p_of))[0])
+    assert replay.sampled == 3 and replay.flips == 0  # the manifest's settings (threshold 0.7) were used
+    assert "nested deeper than a config can be" in caplog.text and "using the manifest's recorded settings" in caplog.text

@@ -166,3 +166,19 @@ def test_an_unreadable_csv_is_one_line(tmp_path):
     p.write_bytes(WIDE.encode() + b"9,en,Health,\xff\xfe,0.1,0.1\n")
     with pytest.raises(InputError, match="not a readable CSV"):
         read_source(p)
+
+
+@pytest.mark.parametrize("cell", ["root:$6$saltsalt$hashhash:19000:0:99999:7:::", "0.25e400x", "12345678.9"])
+def test_a_bad_cell_is_named_by_line_and_column_never_echoed(tmp_path, cell):
+    """A private file given (or linked) as a table must not be printed: the error names where, not what."""
+    p = tmp_path / "t.csv"
+    p.write_text(WIDE.replace("0.25", cell))
+    with pytest.raises(InputError) as e:
+        read_source(p)
+    assert str(e.value).startswith(f"{p}:2: gemini: not a") and cell not in str(e.value)
+    assert "hashhash" not in str(e.value) and "99999" not in str(e.value)
+    header = tmp_path / "h.csv"
+    header.write_text(WIDE.replace("gemini", "secret\x1bvalue"))
+    with pytest.raises(InputError, match=r"h\.csv:1: \(header\): not an id: control character U\+001B") as e:
+        read_source(header)
+    assert "secret" not in str(e.value)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lifesearch_local.errors import DiskFull
+from lifesearch_local.errors import DiskFull, LifesearchError
 from lifesearch_local.rundir import files
 from lifesearch_local.rundir.files import NotAPlainFile, append_bytes, cut_to, empty_file, write_atomic
 from tests.helpers.diskfull import fill, small_tmpfs
@@ -117,3 +117,14 @@ def test_on_a_real_full_tmpfs(tmp_path):
         append_bytes(log, line)
         write_atomic(fs / "manifest.json", "{}\n")
         assert log.read_bytes() == b'{"n":0}\n' + line
+
+
+def test_a_named_output_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path):
+    with pytest.raises(LifesearchError, match=r"out\.html: cannot be written \(No such file or directory\)") as e:
+        files.write_output(tmp_path / "missing" / "out.html", "<p>x</p>")
+    assert "\n" not in str(e.value)
+    (tmp_path / "victim").write_text("keep")
+    (tmp_path / "out.html").symlink_to(tmp_path / "victim")
+    with pytest.raises(files.NotAPlainFile):
+        files.write_output(tmp_path / "out.html", "<p>x</p>")
+    assert (tmp_path / "victim").read_text() == "keep"

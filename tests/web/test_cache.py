@@ -373,3 +373,35 @@ def test_a_forged_cache_row_is_detected(tmp_path, capsys, how):
     assert got.kind == "cache_corrupt", got
     code, out, err = run_cli(["cache", "verify", str(root)], capsys)
     assert code == 1 and "CORRUPT" in err and "row MAC" in out, out + err
+
+
+@pytest.mark.parametrize("where", ["blobs", "blobs/ab"])
+@pytest.mark.parametrize("how", ["mode 0777", "another user's", "a link"])
+def test_a_blob_directory_others_could_plant_in_is_refused(tmp_path, where, how):
+    """The index's ownership rule holds for the directories blobs are written into: a blob planted by
+    another user there would be served as a page (a blob's name is only a hash anyone can compute)."""
+    import hashlib
+    import os
+
+    from lifesearch_local.web.cache_key import CacheNotPrivate
+
+    root = tmp_path / "cache"
+    WebCache(root).close()
+    d = root / where
+    d.mkdir(exist_ok=True)
+    if how == "mode 0777":
+        d.chmod(0o777)
+    elif how == "another user's":
+        if os.geteuid() != 0:
+            pytest.skip("giving a directory to another user needs root")
+        os.chown(d, 4242, -1)
+    else:
+        d.rmdir()
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        d.symlink_to(tmp_path / "elsewhere")
+    data = next(b for i in range(100_000) if hashlib.sha256(b := str(i).encode()).hexdigest().startswith("ab"))
+    with pytest.raises(CacheNotPrivate) as e:
+        c = WebCache(root)
+        c.put_blob(data)
+    assert "\n" not in str(e.value) and str(d) in str(e.value)
+    assert not (tmp_path / "elsewhere").exists() or list((tmp_path / "elsewhere").iterdir()) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lifesearch_local.rundir.files import write_atomic
+from lifesearch_local.rundir.files import write_output
 
 REPORT_NAME = "report.html"
 
@@ -28,5 +28,5 @@ def write_report(run_dir: Path, labels_path: Path | None = None, out: Path | Non
     run_dir = Path(run_dir)
     page = render_report(run_dir, labels_path, **inputs)
     target = Path(out) if out is not None else run_dir / REPORT_NAME
-    write_atomic(target, page)
+    write_output(target, page)
     return target

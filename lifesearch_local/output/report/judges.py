@@ -7,6 +7,7 @@ from typing import Any
 
 from lifesearch_local.output.report.data import RunData
 from lifesearch_local.output.report.markup import e, table
+from lifesearch_local.rundir.integrity import judge_settings_problems
 
 FINGERPRINT_ROWS = (  # (row header, JudgeIdentity field)
     ("Weights hash", "weights_hash"), ("Engine", "engine"), ("Engine version", "engine_version"), ("Dtype", "dtype"),
@@ -18,7 +19,9 @@ def section_judges(data: RunData) -> str:
     """Fingerprints (manifest `fingerprints`), panels (from the judgments) and the last replay
     (manifest `replays`); nothing when the run has none of them."""
     m = data.manifest or {}
-    parts = [fingerprint_table(m.get("fingerprints") or {}), panel_table(data), last_replay(m.get("replays") or [])]
+    unvouched = judge_settings_problems(m, data.judgments) if m.get("replays") else []
+    parts = [fingerprint_table(m.get("fingerprints") or {}), panel_table(data),
+             last_replay(m.get("replays") or [], unvouched)]
     body = "".join(p for p in parts if p)
     return f'<h2 id="judges">Which judge made these verdicts</h2>{body}' if body else ""
 
@@ -51,10 +54,18 @@ def panel_table(data: RunData) -> str:
     return "<h3>Panel judges</h3>" + table(["Panel", "Rule", "Members", "Even splits"], rows, tid="panels", num_from=3)
 
 
-def last_replay(replays: list[Mapping[str, Any]]) -> str:
-    """The latest `lifesearch rejudge`: decisions judged again, the largest |Δp_true|, flips."""
+def last_replay(replays: list[Mapping[str, Any]], unvouched: list[str] | None = None) -> str:
+    """The latest `lifesearch rejudge`: decisions judged again, the largest |Δp_true|, flips; or,
+    where the recorded settings no longer agree with the judgments (`unvouched`), that no replay
+    can vouch for them (a replay recorded before an edit would otherwise still look clean)."""
     if not replays:
         return ""
+    if unvouched:
+        return ("<h3>Last replay: cannot vouch for this run</h3>"
+                f'<p class="warn">The recorded judge settings no longer agree with the judgments: '
+                f"{e(unvouched[0])}{e(f' (and {len(unvouched) - 1} more)' if len(unvouched) > 1 else '')}. "
+                f"The {len(replays)} recorded replay(s) say nothing about these verdicts; "
+                "`lifesearch rejudge` refuses this run.</p>")
     r = replays[-1]
     dp = r.get("max_abs_dp")
     rows = [["When", e(r.get("at"))], ["Sampled", e(f"{r.get('sampled')} of {r.get('eligible')} (seed {r.get('seed')})")],

@@ -42,3 +42,20 @@ def test_panels_are_listed_with_their_members_and_even_splits():
     js = [Judgment(task_id="t", agent="x", rubric_id=r, judge="p", satisfied=True, panel=panel) for r in ("R1", "R2")]
     html = section_judges(data(judgments=[*js, Judgment(task_id="t", agent="x", rubric_id="R1", judge="a", satisfied=True)]))
     assert 'id="panels"' in html and ">a, b<" in html and ">majority<" in html and ">2<" in html
+
+
+def test_a_clean_replay_is_not_shown_for_settings_edited_since():
+    from lifesearch_local.rundir.manifest import settings_hash
+
+    judged = {"id": "j", "mode": "choice", "threshold": 0.7}
+    h = settings_hash(judged)
+    clean = {"at": "t1", "seed": 0, "sampled": 2, "eligible": 2, "max_abs_dp": 0.0, "flips": 0, "judges": {"j": []}}
+    rows = [Judgment(task_id="t", agent="a", rubric_id=f"r{i}", judge="j", satisfied=p >= 0.7, p_true=p, settings=h)
+            for i, p in enumerate((0.6, 0.9))]
+    manifest = {"stage_configs": {"judge/j": judged}, "hashes": {"resume/judge/j": h}, "replays": [clean]}
+    assert "Flipped verdicts" in section_judges(data(manifest, rows))  # untouched: the replay is shown
+    edited = {**manifest, "stage_configs": {"judge/j": {**judged, "threshold": 0.0}}}
+    forged = [r.model_copy(update={"satisfied": True}) for r in rows]
+    for m, js in ((edited, rows), (manifest, forged)):  # the threshold edited; the verdicts edited
+        html = section_judges(data(m, js))
+        assert "cannot vouch" in html and "Flipped verdicts" not in html and "same as recorded" not in html

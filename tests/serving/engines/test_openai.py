@@ -295,6 +295,12 @@ HOSTILE = {  # body text -> the field (or reason) the one-line error names
              '[{"token": " true", "logprob": -Infinity}]}]}}]}', "-Infinity is not a JSON number"),
     "1e999": ('{"choices": [{"message": {"content": ""}, "logprobs": {"content": [{"top_logprobs": '
               '[{"token": " true", "logprob": 1e999}]}]}}]}', "beyond the range of a float"),
+    "1e308 for both tokens": ('{"choices": [{"message": {"content": ""}, "logprobs": {"content": [{"top_logprobs": '
+                             '[{"token": " true", "logprob": 1e308}, {"token": " false", "logprob": 1e308}]}]}}]}',
+                             r"top_logprobs\[0\]\.logprob: Input should be less than or equal to 0"),
+    "a positive logprob": ('{"choices": [{"message": {"content": ""}, "logprobs": {"content": [{"top_logprobs": '
+                           '[{"token": " true", "logprob": -0.1}, {"token": " false", "logprob": 0.5}]}]}}]}',
+                           r"top_logprobs\[1\]\.logprob: Input should be less than or equal to 0"),
     "string logprob": ('{"choices": [{"logprobs": {"content": [{"top_logprobs": [{"token": " true", "logprob": "'
                        + KEY + '"}]}]}}]}', r"choices\[0\]\.logprobs\.content\[0\]\.top_logprobs\[0\]\.logprob"),
     "usage echoing the key": ('{"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": "' + KEY + '"}}',
