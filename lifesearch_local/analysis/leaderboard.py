@@ -177,8 +177,9 @@ def indistinct_groups(agents: Sequence[str], comparisons: Iterable[stats.Compari
     held = {frozenset((c.a, c.b)) for c in comparisons if c.holds}
     groups: list[list[str]] = []
     end = -1
+    j = 0
     for i in range(len(agents)):
-        j = i
+        j = max(i, j)  # agents i..j were in the previous run: no pair among them holds
         while j + 1 < len(agents) and all(frozenset((agents[k], agents[j + 1])) not in held for k in range(i, j + 1)):
             j += 1
         if j > end:
@@ -215,6 +216,9 @@ def leaderboard(tables: Sequence[ScoreTable], *, dimension: str | None = None, a
     if lead not in dims:
         raise LifesearchError(f"--dimension {lead}: the sources have {', '.join(dims)}")
     groups, notes = partition(tables, allow_mixed)
+    for _, group in groups:  # before any resample is drawn; merge() names each table's agents apart
+        if too_many := stats.too_many_agents(max(sum(len(t.scores) for t in group if t.dimension == d) for d in dims)):
+            raise LifesearchError(too_many)
     out = []
     for label, group in groups:
         mine = [d for d in dict.fromkeys(t.dimension for t in group)]

@@ -195,6 +195,8 @@ def uncertainty_by_judge(
     domains = {t.id: t.domain.value for t in tasks}
     out = {}
     for name, rows in by_judge.items():
+        if too_many := stats.too_many_agents(len(rows)):
+            raise LifesearchError(f"judge {name}: {too_many}")
         judged: dict[str, set[str]] = defaultdict(set)
         for j in groups.get(name, ()):
             judged[j.agent].add(j.task_id)

@@ -139,3 +139,26 @@ def test_help_prints(argv, capsys):
         run_cli(argv, capsys)
     out = capsys.readouterr().out
     assert e.value.code == 0 and "leaderboard" in out and "95%" in out and "95%%" not in out
+
+
+def test_300_systems_under_a_3_gib_address_space_answer(tmp_path):
+    """A 7 KB table of 300 systems × 3 tasks once tried to hold every pair's 10,000 resamples (3.3 GiB):
+    under a 3 GiB address-space limit it must answer, exit 0 or 2 with one line, never a traceback."""
+    import random
+    import subprocess
+    import sys
+
+    rng = random.Random(1)
+    wide = tmp_path / "wide300.csv"
+    wide.write_text("idx,language,theme," + ",".join(f"sys{k}" for k in range(300)) + ",avg\n" + "".join(
+        f"{i},en,Finance," + ",".join(f"{rng.random():.3f}" for _ in range(300)) + ",0.5\n" for i in (1, 2, 3)))
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+            "from lifesearch_local.cli import main; sys.exit(main(sys.argv[1:]))")
+    res = subprocess.run([sys.executable, "-c", code, "leaderboard", str(wide), "--csv"], capture_output=True,
+                         text=True, timeout=110)
+    assert res.returncode in (0, 2) and "Traceback" not in res.stderr, res.stderr[-2000:]
+    if res.returncode == 0:
+        rows = list(csv.DictReader(io.StringIO(res.stdout)))
+        assert sum(r["metric"] == "diff" for r in rows) == 300 * 299 // 2
+    else:
+        assert res.stderr.count("\n") == 1
