@@ -67,19 +67,31 @@ def add_ppi_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-source", metavar="S", help="with --ppi: keep only labels with this source")
 
 
-def ppi_scores(args: argparse.Namespace, tasks: list, by_judge: dict) -> dict | None:
-    """judge → agent → PPI score with --ppi (analysis.ppi.ppi_by_judge), else None."""
-    from lifesearch_local.analysis.labels import label_index
-    from lifesearch_local.analysis.ppi import ppi_by_judge
+def read_ppi_labels(args: argparse.Namespace, tasks: list) -> list | None:
+    """The --labels of --ppi (None without --ppi), refused when some are for tasks the tasks file lacks
+    (as certify refuses them): dropping them silently would correct the scores with fewer labels."""
     from lifesearch_local.errors import LifesearchError
     from lifesearch_local.records import Label
     from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import check_known_tasks
 
     if bool(args.ppi) != bool(args.labels):
         raise LifesearchError("--ppi and --labels H go together: the human labels correct the judge's scores")
     if not args.ppi:
         return None
-    return ppi_by_judge(tasks, by_judge, label_index(read_records(args.labels, Label), args.label_source))
+    labels = read_records(args.labels, Label)
+    check_known_tasks(tasks, (lab.task_id for lab in labels), args.tasks, "label")
+    return labels
+
+
+def ppi_scores(args: argparse.Namespace, tasks: list, by_judge: dict, labels: list | None) -> dict | None:
+    """judge → agent → PPI score with --ppi (analysis.ppi.ppi_by_judge), else None."""
+    from lifesearch_local.analysis.labels import label_index
+    from lifesearch_local.analysis.ppi import ppi_by_judge
+
+    if labels is None:
+        return None
+    return ppi_by_judge(tasks, by_judge, label_index(labels, args.label_source))
 
 
 def with_ppi(result: dict, ppi: dict) -> dict:
@@ -96,6 +108,7 @@ def with_ppi(result: dict, ppi: dict) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.analysis.scoring import (
+        incomplete_advice,
         score_by_judge,
         scores_json,
         split_by_judge,
@@ -103,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from lifesearch_local.cli.tables import print_scores
     from lifesearch_local.output.csv_rows import SCORE_COLUMNS, score_rows, to_csv
+    from lifesearch_local.errors import IncompleteRunError
     from lifesearch_local.records import Judgment, Report
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import check_known_tasks, chosen_tasks, first_tasks, load_tasks
@@ -112,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     manifest = manifest_beside(args.judgments)  # before any output: a damaged one stops the command
     reports = read_records(args.reports, Report) if args.reports else []
     check_known_tasks(tasks, (j.task_id for j in judgments), args.tasks)
+    labels = read_ppi_labels(args, tasks)
     ids = selected_task_ids(args)
     if ids is not None:
         no_limit_with_ids(args)
@@ -120,9 +135,12 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < len(tasks):
         tasks, judgments, reports = first_tasks(tasks, args.limit, judgments, reports)
         print(f"--limit {args.limit}: scoring the first {len(tasks)} tasks", file=sys.stderr)
-    by_judge = score_by_judge(tasks, judgments, judge=args.judge, allow_missing=args.allow_missing, reports=reports)
+    try:
+        by_judge = score_by_judge(tasks, judgments, judge=args.judge, allow_missing=args.allow_missing, reports=reports)
+    except IncompleteRunError as e:
+        raise IncompleteRunError(incomplete_advice(e, rerun_command(args))) from None
     unc = uncertainty_by_judge(tasks, judgments, by_judge, n_resamples=args.resamples, seed=args.seed)
-    ppi = ppi_scores(args, tasks, by_judge)
+    ppi = ppi_scores(args, tasks, by_judge, labels)
     if args.json:
         result = scores_json(by_judge, unc)
         print(json.dumps(with_ppi(result, ppi) if ppi else result, indent=2, ensure_ascii=False))
@@ -135,6 +153,16 @@ def run(args: argparse.Namespace) -> int:
     shown = [j for name, js in split_by_judge(judgments).items() if name in by_judge for j in js]
     print_caveats(args.json or args.csv, manifest=manifest, judgments=shown, reports=reports)
     return 0
+
+
+def rerun_command(args: argparse.Namespace) -> str:
+    """The `score` command that failed, as the user can rerun it (shell-quoted), less any task selection."""
+    import shlex
+
+    parts = ["lifesearch", "score", "--tasks", args.tasks, "--judgments", args.judgments]
+    parts += ["--judge", args.judge] if args.judge else []
+    parts += ["--reports", args.reports] if args.reports else []
+    return shlex.join(parts)
 
 
 def ppi_rows(ppi: dict) -> list[dict]:

@@ -28,6 +28,10 @@ DRB2_PREFIX = "drb2-"
 _WIDE_FIXED = ("idx", "language", "theme", "avg")
 _LONG_NEEDED = {"agent", "task_id", "score"}
 _DIMENSION_FILE = re.compile(r"^agg_scores_(?P<dim>[A-Za-z0-9_-]+)\.csv$")
+_LONG_NAMES = ("agent", "task_id", "judge", "dimension", "domain")
+FIRST_LINE_LIMIT = 1 << 20
+"""Longest first (header) line read, in bytes: a header of thousands of systems fits; what is longer is no score table."""
+_EXCERPT = 40
 KINDS = ("run directory", "judgments file", "wide table", "long table")
 
 
@@ -61,11 +65,21 @@ def source_kind(path: Path) -> str:
 
 
 def _first_line(path: Path) -> str:
+    """The first non-blank line, read at most FIRST_LINE_LIMIT bytes at a time (a 1 GB line is refused, unread)."""
     with open(path, "rb") as f:
-        for raw in f:
+        for line, raw in enumerate(iter(lambda: f.readline(FIRST_LINE_LIMIT + 1), b""), start=1):
+            if len(raw) > FIRST_LINE_LIMIT:
+                raise InputError(str(path), line, None, f"the first line is over {FIRST_LINE_LIMIT >> 20} MiB: "
+                                 "not the header of a score table")
             if raw.strip():
                 return raw.decode("utf-8-sig", errors="replace").strip()
     return ""
+
+
+def excerpt(text: str) -> str:
+    """At most _EXCERPT characters of a value read from a file, printable (repr-escaped), `…` where cut:
+    an error names what was wrong without replaying the file."""
+    return repr(text[:_EXCERPT]) + ("…" if len(text) > _EXCERPT else "")
 
 
 def read_source(path: str | Path, *, tasks_path: str | Path | None = None, allow_missing: bool = False,
@@ -144,17 +158,22 @@ def _score(path: Path, line: int, column: str, text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise InputError(str(path), line, column, f"not a number: {text!r}") from None
+        raise InputError(str(path), line, column, f"not a number: {excerpt(text)}") from None
     if not (math.isfinite(v) and 0.0 <= v <= 1.0):
-        raise InputError(str(path), line, column, f"{text} is not a share between 0 and 1")
+        raise InputError(str(path), line, column, f"{excerpt(text)} is not a share between 0 and 1")
     return v
 
 
 def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
+    """The rows of a CSV (line number, row), its header cells stripped; a column named twice is refused
+    (csv.DictReader would keep the last one's values without a word)."""
     with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.DictReader(f)
         try:
             reader.fieldnames = [c.strip() for c in reader.fieldnames or []]
+            twice = next((c for k, c in enumerate(reader.fieldnames) if c in reader.fieldnames[:k]), None)
+            if twice is not None:
+                raise InputError(str(path), reader.line_num, "(header)", f"column {excerpt(twice)[1:-1]} appears twice")
             return [(reader.line_num, row) for row in reader]
         except (csv.Error, UnicodeDecodeError) as e:  # a NUL byte, bytes that are not UTF-8
             raise InputError(str(path), reader.line_num + 1, None, f"not a readable CSV ({e})") from None
@@ -167,14 +186,18 @@ def _from_wide(path: Path) -> ScoreTable:
     systems = [c for c in cols if c.lower() not in _WIDE_FIXED]
     for s in systems:
         _check_id(path, 1, "(header)", s)
+    for c in cols:
+        if c.lower() in _WIDE_FIXED and c != c.lower():  # a system named like a reserved column was dropped
+            raise InputError(str(path), 1, "(header)", f"column {c} is named like the reserved column {c.lower()} "
+                             f"({', '.join(_WIDE_FIXED)}): rename that system")
     m = _DIMENSION_FILE.match(path.name)
     table = ScoreTable(str(path), None, m.group("dim") if m else TOTAL, {s: {} for s in systems})
     for line, row in rows:
         idx = (row.get("idx") or "").strip()
         if idx.lower() == "avg":
             continue  # the column means: recomputed, never read
-        if not idx.isdigit():
-            raise InputError(str(path), line, "idx", f"not a task number: {idx!r}")
+        if not (idx.isascii() and idx.isdigit()):  # `²` is a digit to isdigit(), not to int()
+            raise InputError(str(path), line, "idx", f"not a task number: {excerpt(idx)}")
         tid = f"{DRB2_PREFIX}{int(idx)}"
         if tid in table.domains:
             raise InputError(str(path), line, "idx", f"task {idx} appears twice")
@@ -195,6 +218,7 @@ def _from_long(path: Path) -> list[ScoreTable]:
         for key in _LONG_NEEDED:
             if row.get(key) is None or not str(row[key]).strip():  # a score of 0 is a score
                 raise InputError(str(path), line, key, "empty")
+        _check_types(path, line, row)
         judge = str(row.get("judge") or "").strip() or None
         dim = str(row.get("dimension") or "").strip() or TOTAL
         t = tables.setdefault((judge, dim), ScoreTable(str(path), judge, dim, {}))
@@ -212,12 +236,23 @@ def _from_long(path: Path) -> list[ScoreTable]:
     return list(tables.values())
 
 
+def _check_types(path: Path, line: int, row: dict) -> None:
+    """A JSONL row's names are strings (a task id may be an integer) and its score a number: an object
+    given as an agent was ranked under its repr."""
+    for key in _LONG_NAMES:
+        v = row.get(key)
+        if v is not None and not isinstance(v, str) and not (key == "task_id" and type(v) is int):
+            raise InputError(str(path), line, key, f"a {type(v).__name__}, not a name")
+    if isinstance(row["score"], bool) or not isinstance(row["score"], (str, int, float)):
+        raise InputError(str(path), line, "score", f"a {type(row['score']).__name__}, not a number")
+
+
 def _check_id(path: Path, line: int, field: str, value: str) -> None:
     """An agent, task or judge name holds what an id may (records.id_problem: no control character),
     as every other loader of ids requires (issue 32 item 7)."""
     problem = id_problem(value)
     if problem:
-        raise InputError(str(path), line, field, f"{value!r}: {problem}")
+        raise InputError(str(path), line, field, f"{excerpt(value)}: {problem}")
 
 
 def _long_rows(path: Path) -> list[tuple[int, dict]]:

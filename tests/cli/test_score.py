@@ -237,3 +237,35 @@ def test_domain_rows_carry_their_own_task_count(capsys, tmp_path):
     a = json.loads(cli_out(capsys, *base, "--json"))["agents"]["a"]
     assert a["domain_n_tasks"] == {"company": 2, "policy": 1} and a["n_tasks"] == 3
     assert a["domain_ci95"]["policy"] is None and a["domain_ci95_reason"] == {"policy": "n=1: no interval"}
+
+
+def test_ppi_labels_for_a_task_the_tasks_file_lacks_are_refused(tmp_path, capsys):
+    """`score --ppi` dropped such labels silently (certify refuses them): one line naming the tasks file."""
+    from tests.helpers.cli import run_cli
+
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text((AGREE / "labels.jsonl").read_text() + json.dumps(
+        {"task_id": "t-nowhere", "agent": "alpha", "run": 0, "rubric_id": "r1", "satisfied": True}) + "\n")
+    code, out, err = run_cli(["score", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments",
+                              str(AGREE / "judgments.jsonl"), "--ppi", "--labels", str(labels), "--resamples", "200"],
+                             capsys)
+    assert code == 2 and err.count("\n") == 1 and "t-nowhere" in err and str(AGREE / "tasks.jsonl") in err
+    assert "label(s)" in err and out == ""
+
+
+def test_an_incomplete_run_offers_the_judged_tasks_first_with_the_command(tmp_path, capsys):
+    """Judged on one task of two: the advice was "judge them or pass --allow-missing", and
+    --allow-missing gives a number over both tasks (the unjudged one as 0). The error now names the
+    judged subset and the exact command, then says what --allow-missing computes."""
+    from tests.helpers.cli import run_cli
+
+    judg = tmp_path / "j.jsonl"
+    judg.write_text("".join(line for line in JUDG.read_text().splitlines(keepends=True)
+                            if json.loads(line)["task_id"] == "t1"))
+    code, _, err = run_cli(["score", "--tasks", str(TASKS), "--judgments", str(judg)], capsys)
+    assert code == 2 and err.count("\n") == 1
+    cmd = f"lifesearch score --tasks {TASKS} --judgments {judg} --task-ids t1"
+    assert cmd in err and err.index("--task-ids") < err.index("--allow-missing")
+    assert "1 of 2 tasks" in err and "counts every unjudged rubric as not satisfied" in err
+    ok = cli_out(capsys, "score", "--tasks", str(TASKS), "--judgments", str(judg), "--task-ids", "t1", "--json")
+    assert json.loads(ok)["agents"]["alpha"]["missing"] == 0
