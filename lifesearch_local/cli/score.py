@@ -115,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
         uncertainty_by_judge,
     )
     from lifesearch_local.cli.tables import print_scores
-    from lifesearch_local.output.csv_rows import SCORE_COLUMNS, score_rows, to_csv
     from lifesearch_local.errors import IncompleteRunError
+    from lifesearch_local.output.csv_rows import SCORE_COLUMNS, score_rows, to_csv
     from lifesearch_local.records import Judgment, Report
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import check_known_tasks, chosen_tasks, first_tasks, load_tasks
