@@ -44,6 +44,13 @@ def add_task_ids(p: argparse.ArgumentParser) -> None:
                    help="only the tasks whose ids FILE lists, one per line (blank lines and # comments skipped)")
 
 
+def add_wide(p: argparse.ArgumentParser) -> None:
+    """--wide: tables at their full width (names never cut), whatever COLUMNS or the terminal say."""
+    p.add_argument("--wide", action="store_true",
+                   help="print tables at their full width, names never cut (default: COLUMNS, else the terminal's "
+                   "width; piped output is always full width)")
+
+
 def selected_task_ids(args: argparse.Namespace) -> set[str] | None:
     """The task ids of --task-ids / --task-ids-file, or None when neither was given (all tasks)."""
     from lifesearch_local.errors import InputError, LifesearchError

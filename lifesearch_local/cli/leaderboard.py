@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from lifesearch_local.cli.common import add_wide
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from lifesearch_local.cli.common import add_task_ids
@@ -37,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-missing", action="store_true",
                    help="run directories and judgments: count unjudged rubrics as not satisfied (as `score` does)")
     add_bootstrap_options(p)
+    add_wide(p)
     p.set_defaults(func=run)
 
 

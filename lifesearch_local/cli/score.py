@@ -8,6 +8,7 @@ import sys
 
 from lifesearch_local.cli.common import (
     add_task_ids,
+    add_wide,
     manifest_beside,
     no_limit_with_ids,
     positive_int,
@@ -55,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print every agent pair: difference with its paired 95%% CI, sign-flip p, Holm p")
     add_ppi_options(p)
     add_bootstrap_options(p)
+    add_wide(p)
     p.set_defaults(func=run)
 
 

@@ -95,13 +95,20 @@ def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: Sc
     return t
 
 
+WIDE = False
+"""Set by a command's --wide: tables at their full width whatever the terminal's (names never cut)."""
+NATURAL_WIDTH = 100_000
+"""A width no table reaches: each is printed at its own width (rich pads no line to the console's)."""
+
+
 def console():
-    """A rich console on stdout; piped output gets 160 columns instead of rich's 80, which
-    would wrap the paper's wide tables."""
+    """A rich console on stdout. On a terminal, its width (COLUMNS when set, as rich reads it); with
+    --wide (WIDE) or piped (a log, Slurm's output: COLUMNS there is the launching shell's, not the
+    reader's), every table at its full width, so no name is cut."""
     from rich.console import Console
 
     out = Console()
-    return out if out.is_terminal else Console(width=160)
+    return Console(width=NATURAL_WIDTH) if WIDE or not out.is_terminal else out
 
 
 def agreement_table(result: Mapping[str, Mapping], title: str = ""):
