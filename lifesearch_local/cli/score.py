@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         split_by_judge,
         uncertainty_by_judge,
     )
+    from lifesearch_local.analysis.truncation import agent_cuts, report_cuts
     from lifesearch_local.cli.tables import print_scores
     from lifesearch_local.errors import IncompleteRunError
     from lifesearch_local.output.csv_rows import SCORE_COLUMNS, score_rows, to_csv
@@ -143,18 +144,31 @@ def run(args: argparse.Namespace) -> int:
         raise IncompleteRunError(incomplete_advice(e, rerun_command(args))) from None
     unc = uncertainty_by_judge(tasks, judgments, by_judge, n_resamples=args.resamples, seed=args.seed)
     ppi = ppi_scores(args, tasks, by_judge, labels)
+    shown = [j for name, js in split_by_judge(judgments).items() if name in by_judge for j in js]
+    texts = reports or reports_beside(args.judgments)  # the lengths behind the share of each report seen
+    cuts = agent_cuts(report_cuts(shown, texts))
     if args.json:
-        result = scores_json(by_judge, unc)
+        result = scores_json(by_judge, unc, cuts)
         print(json.dumps(with_ppi(result, ppi) if ppi else result, indent=2, ensure_ascii=False))
     elif args.csv:
-        sys.stdout.write(to_csv(SCORE_COLUMNS, score_rows(by_judge, unc) + (ppi_rows(ppi) if ppi else [])))
+        sys.stdout.write(to_csv(SCORE_COLUMNS, score_rows(by_judge, unc, cuts) + (ppi_rows(ppi) if ppi else [])))
     else:
-        print_scores(by_judge, unc, compare=args.compare)
+        print_scores(by_judge, unc, compare=args.compare, cuts=cuts)
         if ppi:
             print_ppi(ppi)
-    shown = [j for name, js in split_by_judge(judgments).items() if name in by_judge for j in js]
-    print_caveats(args.json or args.csv, manifest=manifest, judgments=shown, reports=reports)
+    print_caveats(args.json or args.csv, manifest=manifest, judgments=shown, reports=texts)
     return 0
+
+
+def reports_beside(judgments_path: str) -> list:
+    """The reports.jsonl of the run directory holding the judgments ([] when there is none)."""
+    from pathlib import Path
+
+    from lifesearch_local.records import Report
+    from lifesearch_local.rundir.jsonl import read_records
+
+    path = Path(judgments_path).parent / "reports.jsonl"
+    return read_records(path, Report) if path.is_file() else []
 
 
 def rerun_command(args: argparse.Namespace) -> str:

@@ -23,6 +23,7 @@ from lifesearch_local.records import DOMAIN_ABBREV, Domain
 
 if TYPE_CHECKING:
     from lifesearch_local.analysis.resampling import Comparison, ScoreUncertainty
+    from lifesearch_local.analysis.truncation import AgentCut
 
 
 def holding_line(u: ScoreUncertainty) -> str:
@@ -63,9 +64,11 @@ def comparison_table(u: ScoreUncertainty, title: str = ""):
     return t
 
 
-def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: ScoreUncertainty | None = None):
+def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: ScoreUncertainty | None = None,
+                cuts: Mapping[str, AgentCut] | None = None):
     """A rich Table: one row per agent, domain scores, overall mean ± std (the paper's) and its
-    95% task-bootstrap CI, resources (iterations, output tokens, tool calls and pages read per report), ungraded."""
+    95% task-bootstrap CI, resources (iterations, output tokens, tool calls and pages read per report), ungraded;
+    and, where the judge cut some report (`cuts`), the reports cut and the median share of those it saw."""
     from rich.table import Table
 
     domains = [d for d in Domain if any(d.value in r.domains for r in rows.values())]
@@ -83,6 +86,9 @@ def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: Sc
     t.add_column("Pages", justify="right")
     t.add_column("Ungraded", justify="right")
     t.add_column("Missing", justify="right")
+    cut = cuts is not None and any(c.reports_cut for c in cuts.values())
+    if cut:
+        t.add_column("Reports cut (median seen)", justify="right")
     for agent, r in rows.items():
         t.add_row(
             agent,
@@ -91,6 +97,7 @@ def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: Sc
             *([mean_ci(r.overall_mean, uncertainty.ci95.get(agent), uncertainty.ci_reason.get(agent))]
               if uncertainty is not None else []),
             *run_cells(r),
+            *([cuts[agent].cell() if agent in cuts else "—"] if cut and cuts is not None else []),
         )
     return t
 

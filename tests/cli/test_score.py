@@ -269,3 +269,38 @@ def test_an_incomplete_run_offers_the_judged_tasks_first_with_the_command(tmp_pa
     assert "1 of 2 tasks" in err and "counts every unjudged rubric as not satisfied" in err
     ok = cli_out(capsys, "score", "--tasks", str(TASKS), "--judgments", str(judg), "--task-ids", "t1", "--json")
     assert json.loads(ok)["agents"]["alpha"]["missing"] == 0
+
+
+def cut_run(tmp_path):
+    """The score fixture judged with alpha's run-0 report of t1 cut by 3,000 tokens (of ≈4,000) on
+    every rubric, and its reports beside the judgments as in a run directory."""
+    from tests.helpers.inputs import write_jsonl
+
+    rows = [json.loads(line) for line in JUDG.read_text().splitlines()]
+    for r in rows:
+        if (r["agent"], r["run"], r["task_id"]) == ("alpha", 0, "t1"):
+            r["truncated_tokens"] = 3000
+    run = tmp_path / "run"
+    run.mkdir()
+    write_jsonl(run / "reports.jsonl", [{"task_id": t, "agent": a, "run": k, "text": "abcd" * 4000}
+                                        for a, k, t in {(r["agent"], r["run"], r["task_id"]) for r in rows}])
+    return write_jsonl(run / "judgments.jsonl", rows)
+
+
+def test_a_cut_report_shows_in_the_table_the_json_the_csv_and_a_caveat(tmp_path, capsys):
+    """The judge cut four of six DRB II reports and nothing said so: each output now does."""
+    judg = cut_run(tmp_path)
+    argv = ("score", "--tasks", str(TASKS), "--judgments", str(judg), "--resamples", "200")
+    table = cli_out(capsys, *argv)
+    assert "Reports cut (median seen)" in table and "1/6 cut, 25% seen" in table and "0/2 cut" in table
+    assert "WARNING: reports cut: the judge read only part of 1 report(s)" in table and "max_model_len" in table
+    out = json.loads(cli_out(capsys, *argv, "--json"))
+    assert out["agents"]["alpha"]["truncation"] == {"reports": 6, "reports_cut": 1, "tokens_cut": 3000,
+                                                    "median_share_seen": 0.25}
+    assert out["agents"]["beta"]["truncation"]["reports_cut"] == 0 and "median_share_seen" in out["truncation_note"]
+    rows = {(r["agent"], r["metric"]): r["value"] for r in __import__("csv").DictReader(
+        __import__("io").StringIO(cli_out(capsys, *argv, "--csv")))}
+    assert rows[("alpha", "reports_cut")] == "1" and rows[("alpha", "median_share_seen")] == "0.25"
+    assert rows[("beta", "tokens_cut")] == "0"
+    clean = cli_out(capsys, "score", "--tasks", str(TASKS), "--judgments", str(JUDG), "--resamples", "200")
+    assert "Reports cut" not in clean and "reports cut" not in clean
