@@ -325,3 +325,18 @@ def test_layout_check_catches_a_page_that_overflows(browser, tmp_path):
                     "</body></html>")
     got = json.loads(browser.open(wide.as_uri(), width=1400, height=600).eval(LAYOUT_JS))
     assert got["page"] > 0 and got["outside"] == ["label far too long"]
+
+
+def test_a_cut_report_shows_in_the_score_table_and_a_caveat(tmp_path):
+    """report.html presented a score of a report the judge half-read like any other."""
+    run = make_run_dir(tmp_path / "run", labels=False, extras=False)
+    rows = [json.loads(line) for line in (run / "judgments.jsonl").read_text().splitlines()]
+    key = ("judge", "judge_run", "agent", "task_id", "run")
+    first = tuple(rows[0].get(k, 0) for k in key)
+    for r in rows:
+        if tuple(r.get(k, 0) for k in key) == first:
+            r["truncated_tokens"] = 40
+    (run / "judgments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = write_report(run).read_text()
+    assert page.count("Reports cut (median seen)") == 1 and "1/" in page.split("Reports cut (median seen)")[1]
+    assert 'class="warn caveat reports-cut"' in page and "max_model_len" in page
