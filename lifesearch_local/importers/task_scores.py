@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lifesearch_local.analysis.leaderboard import TOTAL, ScoreTable
 from lifesearch_local.errors import InputError, LifesearchError
-from lifesearch_local.records import Judgment, Task, id_problem
+from lifesearch_local.records import Judgment, Manifest, Report, Task, id_problem
 
 DRB2_PREFIX = "drb2-"
 """Task id prefix of a wide table's idx (what `lifesearch import drb2` gives its tasks)."""
@@ -92,7 +92,7 @@ def read_source(path: str | Path, *, tasks_path: str | Path | None = None, allow
     if kind == "judgments file":
         if tasks_path is None:
             raise LifesearchError(f"{path}: a judgments file needs --tasks FILE (the tasks it was judged on)")
-        return _from_judgments(path, path, Path(tasks_path), allow_missing, task_ids, _manifest_identities(path.parent))
+        return _from_judgments(path, path, Path(tasks_path), allow_missing, task_ids, _manifest(path.parent))
     if kind == "wide table":
         return [_from_wide(path)]
     return _from_long(path)
@@ -108,19 +108,22 @@ def _from_run_dir(run: Path, tasks_path: str | Path | None, allow_missing: bool,
     tasks = run_input(run, "tasks", Path(tasks_path) if tasks_path else None, manifest and manifest.model_dump())
     if tasks is None:
         raise LifesearchError(f"{run}: no tasks.jsonl and no tasks path recorded in its manifest; pass --tasks FILE")
-    identities = {} if manifest is None else dict(manifest.fingerprints)
-    return _from_judgments(run, run / "judgments.jsonl", tasks, allow_missing, task_ids, identities)
+    return _from_judgments(run, run / "judgments.jsonl", tasks, allow_missing, task_ids, manifest)
 
 
 def _from_judgments(source: Path, judgments_path: Path, tasks_path: Path, allow_missing: bool,
-                    task_ids: set[str] | None, identities: dict) -> list[ScoreTable]:
-    """One table per judge, scored as `lifesearch score` scores (the same task scores and means)."""
+                    task_ids: set[str] | None, manifest: Manifest | None) -> list[ScoreTable]:
+    """One table per judge, scored as `lifesearch score` scores (the same task scores and means), with
+    the judges' fingerprints and the reports they cut (and their context limits) from the manifest."""
     from lifesearch_local.analysis.scoring import score_by_judge, split_by_judge
+    from lifesearch_local.analysis.truncation import agent_cuts, cut_caveat, report_cuts
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks
 
     tasks: list[Task] = load_tasks(tasks_path)
     judgments = read_records(judgments_path, Judgment)
+    beside = judgments_path.parent / "reports.jsonl"  # the lengths behind the share of each cut report seen
+    reports = read_records(beside, Report) if beside.is_file() else []
     if task_ids is not None:  # before scoring: a run judged on some tasks is complete on those
         tasks = [t for t in tasks if t.id in task_ids]
         judgments = [j for j in judgments if j.task_id in task_ids]
@@ -130,6 +133,9 @@ def _from_judgments(source: Path, judgments_path: Path, tasks_path: Path, allow_
         raise LifesearchError(f"{source}: {e}") from None
     groups = split_by_judge(judgments)
     domains = {t.id: t.domain.value for t in tasks}
+    cuts = agent_cuts(report_cuts(judgments, reports))
+    identities = {} if manifest is None else dict(manifest.fingerprints)
+    caveat = cut_caveat(judgments, reports, None if manifest is None else {"stage_configs": manifest.stage_configs})
     out = []
     for name, rows in by_judge.items():
         judged: dict[str, set[str]] = {}
@@ -137,20 +143,20 @@ def _from_judgments(source: Path, judgments_path: Path, tasks_path: Path, allow_
             judged.setdefault(j.agent, set()).add(j.task_id)
         judge_id = groups[name][0].judge
         out.append(ScoreTable(str(source), name, TOTAL, {a: r.tasks for a, r in rows.items()}, domains, judged,
-                              {a: r.overall_mean for a, r in rows.items()}, identities.get(judge_id)))
+                              {a: r.overall_mean for a, r in rows.items()}, identities.get(judge_id),
+                              cuts.get(name, {}), caveat))
     return out
 
 
-def _manifest_identities(where: Path) -> dict:
-    """judge id → JudgeIdentity from the manifest in `where` ({} without one, or when it is unreadable:
-    the identity only refines which judges are the same)."""
+def _manifest(where: Path) -> Manifest | None:
+    """The manifest in `where` (None without one, or when it is unreadable: it only refines which
+    judges are the same and names their context limits)."""
     from lifesearch_local.rundir.manifest import read_manifest
 
     try:
-        m = read_manifest(where)
+        return read_manifest(where)
     except LifesearchError:
-        return {}
-    return {} if m is None else dict(m.fingerprints)
+        return None
 
 
 # -- published tables ------------------------------------------------------------------------

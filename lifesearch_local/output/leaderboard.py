@@ -26,10 +26,18 @@ def ranking_table(r: Ranking, others: Sequence[Ranking] = ()):
     t.add_column("Tasks", justify="right")
     for o in others:
         t.add_column(f"{o.dimension} [95% CI]", justify="right")
+    cut = any(c.reports_cut for c in r.cuts.values())
+    if cut:
+        t.add_column("Reports cut (median seen)", justify="right")
     for k, a in enumerate(r.agents):
         t.add_row(str(k + 1), letters[a], a, mean_ci(r.means[a], u.ci95[a], u.ci_reason.get(a)), str(u.n_tasks[a]),
-                  *[_cell(o, a) for o in others])
+                  *[_cell(o, a) for o in others], *([cut_cell(r, a)] if cut else []))
     return t
+
+
+def cut_cell(r: Ranking, agent: str) -> str:
+    """`2/6 cut, 61% seen` for an agent from a run or judgments file; `—` for one from a published table."""
+    return r.cuts[agent].cell() if agent in r.cuts else "—"
 
 
 def _cell(o: Ranking, agent: str) -> str:
@@ -120,6 +128,8 @@ def _ranking_rows(r: Ranking) -> list[dict[str, Any]]:
     for k, a in enumerate(r.agents):
         rows.append({**base, "agent": a, "metric": "mean", "value": 100 * r.means[a], **_ci(u.ci95[a], u.ci_reason.get(a)),
                      "n_tasks": u.n_tasks[a], "rank": k + 1, "group": letters[a]})
+        for m in ("reports_cut", "tokens_cut", "median_share_seen") if a in r.cuts else ():
+            rows.append({**base, "agent": a, "metric": m, "value": getattr(r.cuts[a], m)})
         for d, m in r.domain_means[a].items():
             rows.append({**base, "domain": d, "agent": a, "metric": "mean", "value": 100 * m,
                          **_ci(u.domain_ci95[a][d], u.domain_ci_reason.get(a, {}).get(d)),

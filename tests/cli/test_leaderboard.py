@@ -162,3 +162,24 @@ def test_300_systems_under_a_3_gib_address_space_answer(tmp_path):
         assert sum(r["metric"] == "diff" for r in rows) == 300 * 299 // 2
     else:
         assert res.stderr.count("\n") == 1
+
+
+def test_a_run_with_cut_reports_shows_them_in_every_leaderboard_output(tmp_path, capsys):
+    """From a run directory, the leaderboard says which agents' reports the judge cut, as `score` does."""
+    run = make_run_dir(tmp_path / "run", extras=False)
+    rows = [json.loads(line) for line in (run / "judgments.jsonl").read_text().splitlines()]
+    for r in rows:
+        if r["agent"] == "alpha" and r["task_id"] == "t1" and r.get("judge_run", 0) == 0:
+            r["truncated_tokens"] = 10
+    (run / "judgments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ("leaderboard", str(run), "--resamples", "100")
+    table = cli_out(capsys, *argv)
+    assert "Reports cut (median seen)" in table and "note: WARNING: reports cut" in table
+    out = json.loads(cli_out(capsys, *argv, "--json"))["judges"]
+    cut = {j: {a: v["truncation"]["reports_cut"] for a, v in e["agents"].items()} for j, e in out.items()}
+    assert cut["choice-a"]["alpha"] >= 1 and cut["choice-a"]["beta"] == 0
+    rows = list(csv.DictReader(io.StringIO(cli_out(capsys, *argv, "--csv"))))
+    assert any(r["agent"] == "alpha" and r["metric"] == "reports_cut" and r["value"] != "0" for r in rows)
+    html = tmp_path / "lb.html"
+    cli_out(capsys, *argv, "--html", str(html))
+    assert "Reports cut (median seen)" in html.read_text()

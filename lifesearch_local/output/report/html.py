@@ -9,8 +9,8 @@ from typing import Any
 
 from lifesearch_local.analysis.agreement import BREAKDOWNS
 from lifesearch_local.analysis.caveats import caveats, caveats_html
-from lifesearch_local.analysis.truncation import agent_cuts, report_cuts
 from lifesearch_local.analysis.scoring import AgentScore
+from lifesearch_local.analysis.truncation import agent_cuts, report_cuts
 from lifesearch_local.output.numbers import (
     TABLE3_COLUMNS,
     TABLE3_LEGEND,
