@@ -23,6 +23,9 @@ TOTAL = "total"
 UNSTATED = "not stated"
 """How a source that does not name its judge is labelled."""
 SCALE = "points: shares × 100 (0–100)"
+LOWER_IS_BETTER = frozenset({"blocked"})
+"""Dimensions where a lower score is the better one, whatever the command says: DeepResearch Bench
+II's `blocked` (agg_scores_blocked.csv: the share of rubrics met only through a blocked source)."""
 
 
 @dataclass
@@ -73,6 +76,9 @@ class Ranking:
     """Runs of agents (best first) no two of which differ at 0.05 after Holm's adjustment."""
     cuts: dict[str, AgentCut] = field(default_factory=dict)
     """agent → reports its judge cut, for agents from runs or judgments files (none from published tables)."""
+    lower_is_better: bool = False
+    """Ranked lowest mean first (`--lower-is-better`, or a dimension in LOWER_IS_BETTER); each pair's
+    difference is still first − second, so there the better agent's difference is negative."""
 
     def letters(self) -> dict[str, str]:
         """agent → the letters of the groups it belongs to (`a`, `ab`, …): a shared letter, no shown difference."""
@@ -198,10 +204,12 @@ def indistinct_groups(agents: Sequence[str], comparisons: Iterable[stats.Compari
 
 
 def rank(label: str, tables: Sequence[ScoreTable], *, n_resamples: int = stats.DEFAULT_RESAMPLES,
-         seed: int = stats.DEFAULT_SEED) -> Ranking:
-    """One ranking of the tables' agents (one dimension): best mean first, intervals, pairs, groups."""
+         seed: int = stats.DEFAULT_SEED, lower_is_better: bool = False) -> Ranking:
+    """One ranking of the tables' agents (one dimension): best mean first (lowest with
+    `lower_is_better`), intervals, pairs, groups."""
     scores, judged, domains, means, cuts = merge(tables)
-    order = sorted(scores, key=lambda a: -means[a])  # stable: ties keep the sources' order
+    sign = 1 if lower_is_better else -1
+    order = sorted(scores, key=lambda a: sign * means[a])  # stable: ties keep the sources' order
     u = stats.score_uncertainty({a: scores[a] for a in order}, judged, domains, n_resamples=n_resamples, seed=seed)
     dom_means: dict[str, dict[str, float]] = {}
     for a in order:
@@ -211,13 +219,16 @@ def rank(label: str, tables: Sequence[ScoreTable], *, n_resamples: int = stats.D
                 by.setdefault(domains[t], []).append(v)
         dom_means[a] = {d: statistics.fmean(v) for d, v in sorted(by.items())}
     return Ranking(label, tables[0].dimension, list(dict.fromkeys(t.source for t in tables)), order,
-                   {a: means[a] for a in order}, u, dom_means, indistinct_groups(order, u.comparisons), cuts)
+                   {a: means[a] for a in order}, u, dom_means, indistinct_groups(order, u.comparisons), cuts,
+                   lower_is_better)
 
 
 def leaderboard(tables: Sequence[ScoreTable], *, dimension: str | None = None, allow_mixed: bool = False,
-                n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = stats.DEFAULT_SEED) -> Leaderboard:
+                n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = stats.DEFAULT_SEED,
+                lower_is_better: bool = False) -> Leaderboard:
     """Rank the tables: per judge (and task set) unless `allow_mixed`, per dimension, `dimension` (default
-    `total`, else the first found) leading."""
+    `total`, else the first found) leading; lowest first with `lower_is_better` and on the dimensions
+    of LOWER_IS_BETTER."""
     if not tables:
         raise LifesearchError("no scores in the sources")
     dims = list(dict.fromkeys(t.dimension for t in tables))
@@ -233,7 +244,8 @@ def leaderboard(tables: Sequence[ScoreTable], *, dimension: str | None = None, a
     for label, group in groups:
         mine = [d for d in dict.fromkeys(t.dimension for t in group)]
         mine.sort(key=lambda d: d != lead)
-        out.append([rank(label, [t for t in group if t.dimension == d], n_resamples=n_resamples, seed=seed) for d in mine])
+        out.append([rank(label, [t for t in group if t.dimension == d], n_resamples=n_resamples, seed=seed,
+                         lower_is_better=lower_is_better or d in LOWER_IS_BETTER) for d in mine])
     return Leaderboard(out, notes, lead)
 
 
@@ -264,7 +276,8 @@ def ranking_json(r: Ranking) -> dict:
         for d, m in r.domain_means[a].items():
             domains.setdefault(d, {})[a] = _mean_json(m, u.domain_ci95[a].get(d), u.domain_ci_reason.get(a, {}).get(d),
                                                       u.domain_n_tasks[a].get(d, 0))
-    return {"judge": r.judge, "dimension": r.dimension, "sources": r.sources, "agents": agents, "comparisons": comps,
+    return {"judge": r.judge, "dimension": r.dimension, "better": "lower" if r.lower_is_better else "higher",
+            "sources": r.sources, "agents": agents, "comparisons": comps,
             "groups": r.groups, "domains": {d: domains[d] for d in sorted(domains)}, "bootstrap": u.settings()}
 
 

@@ -238,12 +238,11 @@ def uncertainty_by_judge(
     return out
 
 
-def scores_json(by_judge: dict, uncertainty: Mapping | None = None, cuts: Mapping | None = None) -> dict:
+def scores_json(by_judge: dict, uncertainty: Mapping | None = None) -> dict:
     """One judge: {"judge", "agents"}; several: {"judges": {name: {"judge", "agents"}}}. With
     `uncertainty` (uncertainty_by_judge), each agent gets `ci95` and `domain_ci95` (null where there is no
     interval, with the reason in `ci95_reason` / `domain_ci95_reason`), `n_tasks` and `domain_n_tasks`,
-    and each judge `comparisons` and `bootstrap` (method, seed, resamples). With `cuts`
-    (truncation.agent_cuts), each agent gets `truncation` and each judge `cut_reports`."""
+    and each judge `comparisons` and `bootstrap` (method, seed, resamples)."""
     from lifesearch_local.analysis.resampling import interval
 
     per = {}
@@ -260,16 +259,6 @@ def scores_json(by_judge: dict, uncertainty: Mapping | None = None, cuts: Mappin
                 row["domain_n_tasks"] = u.domain_n_tasks.get(a, {})
             entry["comparisons"] = [c.as_json() for c in u.comparisons]
             entry["bootstrap"] = u.settings()
-        if cuts is not None:
-            _truncation_json(entry, (cuts or {}).get(name, {}))
         per[name] = entry
     return next(iter(per.values())) if len(per) == 1 else {"judges": per}
 
-
-def _truncation_json(entry: dict, cuts: Mapping) -> None:
-    """agents.<name>.truncation (reports, reports_cut, tokens_cut, median_share_seen) and the judge's note."""
-    from lifesearch_local.analysis.truncation import SHARE_BASIS
-
-    for a, row in entry["agents"].items():
-        row["truncation"] = cuts[a].as_json() if a in cuts else None
-    entry["truncation_note"] = f"median_share_seen: over the cut reports, the {SHARE_BASIS}"

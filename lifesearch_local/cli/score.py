@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     texts = reports or reports_beside(args.judgments)  # the lengths behind the share of each report seen
     cuts = agent_cuts(report_cuts(shown, texts))
     if args.json:
-        result = scores_json(by_judge, unc, cuts)
+        result = with_truncation(scores_json(by_judge, unc), cuts)
         print(json.dumps(with_ppi(result, ppi) if ppi else result, indent=2, ensure_ascii=False))
     elif args.csv:
         sys.stdout.write(to_csv(SCORE_COLUMNS, score_rows(by_judge, unc, cuts) + (ppi_rows(ppi) if ppi else [])))
@@ -158,6 +158,18 @@ def run(args: argparse.Namespace) -> int:
             print_ppi(ppi)
     print_caveats(args.json or args.csv, manifest=manifest, judgments=shown, reports=texts)
     return 0
+
+
+def with_truncation(result: dict, cuts: dict) -> dict:
+    """`score --json` with agents.<name>.truncation (reports, reports_cut, tokens_cut, median_share_seen)."""
+    from lifesearch_local.analysis.truncation import SHARE_BASIS
+
+    per = result["judges"] if "judges" in result else {result["judge"]: result}
+    for name, entry in per.items():
+        for agent, row in entry["agents"].items():
+            row["truncation"] = cuts[name][agent].as_json() if agent in cuts.get(name, {}) else None
+    result["truncation_note"] = f"agents.<name>.truncation.median_share_seen: over the cut reports, the {SHARE_BASIS}"
+    return result
 
 
 def reports_beside(judgments_path: str) -> list:

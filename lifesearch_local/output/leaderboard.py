@@ -18,7 +18,7 @@ def ranking_table(r: Ranking, others: Sequence[Ranking] = ()):
     from rich.table import Table
 
     u, letters = r.uncertainty, r.letters()
-    t = Table(title=f"Leaderboard — judge {r.judge}, {r.dimension} (points, 95% CI)")
+    t = Table(title=f"Leaderboard — judge {r.judge}, {r.dimension} (points, 95% CI{direction(r)})")
     t.add_column("Rank", justify="right")
     t.add_column("Group", justify="left")
     t.add_column("Agent", style="bold")
@@ -38,6 +38,11 @@ def ranking_table(r: Ranking, others: Sequence[Ranking] = ()):
 def cut_cell(r: Ranking, agent: str) -> str:
     """`2/6 cut, 61% seen` for an agent from a run or judgments file; `—` for one from a published table."""
     return r.cuts[agent].cell() if agent in r.cuts else "—"
+
+
+def direction(r: Ranking) -> str:
+    """`; lower is better` for a ranking lowest first, else nothing."""
+    return "; lower is better" if r.lower_is_better else ""
 
 
 def _cell(o: Ranking, agent: str) -> str:
@@ -100,7 +105,8 @@ def renderables(lb: Leaderboard) -> list[Any]:
         out.append(groups_line(lead))
         if u.comparisons:
             out.append(comparison_table(u, title=f"Paired comparisons — judge {lead.judge}, {lead.dimension} "
-                                        "(on the tasks both were scored on)"))
+                                        f"(on the tasks both were scored on{direction(lead)})",
+                                        lower_is_better=lead.lower_is_better))
         out.append(f"(95% CIs: task bootstrap, {u.resamples} resamples, seed {u.seed}; paired sign-flip test, "
                    f"Holm-adjusted; sources: {', '.join(dict.fromkeys(s for r in rankings for s in r.sources))})")
     return out

@@ -40,17 +40,18 @@ def holding_line(u: ScoreUncertainty) -> str:
     return f"differences that hold at 0.05: {names} {tail}"
 
 
-def verdict(c: Comparison) -> str:
+def verdict(c: Comparison, lower_is_better: bool = False) -> str:
     """What a comparison says, in words: which agent is better, or that these tasks cannot tell."""
     if c.n_tasks == 0:
         return "no shared task"
     if c.holds:
-        return "A better" if c.diff > 0 else "B better"
+        return "A better" if (c.diff > 0) != lower_is_better else "B better"
     return "cannot tell apart"
 
 
-def comparison_table(u: ScoreUncertainty, title: str = ""):
-    """Every agent pair: difference in points with its paired 95% CI, p, Holm p, tasks, verdict."""
+def comparison_table(u: ScoreUncertainty, title: str = "", lower_is_better: bool = False):
+    """Every agent pair: difference in points with its paired 95% CI, p, Holm p, tasks, verdict (the
+    lower score the better one with `lower_is_better`)."""
     from rich.table import Table
 
     t = Table(title=title or None)
@@ -60,7 +61,7 @@ def comparison_table(u: ScoreUncertainty, title: str = ""):
         t.add_column(name, justify="right")
     for c in u.comparisons:
         t.add_row(c.a, c.b, signed_ci(c.diff, c.ci95, c.ci_reason), fmt_p(c.p_value), fmt_p(c.p_holm), str(c.n_tasks),
-                  verdict(c))
+                  verdict(c, lower_is_better))
     return t
 
 

@@ -150,3 +150,16 @@ def test_groups_of_many_agents_none_apart_is_one_group():
     assert indistinct_groups(agents, []) == [agents]
     held = [stats.Comparison("s0", "s1", 0.1, (0.05, 0.15), 0.001, 0.01, 3)]
     assert indistinct_groups(agents, held) == [["s0"], agents[1:]]
+
+
+def test_the_blocked_dimension_is_ranked_lowest_first_and_the_others_are_not():
+    """DRB II's agg_scores_blocked.csv (a rate: lower is better) ranked the worst system first."""
+    low, high = {"t0": 0.1, "t1": 0.2, "t2": 0.15}, {"t0": 0.6, "t1": 0.7, "t2": 0.65}
+    lb = leaderboard([table("agg_scores_total.csv", None, {"p": high, "q": low}),
+                      table("agg_scores_blocked.csv", None, {"p": high, "q": low}, dimension="blocked")],
+                     n_resamples=100)
+    total, blocked = lb.rankings[0]
+    assert (total.agents, total.lower_is_better) == (["p", "q"], False)
+    assert (blocked.agents, blocked.lower_is_better) == (["q", "p"], True)
+    assert leaderboard_json(lb)["dimensions"]["blocked"]["better"] == "lower"
+    assert leaderboard_json(lb)["better"] == "higher"

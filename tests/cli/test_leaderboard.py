@@ -183,3 +183,17 @@ def test_a_run_with_cut_reports_shows_them_in_every_leaderboard_output(tmp_path,
     html = tmp_path / "lb.html"
     cli_out(capsys, *argv, "--html", str(html))
     assert "Reports cut (median seen)" in html.read_text()
+
+
+def test_lower_is_better_and_the_blocked_file(capsys):
+    """--lower-is-better ranks the lowest first; DRB II's blocked file is ranked so without it."""
+    blocked = json.loads(cli_out(capsys, "leaderboard", str(published("agg_scores_blocked.csv")), "--json",
+                                 "--resamples", "200"))
+    means = [a["mean"] for a in blocked["agents"].values()]
+    assert blocked["dimension"] == "blocked" and blocked["better"] == "lower" and means == sorted(means)
+    total = json.loads(cli_out(capsys, "leaderboard", str(published()), "--json", "--resamples", "200",
+                               "--lower-is-better"))
+    assert list(total["agents"])[0] == "tongyi" and total["better"] == "lower"
+    table = cli_out(capsys, "leaderboard", str(published()), "--resamples", "2000", "--lower-is-better")
+    pair = [line for line in table.splitlines() if "│ tongyi" in line and "│ OpenAI" in line]
+    assert "lower is better" in " ".join(table.split()) and pair and "A better" in pair[0]  # tongyi's lower: better
