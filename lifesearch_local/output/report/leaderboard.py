@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from lifesearch_local.analysis.leaderboard import Leaderboard, Ranking
-from lifesearch_local.output.leaderboard import cut_cell, groups_line
+from lifesearch_local.output.leaderboard import cut_cell, groups_line, short_ci
 from lifesearch_local.output.numbers import mean_ci
 from lifesearch_local.output.report import svg
 from lifesearch_local.output.report.html import CSS
@@ -39,6 +40,14 @@ def _ci_cell(r: Ranking, agent: str) -> str:
     return e(mean_ci(r.means[agent], u.ci95[agent], u.ci_reason.get(agent)))
 
 
+def _short_cell(r: Ranking, agent: str) -> str:
+    """A further dimension's cell of the summary, its interval in whole points (the table fits 900 px)."""
+    if agent not in r.means:
+        return "—"
+    u = r.uncertainty
+    return e(short_ci(r.means[agent], u.ci95[agent], u.ci_reason.get(agent)))
+
+
 def better(r: Ranking) -> str:
     return "lower is better" if r.lower_is_better else "higher is better"
 
@@ -51,7 +60,7 @@ def _summary(rankings: list[Ranking], sid: str) -> str:
     head = ["Rank", "Group", "Agent", f"{e(lead.dimension)} [95% CI]", "Tasks",
             *[f"{e(o.dimension)} [95% CI]" for o in others], *(["Reports cut (median seen)"] if cut else [])]
     rows = [[str(k + 1), e(letters[a]), e(a), _ci_cell(lead, a), str(u.n_tasks[a]),
-             *[_ci_cell(o, a) if a in o.means else "—" for o in others], *([e(cut_cell(lead, a))] if cut else [])]
+             *[_short_cell(o, a) for o in others], *([e(cut_cell(lead, a))] if cut else [])]
             for k, a in enumerate(lead.agents)]
     return table(head, rows, tid=f"leaderboard-{sid}", num_from=3)
 
@@ -59,7 +68,7 @@ def _summary(rankings: list[Ranking], sid: str) -> str:
 def _section(rankings: list[Ranking]) -> str:
     lead = rankings[0]
     sid = slug(lead.judge)
-    sources = ", ".join(dict.fromkeys(src for r in rankings for src in r.sources))
+    sources = ", ".join(dict.fromkeys(Path(src).name for r in rankings for src in r.sources))  # in full above
     dims = ", ".join(f"{r.dimension} ({better(r)})" for r in rankings)
     out = [f'<h2 id="judge-{sid}">Judge {e(lead.judge)}</h2>',
            f'<p class="muted">From {e(sources)}. Ranked by {e(lead.dimension)}; dimensions: {e(dims)}.</p>',

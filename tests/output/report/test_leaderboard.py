@@ -111,3 +111,33 @@ def test_lower_is_better_turns_the_order_and_the_colours():
     x_row = page[page.index('id="compare-not-stated-total"'):]
     x_row = x_row[x_row.index("<td >x</td>") if "<td >x</td>" in x_row else x_row.index(">x</td>"):]
     assert 'class="loss"' in x_row.split("</tr>")[0]
+
+
+def test_the_page_at_900_px_in_chromium(tmp_path):
+    """At 900 px (a laptop's half screen) the page is no wider than the window, the summary table fits
+    without its own scrollbar, and no chart label leaves its chart or overlaps another."""
+    import json
+
+    import pytest
+
+    from tests.helpers.browser import Browser, find_chromium
+    from tests.output.report.test_html import LAYOUT_JS
+
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("no Chromium binary (install Debian's `chromium`; .ci/run does) — browser checks not run")
+    tables = two_dimensions() + [ScoreTable("runs/a/agg_scores_blocked.csv", None, "blocked", two_dimensions()[1].scores),
+                                 ScoreTable("runs/a/agg_scores_presentation.csv", None, "presentation",
+                                            two_dimensions()[0].scores)]
+    html = tmp_path / "lb.html"
+    html.write_text(render_leaderboard(leaderboard(tables, n_resamples=200), sources=[t.source for t in tables]))
+    b = Browser(binary, tmp_path / "profile")
+    try:
+        page = b.open(html.as_uri(), width=900, height=1200)
+        assert page.errors() == []
+        got = json.loads(page.eval(LAYOUT_JS))
+        assert got["page"] <= 0 and "leaderboard-not-stated" not in got["scrolled"], got
+        assert got["outside"] == [] and got["overlaps"] == []
+        assert page.eval("document.querySelector('h1').getBoundingClientRect().width") <= 900
+    finally:
+        b.close()
