@@ -146,9 +146,10 @@ def run(args: argparse.Namespace) -> int:
     ppi = ppi_scores(args, tasks, by_judge, labels)
     shown = [j for name, js in split_by_judge(judgments).items() if name in by_judge for j in js]
     texts = reports or reports_beside(args.judgments)  # the lengths behind the share of each report seen
-    cuts = agent_cuts(report_cuts(shown, texts))
+    per_report = report_cuts(shown, texts)
+    cuts = agent_cuts(per_report)
     if args.json:
-        result = with_truncation(scores_json(by_judge, unc), cuts)
+        result = with_truncation(scores_json(by_judge, unc), cuts, per_report)
         print(json.dumps(with_ppi(result, ppi) if ppi else result, indent=2, ensure_ascii=False))
     elif args.csv:
         sys.stdout.write(to_csv(SCORE_COLUMNS, score_rows(by_judge, unc, cuts) + (ppi_rows(ppi) if ppi else [])))
@@ -160,14 +161,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def with_truncation(result: dict, cuts: dict) -> dict:
-    """`score --json` with agents.<name>.truncation (reports, reports_cut, tokens_cut, median_share_seen)."""
+def with_truncation(result: dict, cuts: dict, per_report: list) -> dict:
+    """`score --json` with agents.<name>.truncation (reports, reports_cut, tokens_cut, median_share_seen)
+    and, per judge, `cut_reports`: each report it read only part of (tokens cut, share seen)."""
     from lifesearch_local.analysis.truncation import SHARE_BASIS
 
     per = result["judges"] if "judges" in result else {result["judge"]: result}
     for name, entry in per.items():
         for agent, row in entry["agents"].items():
             row["truncation"] = cuts[name][agent].as_json() if agent in cuts.get(name, {}) else None
+        entry["cut_reports"] = [c.as_json() for c in per_report if c.judge == name and c.tokens_cut]
     result["truncation_note"] = f"agents.<name>.truncation.median_share_seen: over the cut reports, the {SHARE_BASIS}"
     return result
 

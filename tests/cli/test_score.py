@@ -298,6 +298,8 @@ def test_a_cut_report_shows_in_the_table_the_json_the_csv_and_a_caveat(tmp_path,
     assert out["agents"]["alpha"]["truncation"] == {"reports": 6, "reports_cut": 1, "tokens_cut": 3000,
                                                     "median_share_seen": 0.25}
     assert out["agents"]["beta"]["truncation"]["reports_cut"] == 0 and "median_share_seen" in out["truncation_note"]
+    assert out["cut_reports"] == [{"judge": "j1", "agent": "alpha", "task_id": "t1", "run": 0, "tokens_cut": 3000,
+                                   "decisions": 10, "decisions_cut": 10, "report_tokens_est": 4000, "share_seen": 0.25}]
     rows = {(r["agent"], r["metric"]): r["value"] for r in __import__("csv").DictReader(
         __import__("io").StringIO(cli_out(capsys, *argv, "--csv")))}
     assert rows[("alpha", "reports_cut")] == "1" and rows[("alpha", "median_share_seen")] == "0.25"

@@ -17,7 +17,7 @@ from lifesearch_local.output.report import write_report
 from lifesearch_local.records import Domain, Judgment, Report
 from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
-from tests.helpers.browser import TABLES_JS, Browser, find_chromium
+from tests.helpers.browser import LAYOUT_JS, TABLES_JS, Browser, find_chromium
 from tests.helpers.inputs import AGREE
 from tests.helpers.report_runs import make_run_dir
 
@@ -276,21 +276,6 @@ def make_wide_run(root: Path, n_agents: int = 12, judges: tuple[str, ...] = ("ti
         (root / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
     return root
 
-
-LAYOUT_JS = """JSON.stringify({
-  page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
-  scrolled: [...document.querySelectorAll('.wide')].filter(d => d.scrollWidth > d.clientWidth + 1)
-    .map(d => d.querySelector('table').id),
-  outside: [...document.querySelectorAll('svg.chart text')].filter(t => {
-      const r = t.getBoundingClientRect(), s = t.ownerSVGElement.getBoundingClientRect();
-      return r.left < s.left - 0.5 || r.right > s.right + 0.5 || r.top < s.top - 0.5 || r.bottom > s.bottom + 0.5; })
-    .map(t => t.textContent),
-  overlaps: (() => { const b = [...document.querySelectorAll('#chart-scatter text.pl')]
-      .map(t => [t.textContent, t.getBoundingClientRect()]); const out = [];
-    for (let i = 0; i < b.length; i++) for (let j = i + 1; j < b.length; j++) {
-      const [p, q] = [b[i][1], b[j][1]];
-      if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) out.push([b[i][0], b[j][0]]); }
-    return out; })()})"""
 
 
 def test_report_layout_at_1400_px(browser, tmp_path):

@@ -120,8 +120,7 @@ def test_the_page_at_900_px_in_chromium(tmp_path):
 
     import pytest
 
-    from tests.helpers.browser import Browser, find_chromium
-    from tests.output.report.test_html import LAYOUT_JS
+    from tests.helpers.browser import LAYOUT_JS, Browser, find_chromium
 
     binary = find_chromium()
     if binary is None:
