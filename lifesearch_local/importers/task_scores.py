@@ -54,7 +54,10 @@ def source_kind(path: Path) -> str:
         if keys >= _LONG_NEEDED:
             return "long table"
     else:
-        cols = [c.strip().lower() for c in next(csv.reader([head]), [])]
+        try:
+            cols = [c.strip().lower() for c in next(csv.reader([head]), [])]
+        except csv.Error as e:  # a header field past the csv module's limit (128 KiB)
+            raise InputError(str(path), None, None, f"not a readable CSV header ({e})") from None
         if cols[:1] == ["idx"] and [c for c in cols if c not in _WIDE_FIXED]:
             return "wide table"
         if set(cols) >= _LONG_NEEDED:
@@ -179,7 +182,7 @@ def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
             reader.fieldnames = [c.strip() for c in reader.fieldnames or []]
             twice = next((c for k, c in enumerate(reader.fieldnames) if c in reader.fieldnames[:k]), None)
             if twice is not None:
-                raise InputError(str(path), reader.line_num, "(header)", f"column {excerpt(twice)[1:-1]} appears twice")
+                raise InputError(str(path), reader.line_num, "(header)", f"column {excerpt(twice)} appears twice")
             return [(reader.line_num, row) for row in reader]
         except (csv.Error, UnicodeDecodeError) as e:  # a NUL byte, bytes that are not UTF-8
             raise InputError(str(path), reader.line_num + 1, None, f"not a readable CSV ({e})") from None

@@ -170,7 +170,7 @@ def test_an_unreadable_csv_is_one_line(tmp_path):
 
 # -- silent data changes and tracebacks: each refused in one line --------------------------------
 @pytest.mark.parametrize(("header", "why"), [
-    ("idx,language,theme,OpenAI,gemini,OpenAI,avg", "column OpenAI appears twice"),
+    ("idx,language,theme,OpenAI,gemini,OpenAI,avg", "column 'OpenAI' appears twice"),
     ("idx,language,theme,OpenAI,Avg,avg", "column Avg is named like the reserved column avg"),
     ("idx,language,theme,OpenAI,THEME,avg", "column THEME is named like the reserved column theme"),
 ])
@@ -187,7 +187,7 @@ def test_a_duplicate_or_reserved_looking_system_column_is_refused(tmp_path, head
 def test_a_duplicate_score_column_of_a_long_table_is_refused(tmp_path):
     p = tmp_path / "long.csv"
     p.write_text("agent,task_id,score,score\na,t1,0.9,0.1\n")
-    with pytest.raises(InputError, match="column score appears twice"):
+    with pytest.raises(InputError, match="column 'score' appears twice"):
         read_source(p)
 
 
@@ -227,6 +227,16 @@ def test_a_huge_header_line_is_one_line_without_its_contents(tmp_path):
         read_source(p)
     msg = str(e.value)
     assert "\n" not in msg and len(msg) < 300 and "SECRET" not in msg and "first line" in msg
+
+
+@pytest.mark.parametrize("size", [200_000, 900_000])
+def test_a_header_field_past_the_csv_field_limit_is_one_line(tmp_path, size):
+    """Under the 1 MiB header cap but past the csv module's 128 KiB field limit: `_csv.Error` before."""
+    p = tmp_path / "wide.csv"
+    p.write_text("idx,language,theme,SECRET" + "y" * size + ",avg\n1,en,Health,0.5,0.5\n")
+    with pytest.raises(InputError, match="field larger than field limit") as e:
+        read_source(p)
+    assert "SECRET" not in str(e.value) and len(str(e.value)) < 300
 
 
 def test_a_long_cell_is_quoted_as_a_short_printable_excerpt(tmp_path):
