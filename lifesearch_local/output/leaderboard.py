@@ -13,6 +13,10 @@ LEADERBOARD_COLUMNS = ("judge", "dimension", "domain", "agent", "other", "metric
                        "ci_reason", "p_value", "p_holm", "n_tasks", "rank", "group", "resamples", "seed")  # fmt: skip
 
 
+MAX_PAIRS_SHOWN = 500
+"""Most pairs listed in the terminal (32 agents); past it, one line and the pointer to --csv/--json."""
+
+
 def ranking_table(r: Ranking, others: Sequence[Ranking] = ()):
     """Rank, group letters, agent, mean [95% CI] and tasks; one more column per other dimension."""
     from rich.table import Table
@@ -103,7 +107,10 @@ def renderables(lb: Leaderboard) -> list[Any]:
         if any(lead.domain_means[a] for a in lead.agents):
             out.append(domain_table(lead))
         out.append(groups_line(lead))
-        if u.comparisons:
+        if len(u.comparisons) > MAX_PAIRS_SHOWN:
+            out.append(f"{len(u.comparisons)} pairs ({sum(c.holds for c in u.comparisons)} hold at 0.05 after Holm): "
+                       f"more than the terminal shows ({MAX_PAIRS_SHOWN}); `--csv` or `--json` lists each")
+        elif u.comparisons:
             out.append(comparison_table(u, title=f"Paired comparisons — judge {lead.judge}, {lead.dimension} "
                                         f"(on the tasks both were scored on{direction(lead)})",
                                         lower_is_better=lead.lower_is_better))
