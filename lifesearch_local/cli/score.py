@@ -176,14 +176,19 @@ def with_truncation(result: dict, cuts: dict, per_report: list) -> dict:
 
 
 def reports_beside(judgments_path: str) -> list:
-    """The reports.jsonl of the run directory holding the judgments ([] when there is none)."""
+    """The reports.jsonl of the run directory holding the judgments ([] when there is none, or when it
+    cannot be read: it only gives the lengths behind the share of a cut report seen)."""
     from pathlib import Path
 
+    from lifesearch_local.errors import LifesearchError
     from lifesearch_local.records import Report
     from lifesearch_local.rundir.jsonl import read_records
 
     path = Path(judgments_path).parent / "reports.jsonl"
-    return read_records(path, Report) if path.is_file() else []
+    try:
+        return read_records(path, Report) if path.is_file() else []
+    except LifesearchError:
+        return []
 
 
 def rerun_command(args: argparse.Namespace) -> str:

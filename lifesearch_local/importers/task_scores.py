@@ -125,8 +125,7 @@ def _from_judgments(source: Path, judgments_path: Path, tasks_path: Path, allow_
 
     tasks: list[Task] = load_tasks(tasks_path)
     judgments = read_records(judgments_path, Judgment)
-    beside = judgments_path.parent / "reports.jsonl"  # the lengths behind the share of each cut report seen
-    reports = read_records(beside, Report) if beside.is_file() else []
+    reports = _reports_beside(judgments_path)
     if task_ids is not None:  # before scoring: a run judged on some tasks is complete on those
         tasks = [t for t in tasks if t.id in task_ids]
         judgments = [j for j in judgments if j.task_id in task_ids]
@@ -149,6 +148,18 @@ def _from_judgments(source: Path, judgments_path: Path, tasks_path: Path, allow_
                               {a: r.overall_mean for a, r in rows.items()}, identities.get(judge_id),
                               cuts.get(name, {}), caveat))
     return out
+
+
+def _reports_beside(judgments_path: Path) -> list[Report]:
+    """The reports.jsonl beside the judgments: the lengths behind the share of each cut report seen
+    ([] without one, or when it cannot be read: the share is then unknown, the scores unchanged)."""
+    from lifesearch_local.rundir.jsonl import read_records
+
+    beside = judgments_path.parent / "reports.jsonl"
+    try:
+        return read_records(beside, Report) if beside.is_file() else []
+    except LifesearchError:
+        return []
 
 
 def _manifest(where: Path) -> Manifest | None:

@@ -306,3 +306,14 @@ def test_a_cut_report_shows_in_the_table_the_json_the_csv_and_a_caveat(tmp_path,
     assert rows[("beta", "tokens_cut")] == "0"
     clean = cli_out(capsys, "score", "--tasks", str(TASKS), "--judgments", str(JUDG), "--resamples", "200")
     assert "Reports cut" not in clean and "reports cut" not in clean
+
+
+def test_a_damaged_reports_file_beside_the_judgments_leaves_scoring_alone(tmp_path, capsys):
+    """The reports beside the judgments only give the lengths of cut reports: when they cannot be read,
+    the share is unknown and the scores are printed as before."""
+    judg = cut_run(tmp_path)
+    (judg.parent / "reports.jsonl").write_text('{"task_id": "t1", torn\n')
+    out = json.loads(cli_out(capsys, "score", "--tasks", str(TASKS), "--judgments", str(judg), "--json",
+                             "--resamples", "100"))
+    assert out["agents"]["alpha"]["truncation"] == {"reports": 6, "reports_cut": 1, "tokens_cut": 3000,
+                                                    "median_share_seen": None}
