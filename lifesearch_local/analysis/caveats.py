@@ -57,7 +57,7 @@ def caveats(*, judges: Sequence = (), agents: Sequence = (), manifest: Mapping[s
     shown = {j.agent for j in judgments}
     reports = list(reports)
     lines += no_research([r for r in reports if not judgments or r.agent in shown])
-    cut = cut_caveat(judgments, reports, manifest)
+    cut = cut_caveat(judgments, reports, manifest, judges)
     return lines + ([cut] if cut else [])
 
 

@@ -133,10 +133,17 @@ def context_limit(manifest: Mapping[str, Any] | None, judge_id: str) -> int | No
     return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
+def config_limit(judges: Sequence, judge_id: str) -> int | None:
+    """`model.max_model_len` of the judge config with this id among `judges` (.id, .model), or None."""
+    limit = next((getattr(c.model, CONTEXT_FIELD, None) for c in judges if getattr(c, "id", None) == judge_id), None)
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
 def cut_caveat(judgments: Sequence[Judgment], reports: Iterable[Report] = (),
-               manifest: Mapping[str, Any] | None = None) -> str | None:
+               manifest: Mapping[str, Any] | None = None, judges: Sequence = ()) -> str | None:
     """The warning when a judge read only part of some report: how many, per judge and agent, the
-    judge's context limit and how to raise it; None when every report was read whole."""
+    judge's context limit (from its config in `judges`, else the manifest) and how to raise it; None
+    when every report was read whole."""
     per = agent_cuts(report_cuts(judgments, reports))
     cut = {j: {a: c for a, c in agents.items() if c.reports_cut} for j, agents in per.items()}
     cut = {j: agents for j, agents in cut.items() if agents}
@@ -146,8 +153,8 @@ def cut_caveat(judgments: Sequence[Judgment], reports: Iterable[Report] = (),
     each = "; ".join(f"judge {j}: " + ", ".join(f"{a} {c.cell()}" for a, c in agents.items())
                      for j, agents in cut.items())
     ids = dict.fromkeys(j.judge for j in judgments if judge_name(j) in cut)
-    limits = "; ".join(f"{i}: " + (f"{lim} tokens" if (lim := context_limit(manifest, i)) else "the model's own")
-                       for i in ids)
+    limits = "; ".join(f"{i}: " + (f"{lim} tokens" if (lim := config_limit(judges, i) or context_limit(manifest, i))
+                                   else "the model's own") for i in ids)
     return (f"WARNING: reports cut: the judge read only part of {n} report(s), their middle elided to fit its "
             f"context ({each}): their scores rest on the head and tail it read. Context limit ({limits}): raise "
             f"`{CONTEXT_FIELD}` under the judge's `model:` in the config (up to what the model supports) and judge "

@@ -78,3 +78,16 @@ def test_context_limit_reads_only_a_recorded_integer():
     assert context_limit({"stage_configs": {"judge/x": {"model": {"max_model_len": 4096}}}}, "x") == 4096
     for bad in (None, {}, {"stage_configs": {"judge/x": "?"}}, {"stage_configs": {"judge/x": {"model": {"max_model_len": True}}}}):
         assert context_limit(bad, "x") is None
+
+
+def test_the_limit_comes_from_the_judge_s_config_where_the_command_has_it():
+    """`judge`, `run` and `demo` hold the judge's config: its max_model_len is named even without a manifest."""
+    from lifesearch_local.judge.config import JudgeConfig
+    from serving.config import model_config
+
+    cfg = JudgeConfig(model=model_config(model="tiny-llama", max_model_len=2048))
+    js = [jd("t1", "a", "r1", 99, judge=cfg.id)]
+    assert f"{cfg.id}: 2048 tokens" in cut_caveat(js, judges=[cfg])
+    bare = JudgeConfig(model=model_config(model="tiny-llama"))
+    assert f"{bare.id}: the model's own" in cut_caveat([jd("t1", "a", "r1", 99, judge=bare.id)], judges=[bare])
+
