@@ -155,7 +155,7 @@ def cut_caveat(judgments: Sequence[Judgment], reports: Iterable[Report] = (),
     ids = dict.fromkeys(j.judge for j in judgments if judge_name(j) in cut)
     limits = "; ".join(f"{i}: " + (f"{lim} tokens" if (lim := config_limit(judges, i) or context_limit(manifest, i))
                                    else "the model's own") for i in ids)
-    return (f"WARNING: reports cut: the judge read only part of {n} report(s), their middle elided to fit its "
+    return (f"WARNING: reports cut: {n} report(s) were read only in part, their middle elided to fit the judge's "
             f"context ({each}): their scores rest on the head and tail it read. Context limit ({limits}): raise "
             f"`{CONTEXT_FIELD}` under the judge's `model:` in the config (up to what the model supports) and judge "
             "again (docs/caveats.md).")

@@ -67,7 +67,7 @@ def test_the_caveat_names_the_cut_reports_the_context_limit_and_the_field_to_rai
     js = [jd("t1", "a", "r1", 12_333), jd("t2", "a", "r1", 0), jd("t1", "b", "r1", 0)]
     manifest = {"stage_configs": {"judge/qwen": {"model": {"backend": "hf", "max_model_len": 8192}}}}
     line = cut_caveat(js, [rep("t1", "a", 80_000)], manifest)
-    assert line.startswith("WARNING: reports cut: the judge read only part of 1 report(s)")
+    assert line.startswith("WARNING: reports cut: 1 report(s) were read only in part")
     assert "judge qwen: a 1/2 cut, 38% seen" in line and "b " not in line.split("(")[1].split(")")[0]
     assert "qwen: 8192 tokens" in line and "`max_model_len` under the judge's `model:`" in line
     assert "the model's own" in cut_caveat(js)  # no manifest: no recorded limit

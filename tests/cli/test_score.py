@@ -293,7 +293,7 @@ def test_a_cut_report_shows_in_the_table_the_json_the_csv_and_a_caveat(tmp_path,
     argv = ("score", "--tasks", str(TASKS), "--judgments", str(judg), "--resamples", "200")
     table = cli_out(capsys, *argv)
     assert "Reports cut (median seen)" in table and "1/6 cut, 25% seen" in table and "0/2 cut" in table
-    assert "WARNING: reports cut: the judge read only part of 1 report(s)" in table and "max_model_len" in table
+    assert "WARNING: reports cut: 1 report(s) were read only in part" in table and "max_model_len" in table
     out = json.loads(cli_out(capsys, *argv, "--json"))
     assert out["agents"]["alpha"]["truncation"] == {"reports": 6, "reports_cut": 1, "tokens_cut": 3000,
                                                     "median_share_seen": 0.25}
