@@ -95,9 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lifesearch_local.output import terminal
 
         terminal.WIDE = wide  # per command: an in-process caller's earlier --wide does not stick
-    from serving.errors import EndpointError
-    from serving.logs import log_to_stderr
-    from serving.redact import install_log_redaction, redact
+    from serving import EndpointError, install_log_redaction, log_to_stderr, redact
 
     install_log_redaction()
     # The library logs; here its notices and warnings become stderr lines, worded as they are

@@ -86,7 +86,7 @@ def test_a_cell_s_colour_and_its_interval_never_disagree_unsaid():
     path = published_dir() / "agg_scores_total.csv"
     if not path.is_file():
         pytest.skip(f"{path} absent")
-    from lifesearch_local.importers.task_scores import read_source
+    from lifesearch_local.run.task_scores import read_source
 
     page = render_leaderboard(leaderboard(read_source(path), n_resamples=2000))
     cells = _cells(page, "compare-not-stated-total")
