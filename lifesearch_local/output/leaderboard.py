@@ -29,7 +29,7 @@ def ranking_table(r: Ranking, others: Sequence[Ranking] = ()):
     t.add_column(f"{r.dimension} [95% CI]", justify="right")
     t.add_column("Tasks", justify="right")
     for o in others:
-        t.add_column(f"{o.dimension} [95% CI]", justify="right")
+        t.add_column(f"{o.dimension} [95% CI]" + (" (lower is better)" if o.lower_is_better else ""), justify="right")
     cut = any(c.reports_cut for c in r.cuts.values())
     if cut:
         t.add_column("Reports cut (median seen)", justify="right")

@@ -163,3 +163,6 @@ def test_the_blocked_dimension_is_ranked_lowest_first_and_the_others_are_not():
     assert (blocked.agents, blocked.lower_is_better) == (["q", "p"], True)
     assert leaderboard_json(lb)["dimensions"]["blocked"]["better"] == "lower"
     assert leaderboard_json(lb)["better"] == "higher"
+    from lifesearch_local.output.leaderboard import ranking_table
+
+    assert [c.header for c in ranking_table(total, [blocked]).columns][-1] == "blocked [95% CI] (lower is better)"

@@ -58,7 +58,8 @@ def _summary(rankings: list[Ranking], sid: str) -> str:
     u, letters = lead.uncertainty, lead.letters()
     cut = any(c.reports_cut for c in lead.cuts.values())
     head = ["Rank", "Group", "Agent", f"{e(lead.dimension)} [95% CI]", "Tasks",
-            *[f"{e(o.dimension)} [95% CI]" for o in others], *(["Reports cut (median seen)"] if cut else [])]
+            *[f"{e(o.dimension)} [95% CI]" + (" (lower is better)" if o.lower_is_better else "") for o in others],
+            *(["Reports cut (median seen)"] if cut else [])]
     rows = [[str(k + 1), e(letters[a]), e(a), _ci_cell(lead, a), str(u.n_tasks[a]),
              *[_short_cell(o, a) for o in others], *([e(cut_cell(lead, a))] if cut else [])]
             for k, a in enumerate(lead.agents)]
