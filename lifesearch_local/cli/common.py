@@ -176,8 +176,22 @@ def print_result(result) -> bool:
         print(f"stopped by signal after {result.wall_s} s; rerun the same command to finish ({result.run_dir})")
         return False
     if result.scores:
-        print_scores(result.scores)
+        print_scores(result.scores, cuts=run_cuts(result.run_dir))
     return True
+
+
+def run_cuts(run_dir) -> dict:
+    """judge → agent → AgentCut of a run directory's judgments (truncation.agent_cuts); {} when they
+    cannot be read (the tables are then printed without the column, as before)."""
+    from lifesearch_local.analysis.truncation import agent_cuts, report_cuts
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.records import Judgment
+    from lifesearch_local.rundir.directory import RunDir
+
+    try:
+        return agent_cuts(report_cuts(RunDir(run_dir).load("judgments.jsonl", Judgment), run_reports(run_dir)))
+    except (LifesearchError, OSError):
+        return {}
 
 
 def print_caveats(json_output: bool = False, **shown) -> None:
