@@ -22,6 +22,15 @@ class InputError(LifesearchError):
 class IncompleteRunError(LifesearchError):
     """Some rubric of some report has no judgment at all."""
 
+    def __init__(self, message: str, complete: list[str] | None = None, n_tasks: int = 0):
+        super().__init__(message)
+        self.head = message
+        """What is missing (the first gap), without advice."""
+        self.complete = complete or []
+        """Ids of the tasks that were judged in full (what `--task-ids` can score)."""
+        self.n_tasks = n_tasks
+        """Tasks scored (judged or not)."""
+
 
 class DiskFull(LifesearchError):
     """A write found no space left on device: nothing half-written stays, the same command resumes

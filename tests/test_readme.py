@@ -35,3 +35,11 @@ def test_every_local_link_of_the_readme_exists():
     assert links, "the README links its docs"
     missing = [link for link in links if not link.startswith("http") and not (ROOT / link).exists()]
     assert not missing
+
+
+def test_what_the_readme_s_commands_write_lands_under_runs():
+    """A quickstart line once wrote scores.csv into the repository itself (untracked, beside the
+    code): every `> FILE` of the README's commands goes under runs/, which git ignores."""
+    targets = [t for b in bash_blocks(README) for t in re.findall(r"(?<![0-9&])>\s*([^\s;&|]+)", b)]
+    assert targets, "the quickstart redirects a CSV"
+    assert [t for t in targets if not t.startswith(("runs/", "/dev/"))] == []

@@ -1,4 +1,4 @@
-"""The caveats shown beside judge-derived numbers: random-weight models, near-constant judges, agents that did no research.
+"""The caveats shown beside judge-derived numbers: random-weight models, near-constant judges, no research, cut reports.
 
 Every command that prints scores, agreement or judge figures (demo, run, sweep, judge, score,
 agree, reporteval) and report.html take their warnings from `caveats()`, so a reader meets
@@ -10,6 +10,10 @@ mode) the middle 90% of its p_true values (5th to 95th percentile) spans less th
 `NEAR_CONSTANT_SPREAD`. Either way its verdicts carry little about the reports: its scores
 follow the judge, not the agents, and its agreement with labels is near their base rate.
 
+A report was **cut** when its judge elided part of it to fit its context (`truncated_tokens` > 0 on
+its decisions, analysis/truncation.py): the caveat counts them per judge and agent and names the
+context limit and the config field that raises it.
+
 An agent **did no research** when every one of its reports shown records `tool_calls` = 0: it never
 searched, fetched or computed, so whatever its score, its report is the model's unaided text.
 Reports that do not record tool calls (imported ones) say nothing either way.
@@ -20,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from lifesearch_local.analysis.truncation import cut_caveat
 from lifesearch_local.records import Judgment, Report
 
 NEAR_CONSTANT_SHARE = 0.95
@@ -50,8 +55,10 @@ def caveats(*, judges: Sequence = (), agents: Sequence = (), manifest: Mapping[s
         by_judge.setdefault(j.judge, []).append(j)
     lines += [line for judge, js in sorted(by_judge.items()) if (line := near_constant(judge, js))]
     shown = {j.agent for j in judgments}
+    reports = list(reports)
     lines += no_research([r for r in reports if not judgments or r.agent in shown])
-    return lines
+    cut = cut_caveat(judgments, reports, manifest, judges)
+    return lines + ([cut] if cut else [])
 
 
 def no_research(reports: Sequence[Report]) -> list[str]:
@@ -122,7 +129,8 @@ def caveats_html(lines: Sequence[str]) -> str:
     out = []
     for line in lines:
         text = line.removeprefix("WARNING: ")
-        kind = next((k for k in ("random-weights", "no-research") if text.startswith(k.replace("-", " "))), "near-constant")
+        kind = next((k for k in ("random-weights", "no-research", "reports-cut") if text.startswith(k.replace("-", " "))),
+                    "near-constant")
         ident = ' id="random-weights"' if kind == "random-weights" else ""
         out.append(f'<p class="warn caveat {kind}"{ident}>{escape(text[0].upper() + text[1:])}</p>')
     return "".join(out)

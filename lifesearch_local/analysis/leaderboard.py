@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from lifesearch_local.analysis import resampling as stats
+from lifesearch_local.analysis.truncation import AgentCut
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.records import JudgeIdentity
 from lifesearch_local.tasks import named_ids
@@ -23,6 +24,9 @@ TOTAL = "total"
 UNSTATED = "not stated"
 """How a source that does not name its judge is labelled."""
 SCALE = "points: shares × 100 (0–100)"
+LOWER_IS_BETTER = frozenset({"blocked"})
+"""Dimensions where a lower score is the better one, whatever the command says: DeepResearch Bench
+II's `blocked` (agg_scores_blocked.csv: the share of rubrics met only through a blocked source)."""
 
 
 @dataclass
@@ -46,6 +50,10 @@ class ScoreTable:
     None: the mean of the task scores."""
     identity: JudgeIdentity | None = None
     """The judge's fingerprint from the source's manifest, where it has one."""
+    cuts: dict[str, AgentCut] | None = None
+    """agent → the reports its judge read only part of (a run or judgments source); None: unknown (a published table)."""
+    caveat: str | None = None
+    """The cut-reports caveat of the source (truncation.cut_caveat), shown with the notes."""
 
     def tasks(self) -> set[str]:
         """Every task some agent was scored on."""
@@ -67,6 +75,11 @@ class Ranking:
     """agent → domain → mean task score there."""
     groups: list[list[str]]
     """Runs of agents (best first) no two of which differ at 0.05 after Holm's adjustment."""
+    cuts: dict[str, AgentCut] = field(default_factory=dict)
+    """agent → reports its judge cut, for agents from runs or judgments files (none from published tables)."""
+    lower_is_better: bool = False
+    """Ranked lowest mean first (`--lower-is-better`, or a dimension in LOWER_IS_BETTER); each pair's
+    difference is still first − second, so there the better agent's difference is negative."""
 
     def letters(self) -> dict[str, str]:
         """agent → the letters of the groups it belongs to (`a`, `ab`, …): a shared letter, no shown difference."""
@@ -151,15 +164,15 @@ def _task_set(t: ScoreTable, tables: Sequence[ScoreTable]) -> frozenset:
     return frozenset().union(*(o.tasks() for o in tables if o.source == t.source))
 
 
-def merge(tables: Sequence[ScoreTable]) -> tuple[dict, dict, dict, dict]:
-    """(scores, judged, domains, means) of tables ranked together; an agent found in several is
+def merge(tables: Sequence[ScoreTable]) -> tuple[dict, dict, dict, dict, dict]:
+    """(scores, judged, domains, means, cuts) of tables ranked together; an agent found in several is
     named by its source (and judge) in each."""
     seen: dict[str, int] = {}
     for t in tables:
         for a in t.scores:
             seen[a] = seen.get(a, 0) + 1
     sources = [t.source for t in tables]
-    scores, judged, domains, means = {}, {}, {}, {}
+    scores, judged, domains, means, cuts = {}, {}, {}, {}, {}
     for t in tables:
         where = t.source if sources.count(t.source) == 1 else f"{t.source}, {t.judge or UNSTATED}"
         for a, s in t.scores.items():
@@ -167,8 +180,10 @@ def merge(tables: Sequence[ScoreTable]) -> tuple[dict, dict, dict, dict]:
             scores[name] = s
             judged[name] = set(s) if t.judged is None else set(t.judged.get(a, ())) & set(s)
             means[name] = t.means[a] if t.means and a in t.means else statistics.fmean(s.values())
+            if t.cuts and a in t.cuts:
+                cuts[name] = t.cuts[a]
         domains.update(t.domains)
-    return scores, judged, domains, means
+    return scores, judged, domains, means, cuts
 
 
 def indistinct_groups(agents: Sequence[str], comparisons: Iterable[stats.Comparison]) -> list[list[str]]:
@@ -177,8 +192,9 @@ def indistinct_groups(agents: Sequence[str], comparisons: Iterable[stats.Compari
     held = {frozenset((c.a, c.b)) for c in comparisons if c.holds}
     groups: list[list[str]] = []
     end = -1
+    j = 0
     for i in range(len(agents)):
-        j = i
+        j = max(i, j)  # agents i..j were in the previous run: no pair among them holds
         while j + 1 < len(agents) and all(frozenset((agents[k], agents[j + 1])) not in held for k in range(i, j + 1)):
             j += 1
         if j > end:
@@ -188,10 +204,12 @@ def indistinct_groups(agents: Sequence[str], comparisons: Iterable[stats.Compari
 
 
 def rank(label: str, tables: Sequence[ScoreTable], *, n_resamples: int = stats.DEFAULT_RESAMPLES,
-         seed: int = stats.DEFAULT_SEED) -> Ranking:
-    """One ranking of the tables' agents (one dimension): best mean first, intervals, pairs, groups."""
-    scores, judged, domains, means = merge(tables)
-    order = sorted(scores, key=lambda a: -means[a])  # stable: ties keep the sources' order
+         seed: int = stats.DEFAULT_SEED, lower_is_better: bool = False) -> Ranking:
+    """One ranking of the tables' agents (one dimension): best mean first (lowest with
+    `lower_is_better`), intervals, pairs, groups."""
+    scores, judged, domains, means, cuts = merge(tables)
+    sign = 1 if lower_is_better else -1
+    order = sorted(scores, key=lambda a: sign * means[a])  # stable: ties keep the sources' order
     u = stats.score_uncertainty({a: scores[a] for a in order}, judged, domains, n_resamples=n_resamples, seed=seed)
     dom_means: dict[str, dict[str, float]] = {}
     for a in order:
@@ -201,13 +219,16 @@ def rank(label: str, tables: Sequence[ScoreTable], *, n_resamples: int = stats.D
                 by.setdefault(domains[t], []).append(v)
         dom_means[a] = {d: statistics.fmean(v) for d, v in sorted(by.items())}
     return Ranking(label, tables[0].dimension, list(dict.fromkeys(t.source for t in tables)), order,
-                   {a: means[a] for a in order}, u, dom_means, indistinct_groups(order, u.comparisons))
+                   {a: means[a] for a in order}, u, dom_means, indistinct_groups(order, u.comparisons), cuts,
+                   lower_is_better)
 
 
 def leaderboard(tables: Sequence[ScoreTable], *, dimension: str | None = None, allow_mixed: bool = False,
-                n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = stats.DEFAULT_SEED) -> Leaderboard:
+                n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = stats.DEFAULT_SEED,
+                lower_is_better: bool = False) -> Leaderboard:
     """Rank the tables: per judge (and task set) unless `allow_mixed`, per dimension, `dimension` (default
-    `total`, else the first found) leading."""
+    `total`, else the first found) leading; lowest first with `lower_is_better` and on the dimensions
+    of LOWER_IS_BETTER."""
     if not tables:
         raise LifesearchError("no scores in the sources")
     dims = list(dict.fromkeys(t.dimension for t in tables))
@@ -215,11 +236,16 @@ def leaderboard(tables: Sequence[ScoreTable], *, dimension: str | None = None, a
     if lead not in dims:
         raise LifesearchError(f"--dimension {lead}: the sources have {', '.join(dims)}")
     groups, notes = partition(tables, allow_mixed)
+    notes += list(dict.fromkeys(t.caveat for t in tables if t.caveat))
+    for _, group in groups:  # before any resample is drawn; merge() names each table's agents apart
+        if too_many := stats.too_many_agents(max(sum(len(t.scores) for t in group if t.dimension == d) for d in dims)):
+            raise LifesearchError(too_many)
     out = []
     for label, group in groups:
         mine = [d for d in dict.fromkeys(t.dimension for t in group)]
         mine.sort(key=lambda d: d != lead)
-        out.append([rank(label, [t for t in group if t.dimension == d], n_resamples=n_resamples, seed=seed) for d in mine])
+        out.append([rank(label, [t for t in group if t.dimension == d], n_resamples=n_resamples, seed=seed,
+                         lower_is_better=lower_is_better or d in LOWER_IS_BETTER) for d in mine])
     return Leaderboard(out, notes, lead)
 
 
@@ -237,7 +263,8 @@ def ranking_json(r: Ranking) -> dict:
     """One ranking in points, with `score --json`'s field names: agents.<name>.{mean, ci95, n_tasks}, comparisons."""
     u, letters = r.uncertainty, r.letters()
     agents = {a: {"rank": k + 1, **_mean_json(r.means[a], u.ci95[a], u.ci_reason.get(a), u.n_tasks[a]),
-                  "group": letters[a]} for k, a in enumerate(r.agents)}
+                  "group": letters[a], **({"truncation": r.cuts[a].as_json()} if a in r.cuts else {})}
+              for k, a in enumerate(r.agents)}
     comps = []
     for c in u.comparisons:
         row = c.as_json()
@@ -249,7 +276,8 @@ def ranking_json(r: Ranking) -> dict:
         for d, m in r.domain_means[a].items():
             domains.setdefault(d, {})[a] = _mean_json(m, u.domain_ci95[a].get(d), u.domain_ci_reason.get(a, {}).get(d),
                                                       u.domain_n_tasks[a].get(d, 0))
-    return {"judge": r.judge, "dimension": r.dimension, "sources": r.sources, "agents": agents, "comparisons": comps,
+    return {"judge": r.judge, "dimension": r.dimension, "better": "lower" if r.lower_is_better else "higher",
+            "sources": r.sources, "agents": agents, "comparisons": comps,
             "groups": r.groups, "domains": {d: domains[d] for d in sorted(domains)}, "bootstrap": u.settings()}
 
 

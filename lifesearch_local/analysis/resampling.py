@@ -105,6 +105,8 @@ def percentile_ci(samples: np.ndarray, level: float = LEVEL, n_units: int | None
     a = np.asarray(samples, dtype=np.float64)
     a = a[:, None] if a.ndim == 1 else a
     tail = expanded_alpha(n_units, level) / 2
+    if a.shape[0] and not np.isnan(a).any():  # every column at once: the same numbers, column by column
+        return np.quantile(np.ascontiguousarray(a.T), [tail, 1 - tail], axis=1).T.copy()
     out = np.full((a.shape[1], 2), np.nan)
     for j in range(a.shape[1]):
         col = a[:, j][~np.isnan(a[:, j])]
@@ -141,10 +143,15 @@ def bootstrap_means(values: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, se
     """B × k resampled means of the k columns of an n × k matrix, rows (tasks) drawn together."""
     v = np.asarray(values, dtype=np.float64)
     v = v.reshape(len(v), -1)
-    counts = resample_counts(len(v), n_resamples, rng_for(seed, *(stream or (0,))))
+    return means_from_counts(resample_counts(len(v), n_resamples, rng_for(seed, *(stream or (0,)))), v)
+
+
+def means_from_counts(counts: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """B × k resampled means of the columns of v (n × k) under the B × n count matrix `counts`."""
     # one matrix-vector product per column: a column's numbers never depend on its neighbours
     # (a matrix-matrix product may sum in another order when a column is added)
-    return np.stack([counts @ v[:, j] for j in range(v.shape[1])], axis=1) / len(v)
+    # (built k × B and returned transposed: each column contiguous for its quantiles)
+    return (np.stack([counts @ v[:, j] for j in range(v.shape[1])], axis=0) / len(v)).T
 
 
 def mean_ci(values: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
@@ -172,20 +179,38 @@ def sign_flip_p(diffs: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: i
     paired differences (exact over all 2^n sign vectors when 2^n ≤ n_resamples)."""
     d = np.asarray(diffs, dtype=np.float64)
     d = d.reshape(len(d), -1)
-    n = len(d)
-    if n == 0:
+    if len(d) == 0:
         return np.ones(d.shape[1])
-    observed = np.abs(d.mean(axis=0))
-    if 2**n <= n_resamples:  # every sign vector once: the exact p-value
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
-        extreme = np.abs(signs @ d / n) >= observed - _TIE
-        return extreme.mean(axis=0)
+    n = len(d)
+    if 2**n <= n_resamples:
+        return flip_p(d, sign_matrix(n, n_resamples, seed, *(stream or (0,))))
+    # random signs drawn in chunks of one stream (the same signs as one B × n draw), so memory stays
+    # bounded by a chunk, not n_resamples × n
     rng = rng_for(seed, *(stream or (0,)))
+    observed = np.abs(d.mean(axis=0))
     extreme = np.zeros(d.shape[1])
-    for _, b in _chunks(n, n_resamples):  # chunks of one stream: the same signs as one B × n draw
+    for _, b in _chunks(n, n_resamples):
         signs = rng.integers(0, 2, size=(b, n)) * 2.0 - 1.0
         extreme += (np.abs(signs @ d / n) >= observed - _TIE).sum(axis=0)
     return (1.0 + extreme) / (1.0 + n_resamples)  # the observed signs count as one draw
+
+
+def sign_matrix(n: int, n_resamples: int, seed: int, *stream: int) -> tuple[np.ndarray, bool]:
+    """(sign vectors, exact): all 2^n of them when 2^n ≤ n_resamples, else n_resamples random ones."""
+    if 2**n <= n_resamples:  # every sign vector once: the exact p-value
+        return np.array(list(itertools.product((1.0, -1.0), repeat=n))), True
+    return rng_for(seed, *stream).integers(0, 2, size=(n_resamples, n)) * 2.0 - 1.0, False
+
+
+def flip_p(d: np.ndarray, signs: tuple[np.ndarray, bool]) -> np.ndarray:
+    """The sign-flip p-value of each column of d (n × k, n ≥ 1) under `sign_matrix`'s sign vectors."""
+    s, exact = signs
+    n = len(d)
+    observed = np.abs(d.mean(axis=0))
+    extreme = np.abs(s @ d / n) >= observed - _TIE
+    if exact:
+        return extreme.mean(axis=0)
+    return (1.0 + extreme.sum(axis=0)) / (1.0 + len(s))  # the observed signs count as one draw
 
 
 def mcnemar_exact(b: int, c: int) -> float:
@@ -325,28 +350,56 @@ def compare_agents(m: np.ndarray, tids: Sequence[str], agents: Sequence[str], ju
                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> list[Comparison]:
     """Every pair (in the given agent order, a before b): paired bootstrap CI and sign-flip p over shared tasks.
 
-    Pairs sharing the same task set share one count matrix and one sign matrix, so all pairs
-    of a complete run cost two matrix products.
+    Pairs sharing the same task set share one count matrix and one sign matrix; their resamples
+    are drawn and summarised (interval, p-value) a block of pairs at a time (`pair_blocks`), so
+    memory grows with the resamples and the tasks, never with the number of pairs.
     """
     pairs = list(itertools.combinations(range(len(agents)), 2))
+    member = [frozenset(r for r, t in enumerate(tids) if t in judged.get(a, ())) for a in agents]
     groups: dict[tuple[int, ...], list[int]] = {}
     for k, (i, j) in enumerate(pairs):
-        shared = tuple(r for r, t in enumerate(tids) if t in judged.get(agents[i], ()) and t in judged.get(agents[j], ()))
-        groups.setdefault(shared, []).append(k)
+        groups.setdefault(tuple(sorted(member[i] & member[j])), []).append(k)
     diff, ci, p, n = np.full(len(pairs), np.nan), np.full((len(pairs), 2), np.nan), np.ones(len(pairs)), [0] * len(pairs)
     for rows, ks in groups.items():
-        d = np.stack([m[list(rows), pairs[k][0]] - m[list(rows), pairs[k][1]] for k in ks], axis=1)
         for k in ks:
             n[k] = len(rows)
         if not rows:
             continue
         stream = name_stream(*(tids[r] for r in rows))  # one per distinct set of shared tasks
-        diff[ks] = d.mean(axis=0)
-        ci[ks] = percentile_ci(bootstrap_means(d, n_resamples, seed, 2, stream), n_units=len(rows))
-        p[ks] = sign_flip_p(d, n_resamples, seed, 3, stream)
+        counts = resample_counts(len(rows), n_resamples, rng_for(seed, 2, stream))
+        signs = sign_matrix(len(rows), n_resamples, seed, 3, stream)
+        sub = m[list(rows)]
+        for block in pair_blocks(ks, n_resamples):
+            d = sub[:, [pairs[k][0] for k in block]] - sub[:, [pairs[k][1] for k in block]]
+            diff[block] = np.ascontiguousarray(d.T).mean(axis=1)  # each pair's mean alone: no ulp from its block
+            ci[block] = percentile_ci(means_from_counts(counts, d), n_units=len(rows))
+            p[block] = flip_p(d, signs)
     adj = holm([float(x) for x in p])
     out = []
     for k, (i, j) in enumerate(pairs):
         c, why = checked(ci[k], n[k])
         out.append(Comparison(agents[i], agents[j], float(diff[k]), c, float(p[k]), adj[k], n[k], why))
     return out
+
+
+MAX_AGENTS = 1000
+"""Most agents (systems) compared pairwise in one ranking: memory per pair is bounded, but the
+pairs themselves (and every output listing them) grow with the square of the agents: 499,500 at the cap."""
+
+
+def too_many_agents(n: int) -> str | None:
+    """Why `n` agents cannot be compared pairwise (past MAX_AGENTS), or None."""
+    if n <= MAX_AGENTS:
+        return None
+    return (f"{n} systems: at most {MAX_AGENTS} can be compared pairwise ({n * (n - 1) // 2} pairs; the pairs "
+            "grow with the square of the systems); rank a subset")
+
+
+BLOCK_CELLS = 2**22
+"""Resampled pair differences held at once (32 MiB of float64): what bounds `compare_agents`' memory."""
+
+
+def pair_blocks(ks: Sequence[int], n_resamples: int) -> list[list[int]]:
+    """`ks` cut into blocks of at most BLOCK_CELLS // n_resamples pairs (at least one)."""
+    width = max(1, BLOCK_CELLS // max(1, n_resamples))
+    return [list(ks[s:s + width]) for s in range(0, len(ks), width)]

@@ -113,7 +113,9 @@ def score_agents(
     `allow_missing`, in which case it counts as not satisfied and is counted in `missing`.
     """
     decisions = _decisions({t.id: t for t in tasks}, judgments)
-    rows = {agent: _score_agent(agent, runs, tasks, allow_missing) for agent, runs in decisions.items()}
+    rows = {agent: _score_agent(agent, runs, tasks) for agent, runs in decisions.items()}
+    if not allow_missing and any(r.missing for r in rows.values()):
+        raise incomplete(tasks, decisions)
     for agent, row in rows.items():
         mine = [j for j in judgments if j.agent == agent]
         row.ungraded, row.judged = sum(1 for j in mine if j.satisfied is None), len(mine)
@@ -125,14 +127,48 @@ def score_runs(agent: str, runs: Mapping[int, Mapping[str, Mapping[str, bool | N
                tasks: Sequence[Task]) -> AgentScore:
     """score_agents' row of one agent from its decisions already indexed run → task → rubric → decision (ids
     known to be in `tasks`), a missing rubric counting as not satisfied; judged and ungraded counted."""
-    row = _score_agent(agent, runs, tasks, allow_missing=True)
+    row = _score_agent(agent, runs, tasks)
     flat = [d for got in runs.values() for rubrics in got.values() for d in rubrics.values()]
     row.ungraded, row.judged = sum(1 for d in flat if d is None), len(flat)
     return row
 
 
-def _score_agent(agent: str, runs: Mapping[int, Mapping[str, Mapping[str, bool | None]]], tasks: Sequence[Task],
-                 allow_missing: bool) -> AgentScore:
+def incomplete(tasks: Sequence[Task], decisions: Mapping[str, Mapping[int, Mapping[str, Mapping]]]) -> IncompleteRunError:
+    """The error of a run with unjudged rubrics: first the tasks every agent's runs were fully judged
+    on (`complete_tasks`, what --task-ids should score), then what --allow-missing would compute."""
+    gaps = [(a, run, t.id, r.id) for a, runs in decisions.items() for run in sorted(runs) for t in tasks
+            for r in t.rubrics if r.weight > 0 and r.id not in runs[run].get(t.id, {})]
+    agent, run, tid, rid = gaps[0]
+    head = (f"incomplete run: {len(gaps)} rubric(s) have no judgment (first: agent {agent!r}, run {run}, task {tid}, "
+            f"rubric {rid})")
+    err = IncompleteRunError(head, complete=complete_tasks(tasks, decisions), n_tasks=len(tasks))
+    err.args = (incomplete_advice(err),)
+    return err
+
+
+MAX_IDS_INLINE = 20
+"""Most task ids an error spells out after --task-ids; past it, --task-ids-file."""
+
+
+def incomplete_advice(e: IncompleteRunError, command: str | None = None) -> str:
+    """`e`'s message: the judged subset first (as `command --task-ids …` when given the command that
+    failed), then what --allow-missing computes."""
+    done = e.complete
+    how = (f"--task-ids {','.join(done)}" if len(done) <= MAX_IDS_INLINE else
+           "--task-ids-file FILE (FILE listing them, one per line)")
+    subset = (f"{len(done)} of {e.n_tasks} tasks were judged in full; score only those: "
+              f"{f'{command} {how}' if command else how}; " if done else "")
+    return (f"{e.head}; {subset}--allow-missing instead counts every unjudged rubric as not satisfied (a score "
+            f"over all {e.n_tasks} tasks, the unjudged ones as 0); or judge the rest")
+
+
+def complete_tasks(tasks: Sequence[Task], decisions: Mapping[str, Mapping[int, Mapping[str, Mapping]]]) -> list[str]:
+    """Ids of the tasks (in file order) on which every run of every agent has a decision for every rubric with w > 0."""
+    return [t.id for t in tasks if all(r.id in runs[run].get(t.id, {}) for runs in decisions.values() for run in runs
+                                       for r in t.rubrics if r.weight > 0)]
+
+
+def _score_agent(agent: str, runs: Mapping[int, Mapping[str, Mapping[str, bool | None]]], tasks: Sequence[Task]) -> AgentScore:
     """One agent: run-level scores, their mean ± sample std, per-domain and per-task means."""
     run_scores: dict[int, float] = {}
     per_task: dict[str, list[float]] = defaultdict(list)
@@ -149,12 +185,6 @@ def _score_agent(agent: str, runs: Mapping[int, Mapping[str, Mapping[str, bool |
         run_scores[run] = statistics.fmean(per_task[t.id][-1] for t in tasks)
         for d, vals in dom_run.items():
             per_domain[d].append(statistics.fmean(vals))
-    if missing and not allow_missing:
-        run, tid, rid = missing[0]
-        raise IncompleteRunError(
-            f"incomplete run: {len(missing)} rubric(s) of agent {agent!r} have no judgment "
-            f"(first: run {run}, task {tid}, rubric {rid}); judge them or pass --allow-missing"
-        )
     mean, std = mean_std([run_scores[r] for r in sorted(run_scores)])
     order = list(Domain)
     return AgentScore(
@@ -205,6 +235,8 @@ def uncertainty_by_judge(
     domains = {t.id: t.domain.value for t in tasks}
     out = {}
     for name, rows in by_judge.items():
+        if too_many := stats.too_many_agents(len(rows)):
+            raise LifesearchError(f"judge {name}: {too_many}")
         judged: dict[str, set[str]] = defaultdict(set)
         for j in groups.get(name, ()):
             judged[j.agent].add(j.task_id)
@@ -239,3 +271,4 @@ def scores_json(by_judge: dict, uncertainty: Mapping | None = None) -> dict:
             entry["bootstrap"] = u.settings()
         per[name] = entry
     return next(iter(per.values())) if len(per) == 1 else {"judges": per}
+

@@ -92,6 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    wide = bool(getattr(args, "wide", False))
+    if wide or "lifesearch_local.output.terminal" in sys.modules:
+        from lifesearch_local.output import terminal
+
+        terminal.WIDE = wide  # per command: an in-process caller's earlier --wide does not stick
     from serving import EndpointError, install_log_redaction, log_to_stderr, redact
 
     install_log_redaction()

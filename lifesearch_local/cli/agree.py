@@ -8,6 +8,7 @@ import sys
 
 from lifesearch_local.cli.common import (
     add_task_ids,
+    add_wide,
     manifest_beside,
     positive_int,
     print_caveats,
@@ -52,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=positive_int, metavar="N", help="with --disagreements: show the first N")
     add_task_ids(p)
     add_bootstrap_options(p)
+    add_wide(p)
     p.set_defaults(func=run)
 
 

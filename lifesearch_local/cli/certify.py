@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from lifesearch_local.cli.common import manifest_beside, print_caveats, reference, result_default
+from lifesearch_local.cli.common import add_wide, manifest_beside, print_caveats, reference, result_default
 from lifesearch_local.cli.score import add_bootstrap_options
 
 
@@ -75,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="FILE",
                    help="also write the JSON study to FILE (as RUN_DIR/certify.json, `lifesearch report RUN_DIR` shows it)")
     add_bootstrap_options(p)
+    add_wide(p)
     p.set_defaults(func=run)
 
 

@@ -65,6 +65,13 @@ def add_task_ids(p: argparse.ArgumentParser) -> None:
                    help="only the tasks whose ids FILE lists, one per line (blank lines and # comments skipped)")
 
 
+def add_wide(p: argparse.ArgumentParser) -> None:
+    """--wide: tables at their full width (names never cut), whatever COLUMNS or the terminal say."""
+    p.add_argument("--wide", action="store_true",
+                   help="print tables at their full width, names never cut (default: COLUMNS, else the terminal's "
+                   "width; piped output is always full width)")
+
+
 def selected_task_ids(args: argparse.Namespace) -> set[str] | None:
     """The task ids of --task-ids / --task-ids-file, or None when neither was given (all tasks)."""
     from lifesearch_local.errors import LifesearchError
@@ -220,8 +227,22 @@ def print_result(result) -> bool:
         print(f"stopped by signal after {result.wall_s} s; rerun the same command to finish ({result.run_dir})")
         return False
     if result.scores:
-        print_scores(result.scores)
+        print_scores(result.scores, cuts=run_cuts(result.run_dir))
     return True
+
+
+def run_cuts(run_dir) -> dict:
+    """judge → agent → AgentCut of a run directory's judgments (truncation.agent_cuts); {} when they
+    cannot be read (the tables are then printed without the column, as before)."""
+    from lifesearch_local.analysis.truncation import agent_cuts, report_cuts
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.records import Judgment
+    from lifesearch_local.rundir.directory import RunDir
+
+    try:
+        return agent_cuts(report_cuts(RunDir(run_dir).load("judgments.jsonl", Judgment), run_reports(run_dir)))
+    except (LifesearchError, OSError):
+        return {}
 
 
 def print_caveats(json_output: bool = False, **shown) -> None:

@@ -6,7 +6,7 @@ import argparse
 import os
 import time
 
-from lifesearch_local.cli.common import add_device, add_kernel, add_quiet, positive_int
+from lifesearch_local.cli.common import add_device, add_kernel, add_quiet, add_wide, positive_int
 
 REAL_NOTE = (
     "NOTE: smollm2-135m = SmolLM2-135M-Instruct, real trained weights: the agent's report and the verdicts below are "
@@ -46,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_device(p, default="auto")
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
     add_quiet(p)
+    add_wide(p)
     p.set_defaults(func=run)
 
 

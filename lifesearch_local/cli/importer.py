@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lifesearch_local.cli.common import id_arg, id_prefix_arg
+from lifesearch_local.cli.common import id_arg, id_prefix_arg, int_at_least
+
+NON_NEGATIVE = int_at_least(0)  # --max-chars -5 cut five characters off every report (text[:-5])
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -87,7 +89,7 @@ def register_drb2(kinds: argparse._SubParsersAction) -> None:
     d.add_argument("--agent", metavar="NAME", type=id_arg, help="agent name of a single --reports folder or file; must equal the "
                    "results' `model` for the labels to meet the reports")
     max_chars = result_default(Drb2ImportConfig, "max_chars")
-    d.add_argument("--max-chars", metavar="N", type=int, default=max_chars, help="cut each report at N characters, as "
+    d.add_argument("--max-chars", metavar="N", type=NON_NEGATIVE, default=max_chars, help="cut each report at N characters, as "
                    f"the evaluator does before grading (its MAX_PAPER_CHARS, default {max_chars}); 0 keeps it whole")
     d.add_argument("--results", metavar="FILE", nargs="+", help="results JSONL written by the upstream run_evaluation.py")
     d.add_argument("--judge-name", metavar="NAME", default="gemini", help="who graded the results: the labels' source and "
@@ -163,7 +165,7 @@ def register_reports(kinds: argparse._SubParsersAction) -> None:
     d.add_argument("--tasks", metavar="FILE", help="tasks JSONL: refuse a report of a task it does not hold")
     d.add_argument("--id-prefix", metavar="PREFIX", type=id_prefix_arg, default="", help="task id of idx-<n> files: PREFIX + n "
                    "(e.g. drb2- for `import drb2`'s tasks; default: none)")
-    d.add_argument("--max-chars", metavar="N", type=int, default=0, help="cut each report at N characters (0: whole)")
+    d.add_argument("--max-chars", metavar="N", type=NON_NEGATIVE, default=0, help="cut each report at N characters (0: whole)")
     d.add_argument("--skip-unreadable", action="store_true", help="import the readable files, record the others")
     d.add_argument("--out", metavar="DIR", required=True, help="output directory (created; must be empty unless --force)")
     d.add_argument("--force", action="store_true", help="replace an earlier output of this command")

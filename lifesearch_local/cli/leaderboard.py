@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from lifesearch_local.cli.common import add_wide
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from lifesearch_local.cli.common import add_task_ids
@@ -36,7 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="rank sources by different judges, or on different tasks, together (pairs on shared tasks)")
     p.add_argument("--allow-missing", action="store_true",
                    help="run directories and judgments: count unjudged rubrics as not satisfied (as `score` does)")
+    p.add_argument("--lower-is-better", action="store_true",
+                   help="rank the lowest score first, on every dimension (a rate of failures, a cost); DRB II's "
+                   "`blocked` dimension (agg_scores_blocked.csv) is always ranked so")
     add_bootstrap_options(p)
+    add_wide(p)
     p.set_defaults(func=run)
 
 
@@ -54,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if ids is not None:
         tables = select_tasks(tables, ids)
     lb = leaderboard(tables, dimension=args.dimension, allow_mixed=args.allow_mixed, n_resamples=args.resamples,
-                     seed=args.seed)
+                     seed=args.seed, lower_is_better=args.lower_is_better)
     for note in lb.notes:
         print(f"note: {note}", file=sys.stderr if args.json or args.csv else sys.stdout)
     if args.json:
@@ -69,6 +75,6 @@ def run(args: argparse.Namespace) -> int:
         from lifesearch_local.output.report.leaderboard import render_leaderboard
         from lifesearch_local.rundir.files import write_output
 
-        write_output(args.html, render_leaderboard(lb, f"Leaderboard — {', '.join(args.sources)}").encode("utf-8"))
+        write_output(args.html, render_leaderboard(lb, sources=args.sources).encode("utf-8"))
         print(f"wrote {args.html}", file=sys.stderr)
     return 0

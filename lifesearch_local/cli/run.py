@@ -8,6 +8,7 @@ from lifesearch_local.cli.common import (
     add_calibration,
     add_force_config,
     add_quiet,
+    add_wide,
     phase_models,
     positive_int,
     print_caveats,
@@ -34,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_force_config(p, "a run directory's records")
     add_quiet(p)
     add_dry_run(p)
+    add_wide(p)
     p.set_defaults(func=run)
 
 

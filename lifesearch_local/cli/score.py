@@ -8,6 +8,7 @@ import sys
 
 from lifesearch_local.cli.common import (
     add_task_ids,
+    add_wide,
     manifest_beside,
     no_limit_with_ids,
     positive_int,
@@ -55,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print every agent pair: difference with its paired 95%% CI, sign-flip p, Holm p")
     add_ppi_options(p)
     add_bootstrap_options(p)
+    add_wide(p)
     p.set_defaults(func=run)
 
 
@@ -73,13 +75,13 @@ def add_ppi_options(p: argparse.ArgumentParser) -> None:
                    "the population of tasks these are a sample of (PPI++; conservative for these tasks alone)")
 
 
-def ppi_scores(args: argparse.Namespace, tasks: list, by_judge: dict) -> dict | None:
-    """judge → agent → PPI score with --ppi (analysis.ppi.ppi_by_judge), else None."""
-    from lifesearch_local.analysis.labels import label_index
-    from lifesearch_local.analysis.ppi import ppi_by_judge
+def read_ppi_labels(args: argparse.Namespace, tasks: list) -> list | None:
+    """The --labels of --ppi (None without --ppi), refused when some are for tasks the tasks file lacks
+    (as certify refuses them): dropping them silently would correct the scores with fewer labels."""
     from lifesearch_local.errors import LifesearchError
     from lifesearch_local.records import Label
     from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import check_known_tasks
 
     if bool(args.ppi) != bool(args.labels):
         raise LifesearchError("--ppi and --labels H go together: the human labels correct the judge's scores")
@@ -87,7 +89,19 @@ def ppi_scores(args: argparse.Namespace, tasks: list, by_judge: dict) -> dict | 
         raise LifesearchError("--finite-population goes with --ppi --labels H")
     if not args.ppi:
         return None
-    return ppi_by_judge(tasks, by_judge, label_index(read_records(args.labels, Label), args.label_source),
+    labels = read_records(args.labels, Label)
+    check_known_tasks(tasks, (lab.task_id for lab in labels), args.tasks, "label")
+    return labels
+
+
+def ppi_scores(args: argparse.Namespace, tasks: list, by_judge: dict, labels: list | None) -> dict | None:
+    """judge → agent → PPI score with --ppi (analysis.ppi.ppi_by_judge), else None."""
+    from lifesearch_local.analysis.labels import label_index
+    from lifesearch_local.analysis.ppi import ppi_by_judge
+
+    if labels is None:
+        return None
+    return ppi_by_judge(tasks, by_judge, label_index(labels, args.label_source),
                         finite_population=args.finite_population)
 
 
@@ -105,12 +119,15 @@ def with_ppi(result: dict, ppi: dict) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.analysis.scoring import (
+        incomplete_advice,
         score_by_judge,
         scores_json,
         split_by_judge,
         uncertainty_by_judge,
     )
+    from lifesearch_local.analysis.truncation import agent_cuts, report_cuts
     from lifesearch_local.cli.tables import print_scores
+    from lifesearch_local.errors import IncompleteRunError
     from lifesearch_local.output.csv_rows import SCORE_COLUMNS, score_rows, to_csv
     from lifesearch_local.records import Judgment, Report
     from lifesearch_local.rundir.jsonl import read_records
@@ -121,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     manifest = manifest_beside(args.judgments)  # before any output: a damaged one stops the command
     reports = read_records(args.reports, Report) if args.reports else []
     check_known_tasks(tasks, (j.task_id for j in judgments), args.tasks)
+    labels = read_ppi_labels(args, tasks)
     ids = selected_task_ids(args)
     if ids is not None:
         no_limit_with_ids(args)
@@ -129,21 +147,67 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < len(tasks):
         tasks, judgments, reports = first_tasks(tasks, args.limit, judgments, reports)
         print(f"--limit {args.limit}: scoring the first {len(tasks)} tasks", file=sys.stderr)
-    by_judge = score_by_judge(tasks, judgments, judge=args.judge, allow_missing=args.allow_missing, reports=reports)
+    try:
+        by_judge = score_by_judge(tasks, judgments, judge=args.judge, allow_missing=args.allow_missing, reports=reports)
+    except IncompleteRunError as e:
+        raise IncompleteRunError(incomplete_advice(e, rerun_command(args))) from None
     unc = uncertainty_by_judge(tasks, judgments, by_judge, n_resamples=args.resamples, seed=args.seed)
-    ppi = ppi_scores(args, tasks, by_judge)
+    ppi = ppi_scores(args, tasks, by_judge, labels)
+    shown = [j for name, js in split_by_judge(judgments).items() if name in by_judge for j in js]
+    texts = reports or reports_beside(args.judgments)  # the lengths behind the share of each report seen
+    per_report = report_cuts(shown, texts)
+    cuts = agent_cuts(per_report)
     if args.json:
-        result = scores_json(by_judge, unc)
+        result = with_truncation(scores_json(by_judge, unc), cuts, per_report)
         print(json.dumps(with_ppi(result, ppi) if ppi else result, indent=2, ensure_ascii=False))
     elif args.csv:
-        sys.stdout.write(to_csv(SCORE_COLUMNS, score_rows(by_judge, unc) + (ppi_rows(ppi) if ppi else [])))
+        sys.stdout.write(to_csv(SCORE_COLUMNS, score_rows(by_judge, unc, cuts) + (ppi_rows(ppi) if ppi else [])))
     else:
-        print_scores(by_judge, unc, compare=args.compare)
+        print_scores(by_judge, unc, compare=args.compare, cuts=cuts)
         if ppi:
             print_ppi(ppi)
-    shown = [j for name, js in split_by_judge(judgments).items() if name in by_judge for j in js]
-    print_caveats(args.json or args.csv, manifest=manifest, judgments=shown, reports=reports)
+    print_caveats(args.json or args.csv, manifest=manifest, judgments=shown, reports=texts)
     return 0
+
+
+def with_truncation(result: dict, cuts: dict, per_report: list) -> dict:
+    """`score --json` with agents.<name>.truncation (reports, reports_cut, tokens_cut, median_share_seen)
+    and, per judge, `cut_reports`: each report it read only part of (tokens cut, share seen)."""
+    from lifesearch_local.analysis.truncation import SHARE_BASIS
+
+    per = result["judges"] if "judges" in result else {result["judge"]: result}
+    for name, entry in per.items():
+        for agent, row in entry["agents"].items():
+            row["truncation"] = cuts[name][agent].as_json() if agent in cuts.get(name, {}) else None
+        entry["cut_reports"] = [c.as_json() for c in per_report if c.judge == name and c.tokens_cut]
+    result["truncation_note"] = f"agents.<name>.truncation.median_share_seen: over the cut reports, the {SHARE_BASIS}"
+    return result
+
+
+def reports_beside(judgments_path: str) -> list:
+    """The reports.jsonl of the run directory holding the judgments ([] when there is none, or when it
+    cannot be read: it only gives the lengths behind the share of a cut report seen)."""
+    from pathlib import Path
+
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.records import Report
+    from lifesearch_local.rundir.jsonl import read_records
+
+    path = Path(judgments_path).parent / "reports.jsonl"
+    try:
+        return read_records(path, Report) if path.is_file() else []
+    except LifesearchError:
+        return []
+
+
+def rerun_command(args: argparse.Namespace) -> str:
+    """The `score` command that failed, as the user can rerun it (shell-quoted), less any task selection."""
+    import shlex
+
+    parts = ["lifesearch", "score", "--tasks", args.tasks, "--judgments", args.judgments]
+    parts += ["--judge", args.judge] if args.judge else []
+    parts += ["--reports", args.reports] if args.reports else []
+    return shlex.join(parts)
 
 
 def ppi_rows(ppi: dict) -> list[dict]:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from lifesearch_local.cli.common import add_force_config, add_quiet, positive_int, print_caveats
+from lifesearch_local.cli.common import add_force_config, add_quiet, add_wide, positive_int, print_caveats
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the agreement JSON")
     add_force_config(p, "the judgments of a judge id")
     add_quiet(p)
+    add_wide(p)
     p.set_defaults(func=run)
 
 

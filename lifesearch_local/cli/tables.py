@@ -7,10 +7,11 @@ from typing import Any
 
 
 def print_scores(by_judge: Mapping[str, Mapping[str, Any]], uncertainty: Mapping | None = None, *,
-                 compare: bool = False) -> None:
+                 compare: bool = False, cuts: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Table 4 per judge with CIs, and the line of differences that hold (every pair with `compare`). Without
     `uncertainty` (scoring.uncertainty_by_judge), the CIs are computed from the rows' task scores
-    with the default seed and resamples (every pair compared over all tasks)."""
+    with the default seed and resamples (every pair compared over all tasks). With `cuts`
+    (truncation.agent_cuts), a column of the reports the judge read only part of."""
     from lifesearch_local.analysis.resampling import score_uncertainty
     from lifesearch_local.output.terminal import comparison_table, console, holding_line, score_table
 
@@ -19,7 +20,8 @@ def print_scores(by_judge: Mapping[str, Mapping[str, Any]], uncertainty: Mapping
         u = (uncertainty or {}).get(judge)
         if uncertainty is None and rows:
             u = score_uncertainty({a: r.tasks for a, r in rows.items()})
-        out.print(score_table(rows, title=f"LifeSearch scores — judge {judge}", uncertainty=u))
+        out.print(score_table(rows, title=f"LifeSearch scores — judge {judge}", uncertainty=u,
+                              cuts=(cuts or {}).get(judge)))
         ungraded = sum(r.ungraded for r in rows.values())
         missing = sum(r.missing for r in rows.values())
         out.print(

@@ -69,9 +69,11 @@ def _ci(ci: Sequence[float] | None, reason: str | None = None) -> dict[str, Any]
     return {"ci_lo": lo, "ci_hi": hi, "ci_reason": reason}
 
 
-def score_rows(by_judge: Mapping[str, Mapping], uncertainty: Mapping | None = None) -> list[dict[str, Any]]:
-    """One row per judge × agent × metric (overall, std, domain:<d>, run:<k>, ungraded, missing, …),
-    then one per agent pair (metric `diff`, `other` = the second agent)."""
+def score_rows(by_judge: Mapping[str, Mapping], uncertainty: Mapping | None = None,
+               cuts: Mapping[str, Mapping] | None = None) -> list[dict[str, Any]]:
+    """One row per judge × agent × metric (overall, std, domain:<d>, run:<k>, ungraded, missing, …;
+    with `cuts`, reports_cut, tokens_cut and median_share_seen), then one per agent pair (metric
+    `diff`, `other` = the second agent)."""
     rows: list[dict[str, Any]] = []
     for judge, agents in by_judge.items():
         u = (uncertainty or {}).get(judge)
@@ -91,6 +93,9 @@ def score_rows(by_judge: Mapping[str, Mapping], uncertainty: Mapping | None = No
                 rows.append({**base, "metric": f"run:{r}", "value": v})
             for m in ("ungraded", "missing", "judged", "iterations", "output_tokens", "tool_calls", "pages_read"):
                 rows.append({**base, "metric": m, "value": getattr(s, m)})
+            cut = (cuts or {}).get(judge, {}).get(agent)
+            for m in ("reports_cut", "tokens_cut", "median_share_seen") if cut is not None else ():
+                rows.append({**base, "metric": m, "value": getattr(cut, m)})
         for c in u.comparisons if u is not None else ():
             rows.append({"judge": judge, "agent": c.a, "other": c.b, "metric": "diff", "value": c.diff,
                          **_ci(c.ci95, c.ci_reason),

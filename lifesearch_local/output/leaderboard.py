@@ -13,23 +13,40 @@ LEADERBOARD_COLUMNS = ("judge", "dimension", "domain", "agent", "other", "metric
                        "ci_reason", "p_value", "p_holm", "n_tasks", "rank", "group", "resamples", "seed")  # fmt: skip
 
 
+MAX_PAIRS_SHOWN = 500
+"""Most pairs listed in the terminal (32 agents); past it, one line and the pointer to --csv/--json."""
+
+
 def ranking_table(r: Ranking, others: Sequence[Ranking] = ()):
     """Rank, group letters, agent, mean [95% CI] and tasks; one more column per other dimension."""
     from rich.table import Table
 
     u, letters = r.uncertainty, r.letters()
-    t = Table(title=f"Leaderboard — judge {r.judge}, {r.dimension} (points, 95% CI)")
+    t = Table(title=f"Leaderboard — judge {r.judge}, {r.dimension} (points, 95% CI{direction(r)})")
     t.add_column("Rank", justify="right")
     t.add_column("Group", justify="left")
     t.add_column("Agent", style="bold")
     t.add_column(f"{r.dimension} [95% CI]", justify="right")
     t.add_column("Tasks", justify="right")
     for o in others:
-        t.add_column(f"{o.dimension} [95% CI]", justify="right")
+        t.add_column(f"{o.dimension} [95% CI]" + (" (lower is better)" if o.lower_is_better else ""), justify="right")
+    cut = any(c.reports_cut for c in r.cuts.values())
+    if cut:
+        t.add_column("Reports cut (median seen)", justify="right")
     for k, a in enumerate(r.agents):
         t.add_row(str(k + 1), letters[a], a, mean_ci(r.means[a], u.ci95[a], u.ci_reason.get(a)), str(u.n_tasks[a]),
-                  *[_cell(o, a) for o in others])
+                  *[_cell(o, a) for o in others], *([cut_cell(r, a)] if cut else []))
     return t
+
+
+def cut_cell(r: Ranking, agent: str) -> str:
+    """`2/6 cut, 61% seen` for an agent from a run or judgments file; `—` for one from a published table."""
+    return r.cuts[agent].cell() if agent in r.cuts else "—"
+
+
+def direction(r: Ranking) -> str:
+    """`; lower is better` for a ranking lowest first, else nothing."""
+    return "; lower is better" if r.lower_is_better else ""
 
 
 def _cell(o: Ranking, agent: str) -> str:
@@ -90,9 +107,13 @@ def renderables(lb: Leaderboard) -> list[Any]:
         if any(lead.domain_means[a] for a in lead.agents):
             out.append(domain_table(lead))
         out.append(groups_line(lead))
-        if u.comparisons:
+        if len(u.comparisons) > MAX_PAIRS_SHOWN:
+            out.append(f"{len(u.comparisons)} pairs ({sum(c.holds for c in u.comparisons)} hold at 0.05 after Holm): "
+                       f"more than the terminal shows ({MAX_PAIRS_SHOWN}); `--csv` or `--json` lists each")
+        elif u.comparisons:
             out.append(comparison_table(u, title=f"Paired comparisons — judge {lead.judge}, {lead.dimension} "
-                                        "(on the tasks both were scored on)"))
+                                        f"(on the tasks both were scored on{direction(lead)})",
+                                        lower_is_better=lead.lower_is_better))
         out.append(f"(95% CIs: task bootstrap, {u.resamples} resamples, seed {u.seed}; paired sign-flip test, "
                    f"Holm-adjusted; sources: {', '.join(dict.fromkeys(s for r in rankings for s in r.sources))})")
     return out
@@ -120,6 +141,8 @@ def _ranking_rows(r: Ranking) -> list[dict[str, Any]]:
     for k, a in enumerate(r.agents):
         rows.append({**base, "agent": a, "metric": "mean", "value": 100 * r.means[a], **_ci(u.ci95[a], u.ci_reason.get(a)),
                      "n_tasks": u.n_tasks[a], "rank": k + 1, "group": letters[a]})
+        for m in ("reports_cut", "tokens_cut", "median_share_seen") if a in r.cuts else ():
+            rows.append({**base, "agent": a, "metric": m, "value": getattr(r.cuts[a], m)})
         for d, m in r.domain_means[a].items():
             rows.append({**base, "domain": d, "agent": a, "metric": "mean", "value": 100 * m,
                          **_ci(u.domain_ci95[a][d], u.domain_ci_reason.get(a, {}).get(d)),

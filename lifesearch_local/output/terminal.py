@@ -23,6 +23,7 @@ from lifesearch_local.records import DOMAIN_ABBREV, Domain
 
 if TYPE_CHECKING:
     from lifesearch_local.analysis.resampling import Comparison, ScoreUncertainty
+    from lifesearch_local.analysis.truncation import AgentCut
 
 
 def holding_line(u: ScoreUncertainty) -> str:
@@ -39,17 +40,18 @@ def holding_line(u: ScoreUncertainty) -> str:
     return f"differences that hold at 0.05: {names} {tail}"
 
 
-def verdict(c: Comparison) -> str:
+def verdict(c: Comparison, lower_is_better: bool = False) -> str:
     """What a comparison says, in words: which agent is better, or that these tasks cannot tell."""
     if c.n_tasks == 0:
         return "no shared task"
     if c.holds:
-        return "A better" if c.diff > 0 else "B better"
+        return "A better" if (c.diff > 0) != lower_is_better else "B better"
     return "cannot tell apart"
 
 
-def comparison_table(u: ScoreUncertainty, title: str = ""):
-    """Every agent pair: difference in points with its paired 95% CI, p, Holm p, tasks, verdict."""
+def comparison_table(u: ScoreUncertainty, title: str = "", lower_is_better: bool = False):
+    """Every agent pair: difference in points with its paired 95% CI, p, Holm p, tasks, verdict (the
+    lower score the better one with `lower_is_better`)."""
     from rich.table import Table
 
     t = Table(title=title or None)
@@ -59,13 +61,15 @@ def comparison_table(u: ScoreUncertainty, title: str = ""):
         t.add_column(name, justify="right")
     for c in u.comparisons:
         t.add_row(c.a, c.b, signed_ci(c.diff, c.ci95, c.ci_reason), fmt_p(c.p_value), fmt_p(c.p_holm), str(c.n_tasks),
-                  verdict(c))
+                  verdict(c, lower_is_better))
     return t
 
 
-def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: ScoreUncertainty | None = None):
+def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: ScoreUncertainty | None = None,
+                cuts: Mapping[str, AgentCut] | None = None):
     """A rich Table: one row per agent, domain scores, overall mean ± std (the paper's) and its
-    95% task-bootstrap CI, resources (iterations, output tokens, tool calls and pages read per report), ungraded."""
+    95% task-bootstrap CI, resources (iterations, output tokens, tool calls and pages read per report), ungraded;
+    and, where the judge cut some report (`cuts`), the reports cut and the median share of those it saw."""
     from rich.table import Table
 
     domains = [d for d in Domain if any(d.value in r.domains for r in rows.values())]
@@ -83,6 +87,9 @@ def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: Sc
     t.add_column("Pages", justify="right")
     t.add_column("Ungraded", justify="right")
     t.add_column("Missing", justify="right")
+    cut = cuts is not None and any(c.reports_cut for c in cuts.values())
+    if cut:
+        t.add_column("Reports cut (median seen)", justify="right")
     for agent, r in rows.items():
         t.add_row(
             agent,
@@ -91,17 +98,25 @@ def score_table(rows: Mapping[str, AgentScore], title: str = "", uncertainty: Sc
             *([mean_ci(r.overall_mean, uncertainty.ci95.get(agent), uncertainty.ci_reason.get(agent))]
               if uncertainty is not None else []),
             *run_cells(r),
+            *([cuts[agent].cell() if agent in cuts else "—"] if cut and cuts is not None else []),
         )
     return t
 
 
+WIDE = False
+"""Set by a command's --wide: tables at their full width whatever the terminal's (names never cut)."""
+NATURAL_WIDTH = 100_000
+"""A width no table reaches: each is printed at its own width (rich pads no line to the console's)."""
+
+
 def console():
-    """A rich console on stdout; piped output gets 160 columns instead of rich's 80, which
-    would wrap the paper's wide tables."""
+    """A rich console on stdout. On a terminal, its width (COLUMNS when set, as rich reads it); with
+    --wide (WIDE) or piped (a log, Slurm's output: COLUMNS there is the launching shell's, not the
+    reader's), every table at its full width, so no name is cut."""
     from rich.console import Console
 
     out = Console()
-    return out if out.is_terminal else Console(width=160)
+    return Console(width=NATURAL_WIDTH) if WIDE or not out.is_terminal else out
 
 
 def agreement_table(result: Mapping[str, Mapping], title: str = ""):

@@ -21,13 +21,17 @@ from pathlib import Path
 
 from lifesearch_local.analysis.leaderboard import TOTAL, ScoreTable
 from lifesearch_local.errors import InputError, LifesearchError
-from lifesearch_local.records import Judgment, Task, id_problem
+from lifesearch_local.records import Judgment, Manifest, Report, Task, id_problem
 
 DRB2_PREFIX = "drb2-"
 """Task id prefix of a wide table's idx (what `lifesearch import drb2` gives its tasks)."""
 _WIDE_FIXED = ("idx", "language", "theme", "avg")
 _LONG_NEEDED = {"agent", "task_id", "score"}
 _DIMENSION_FILE = re.compile(r"^agg_scores_(?P<dim>[A-Za-z0-9_-]+)\.csv$")
+_LONG_NAMES = ("agent", "task_id", "judge", "dimension", "domain")
+FIRST_LINE_LIMIT = 1 << 20
+"""Longest first (header) line read, in bytes: a header of thousands of systems fits; what is longer is no score table."""
+_EXCERPT = 40
 KINDS = ("run directory", "judgments file", "wide table", "long table")
 
 
@@ -50,7 +54,10 @@ def source_kind(path: Path) -> str:
         if keys >= _LONG_NEEDED:
             return "long table"
     else:
-        cols = [c.strip().lower() for c in next(csv.reader([head]), [])]
+        try:
+            cols = [c.strip().lower() for c in next(csv.reader([head]), [])]
+        except csv.Error as e:  # a header field past the csv module's limit (128 KiB)
+            raise InputError(str(path), None, None, f"not a readable CSV header ({e})") from None
         if cols[:1] == ["idx"] and [c for c in cols if c not in _WIDE_FIXED]:
             return "wide table"
         if set(cols) >= _LONG_NEEDED:
@@ -61,11 +68,21 @@ def source_kind(path: Path) -> str:
 
 
 def _first_line(path: Path) -> str:
+    """The first non-blank line, read at most FIRST_LINE_LIMIT bytes at a time (a 1 GB line is refused, unread)."""
     with open(path, "rb") as f:
-        for raw in f:
+        for line, raw in enumerate(iter(lambda: f.readline(FIRST_LINE_LIMIT + 1), b""), start=1):
+            if len(raw) > FIRST_LINE_LIMIT:
+                raise InputError(str(path), line, None, f"the first line is over {FIRST_LINE_LIMIT >> 20} MiB: "
+                                 "not the header of a score table")
             if raw.strip():
                 return raw.decode("utf-8-sig", errors="replace").strip()
     return ""
+
+
+def excerpt(text: str) -> str:
+    """At most _EXCERPT characters of a value read from a file, printable (repr-escaped), `…` where cut:
+    an error names what was wrong without replaying the file."""
+    return repr(text[:_EXCERPT]) + ("…" if len(text) > _EXCERPT else "")
 
 
 def read_source(path: str | Path, *, tasks_path: str | Path | None = None, allow_missing: bool = False,
@@ -78,7 +95,7 @@ def read_source(path: str | Path, *, tasks_path: str | Path | None = None, allow
     if kind == "judgments file":
         if tasks_path is None:
             raise LifesearchError(f"{path}: a judgments file needs --tasks FILE (the tasks it was judged on)")
-        return _from_judgments(path, path, Path(tasks_path), allow_missing, task_ids, _manifest_identities(path.parent))
+        return _from_judgments(path, path, Path(tasks_path), allow_missing, task_ids, _manifest(path.parent))
     if kind == "wide table":
         return [_from_wide(path)]
     return _from_long(path)
@@ -94,19 +111,21 @@ def _from_run_dir(run: Path, tasks_path: str | Path | None, allow_missing: bool,
     tasks = run_input(run, "tasks", Path(tasks_path) if tasks_path else None, manifest and manifest.model_dump())
     if tasks is None:
         raise LifesearchError(f"{run}: no tasks.jsonl and no tasks path recorded in its manifest; pass --tasks FILE")
-    identities = {} if manifest is None else dict(manifest.fingerprints)
-    return _from_judgments(run, run / "judgments.jsonl", tasks, allow_missing, task_ids, identities)
+    return _from_judgments(run, run / "judgments.jsonl", tasks, allow_missing, task_ids, manifest)
 
 
 def _from_judgments(source: Path, judgments_path: Path, tasks_path: Path, allow_missing: bool,
-                    task_ids: set[str] | None, identities: dict) -> list[ScoreTable]:
-    """One table per judge, scored as `lifesearch score` scores (the same task scores and means)."""
+                    task_ids: set[str] | None, manifest: Manifest | None) -> list[ScoreTable]:
+    """One table per judge, scored as `lifesearch score` scores (the same task scores and means), with
+    the judges' fingerprints and the reports they cut (and their context limits) from the manifest."""
     from lifesearch_local.analysis.scoring import score_by_judge, split_by_judge
+    from lifesearch_local.analysis.truncation import agent_cuts, cut_caveat, report_cuts
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks
 
     tasks: list[Task] = load_tasks(tasks_path)
     judgments = read_records(judgments_path, Judgment)
+    reports = _reports_beside(judgments_path)
     if task_ids is not None:  # before scoring: a run judged on some tasks is complete on those
         tasks = [t for t in tasks if t.id in task_ids]
         judgments = [j for j in judgments if j.task_id in task_ids]
@@ -116,6 +135,9 @@ def _from_judgments(source: Path, judgments_path: Path, tasks_path: Path, allow_
         raise LifesearchError(f"{source}: {e}") from None
     groups = split_by_judge(judgments)
     domains = {t.id: t.domain.value for t in tasks}
+    cuts = agent_cuts(report_cuts(judgments, reports))
+    identities = {} if manifest is None else dict(manifest.fingerprints)
+    caveat = cut_caveat(judgments, reports, None if manifest is None else {"stage_configs": manifest.stage_configs})
     out = []
     for name, rows in by_judge.items():
         judged: dict[str, set[str]] = {}
@@ -123,20 +145,32 @@ def _from_judgments(source: Path, judgments_path: Path, tasks_path: Path, allow_
             judged.setdefault(j.agent, set()).add(j.task_id)
         judge_id = groups[name][0].judge
         out.append(ScoreTable(str(source), name, TOTAL, {a: r.tasks for a, r in rows.items()}, domains, judged,
-                              {a: r.overall_mean for a, r in rows.items()}, identities.get(judge_id)))
+                              {a: r.overall_mean for a, r in rows.items()}, identities.get(judge_id),
+                              cuts.get(name, {}), caveat))
     return out
 
 
-def _manifest_identities(where: Path) -> dict:
-    """judge id → JudgeIdentity from the manifest in `where` ({} without one, or when it is unreadable:
-    the identity only refines which judges are the same)."""
+def _reports_beside(judgments_path: Path) -> list[Report]:
+    """The reports.jsonl beside the judgments: the lengths behind the share of each cut report seen
+    ([] without one, or when it cannot be read: the share is then unknown, the scores unchanged)."""
+    from lifesearch_local.rundir.jsonl import read_records
+
+    beside = judgments_path.parent / "reports.jsonl"
+    try:
+        return read_records(beside, Report) if beside.is_file() else []
+    except LifesearchError:
+        return []
+
+
+def _manifest(where: Path) -> Manifest | None:
+    """The manifest in `where` (None without one, or when it is unreadable: it only refines which
+    judges are the same and names their context limits)."""
     from lifesearch_local.rundir.manifest import read_manifest
 
     try:
-        m = read_manifest(where)
+        return read_manifest(where)
     except LifesearchError:
-        return {}
-    return {} if m is None else dict(m.fingerprints)
+        return None
 
 
 # -- published tables ------------------------------------------------------------------------
@@ -151,10 +185,15 @@ def _score(path: Path, line: int, column: str, text: str) -> float:
 
 
 def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
+    """The rows of a CSV (line number, row), its header cells stripped; a column named twice is refused
+    (csv.DictReader would keep the last one's values without a word)."""
     with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.DictReader(f)
         try:
             reader.fieldnames = [c.strip() for c in reader.fieldnames or []]
+            twice = next((c for k, c in enumerate(reader.fieldnames) if c in reader.fieldnames[:k]), None)
+            if twice is not None:
+                raise InputError(str(path), reader.line_num, "(header)", f"column {excerpt(twice)} appears twice")
             return [(reader.line_num, row) for row in reader]
         except (csv.Error, UnicodeDecodeError) as e:  # a NUL byte, bytes that are not UTF-8
             raise InputError(str(path), reader.line_num + 1, None, f"not a readable CSV ({e})") from None
@@ -167,14 +206,18 @@ def _from_wide(path: Path) -> ScoreTable:
     systems = [c for c in cols if c.lower() not in _WIDE_FIXED]
     for s in systems:
         _check_id(path, 1, "(header)", s)
+    for c in cols:
+        if c.lower() in _WIDE_FIXED and c != c.lower():  # a system named like a reserved column was dropped
+            raise InputError(str(path), 1, "(header)", f"column {c} is named like the reserved column {c.lower()} "
+                             f"({', '.join(_WIDE_FIXED)}): rename that system")
     m = _DIMENSION_FILE.match(path.name)
     table = ScoreTable(str(path), None, m.group("dim") if m else TOTAL, {s: {} for s in systems})
     for line, row in rows:
         idx = (row.get("idx") or "").strip()
         if idx.lower() == "avg":
             continue  # the column means: recomputed, never read
-        if not idx.isdigit():
-            raise InputError(str(path), line, "idx", f"not a task number: {idx!r}")
+        if not (idx.isascii() and idx.isdigit()):  # `²` is a digit to isdigit(), not to int()
+            raise InputError(str(path), line, "idx", "not a task number (the cell is not echoed: the file may be a private one given by mistake)")
         tid = f"{DRB2_PREFIX}{int(idx)}"
         if tid in table.domains:
             raise InputError(str(path), line, "idx", f"task {idx} appears twice")
@@ -195,6 +238,7 @@ def _from_long(path: Path) -> list[ScoreTable]:
         for key in _LONG_NEEDED:
             if row.get(key) is None or not str(row[key]).strip():  # a score of 0 is a score
                 raise InputError(str(path), line, key, "empty")
+        _check_types(path, line, row)
         judge = str(row.get("judge") or "").strip() or None
         dim = str(row.get("dimension") or "").strip() or TOTAL
         t = tables.setdefault((judge, dim), ScoreTable(str(path), judge, dim, {}))
@@ -210,6 +254,17 @@ def _from_long(path: Path) -> list[ScoreTable]:
     if not tables:
         raise InputError(str(path), None, None, "no scores in it")
     return list(tables.values())
+
+
+def _check_types(path: Path, line: int, row: dict) -> None:
+    """A JSONL row's names are strings (a task id may be an integer) and its score a number: an object
+    given as an agent was ranked under its repr."""
+    for key in _LONG_NAMES:
+        v = row.get(key)
+        if v is not None and not isinstance(v, str) and not (key == "task_id" and type(v) is int):
+            raise InputError(str(path), line, key, f"a {type(v).__name__}, not a name")
+    if isinstance(row["score"], bool) or not isinstance(row["score"], (str, int, float)):
+        raise InputError(str(path), line, "score", f"a {type(row['score']).__name__}, not a number")
 
 
 def _check_id(path: Path, line: int, field: str, value: str) -> None:

@@ -90,3 +90,15 @@ def test_an_agent_whose_reports_made_no_tool_call_did_no_research():
     assert caveats(judgments=shown, reports=reports("lazy", [0])) == []
     html = caveats_html([line])
     assert '<p class="warn caveat no-research">No research: agent lazy' in html
+
+
+def test_a_cut_report_is_a_caveat_wherever_caveats_are_shown():
+    """The judge elided 12,333 tokens of a report and nothing said so: every command printing caveats
+    (score, agree, certify, report.html, …) now names the cut, the limit and the field that raises it."""
+    js = [Judgment(task_id="t", agent="a", rubric_id="r", judge="qwen", satisfied=True, truncated_tokens=12_333),
+          Judgment(task_id="u", agent="a", rubric_id="r", judge="qwen", satisfied=True)]
+    manifest = {"stage_configs": {"judge/qwen": {"model": {"max_model_len": 8192}}}}
+    (line,) = caveats(judgments=js, manifest=manifest)
+    assert line.startswith("WARNING: reports cut:") and "a 1/2 cut" in line and "8192 tokens" in line
+    assert 'class="warn caveat reports-cut"' in caveats_html([line])
+    assert caveats(judgments=js[1:]) == []

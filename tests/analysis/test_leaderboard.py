@@ -134,3 +134,35 @@ def test_an_agent_in_two_sources_is_named_by_its_source():
 def test_unknown_task_ids_are_refused():
     with pytest.raises(LifesearchError, match="1 id"):
         select_tasks([table("s", None, {"x": {"t1": 0.5}})], {"t1", "nope"})
+
+
+def test_more_systems_than_the_cap_are_refused_before_any_resampling():
+    """Pairs grow with the square of the systems: past MAX_AGENTS, one line (the count and the cap),
+    raised before a single resample is drawn (no time, no memory spent)."""
+    many = {f"s{k}": {"t0": 0.5, "t1": 0.25} for k in range(stats.MAX_AGENTS + 1)}
+    with pytest.raises(LifesearchError, match=f"{stats.MAX_AGENTS + 1} systems.*at most {stats.MAX_AGENTS}"):
+        leaderboard([table("wide.csv", None, many)], n_resamples=10**9)  # 10^9 resamples: any draw would not return
+
+
+def test_groups_of_many_agents_none_apart_is_one_group():
+    """300 agents none of which differ: one group of all (the run from the first agent covers them)."""
+    agents = [f"s{k}" for k in range(300)]
+    assert indistinct_groups(agents, []) == [agents]
+    held = [stats.Comparison("s0", "s1", 0.1, (0.05, 0.15), 0.001, 0.01, 3)]
+    assert indistinct_groups(agents, held) == [["s0"], agents[1:]]
+
+
+def test_the_blocked_dimension_is_ranked_lowest_first_and_the_others_are_not():
+    """DRB II's agg_scores_blocked.csv (a rate: lower is better) ranked the worst system first."""
+    low, high = {"t0": 0.1, "t1": 0.2, "t2": 0.15}, {"t0": 0.6, "t1": 0.7, "t2": 0.65}
+    lb = leaderboard([table("agg_scores_total.csv", None, {"p": high, "q": low}),
+                      table("agg_scores_blocked.csv", None, {"p": high, "q": low}, dimension="blocked")],
+                     n_resamples=100)
+    total, blocked = lb.rankings[0]
+    assert (total.agents, total.lower_is_better) == (["p", "q"], False)
+    assert (blocked.agents, blocked.lower_is_better) == (["q", "p"], True)
+    assert leaderboard_json(lb)["dimensions"]["blocked"]["better"] == "lower"
+    assert leaderboard_json(lb)["better"] == "higher"
+    from lifesearch_local.output.leaderboard import ranking_table
+
+    assert [c.header for c in ranking_table(total, [blocked]).columns][-1] == "blocked [95% CI] (lower is better)"

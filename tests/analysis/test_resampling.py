@@ -215,3 +215,49 @@ def test_holm_keeps_the_family_wise_error_over_fifteen_pairs():
         comps = stats.compare_agents(m, tids, agents, judged, n_resamples=500, seed=rep)
         any_false += any(c.holds for c in comps)
     assert any_false / reps <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
+
+
+# -- memory: pairs summarised as they are drawn ---------------------------------------------
+def _all_pairs_reference(m, tids, agents, judged, n_resamples, seed):
+    """The former all-pairs computation (every pair's resamples held at once), kept here as the
+    reference the bounded one must match exactly."""
+    import itertools
+
+    pairs = list(itertools.combinations(range(len(agents)), 2))
+    groups: dict = {}
+    for k, (i, j) in enumerate(pairs):
+        shared = tuple(r for r, t in enumerate(tids) if t in judged[agents[i]] and t in judged[agents[j]])
+        groups.setdefault(shared, []).append(k)
+    diff, ci, p, n = np.full(len(pairs), np.nan), np.full((len(pairs), 2), np.nan), np.ones(len(pairs)), [0] * len(pairs)
+    for rows, ks in groups.items():
+        d = np.stack([m[list(rows), pairs[k][0]] - m[list(rows), pairs[k][1]] for k in ks], axis=1)
+        for k in ks:
+            n[k] = len(rows)
+        if not rows:
+            continue
+        stream = stats.name_stream(*(tids[r] for r in rows))
+        diff[ks] = d.mean(axis=0)
+        ci[ks] = stats.percentile_ci(stats.bootstrap_means(d, n_resamples, seed, 2, stream), n_units=len(rows))
+        p[ks] = stats.sign_flip_p(d, n_resamples, seed, 3, stream)
+    return diff, ci, p, n
+
+
+@pytest.mark.parametrize("n_tasks", [3, 16])  # 3: exact sign flips (2^3 ≤ B); 16: random ones
+def test_pairs_in_bounded_blocks_match_the_all_pairs_computation(monkeypatch, n_tasks):
+    """Pairs are drawn in blocks of a bounded number of columns (memory ∝ resamples × block, not ×
+    pairs); the numbers are those of holding every pair's resamples at once, to the last bit, with
+    gaps in the table (several shared-task sets) and a block smaller than one set's pairs. The mean
+    difference may move in its last bit (it was summed with its neighbours' columns), no more."""
+    rng = np.random.default_rng(5)
+    tids = [f"t{i}" for i in range(n_tasks)]
+    agents = [f"s{k}" for k in range(9)]
+    m = rng.random((n_tasks, len(agents)))
+    m[1, 4] = m[2, 7] = np.nan
+    judged = {a: {t for r, t in enumerate(tids) if not np.isnan(m[r, k])} for k, a in enumerate(agents)}
+    monkeypatch.setattr(stats, "BLOCK_CELLS", 500 * 5)  # 5 pairs a block at 500 resamples
+    got = stats.compare_agents(m, tids, agents, judged, n_resamples=500, seed=11)
+    diff, ci, p, n = _all_pairs_reference(m, tids, agents, judged, 500, 11)
+    assert len(got) == 36 and [c.n_tasks for c in got] == n
+    assert [c.diff for c in got] == pytest.approx(diff.tolist(), rel=1e-14, abs=1e-15)
+    assert [c.p_value for c in got] == p.tolist()
+    assert [c.ci95 for c in got] == [stats.checked(c, k)[0] for c, k in zip(ci, n, strict=True)]

@@ -60,8 +60,11 @@ def test_several_runs_agents_ungraded():
 def test_missing_is_an_error_unless_allowed():
     tasks = load_tasks(TASKS)
     js = [j for j in read_records(JUDG, Judgment) if not (j.agent == "beta" and j.rubric_id == "R10")]
-    with pytest.raises(IncompleteRunError, match=r"1 rubric\(s\) of agent 'beta'.*task t1, rubric R10"):
+    with pytest.raises(IncompleteRunError, match=r"1 rubric\(s\) have no judgment \(first: agent 'beta', run 0, "
+                       r"task t1, rubric R10\); 1 of 2 tasks were judged in full; score only those: --task-ids t2; "
+                       r"--allow-missing instead counts every unjudged rubric as not satisfied") as e:
         score_agents(tasks, js)
+    assert e.value.complete == ["t2"]
     beta = score_agents(tasks, js, allow_missing=True)["beta"]
     assert beta.missing == 1 and beta.ungraded == 1
     assert beta.overall_mean == pytest.approx((3 / 5.5 + 0.5) / 2)  # missing counts as not satisfied

@@ -342,3 +342,26 @@ def test_an_option_that_changes_a_result_takes_its_default_from_the_marked_field
     assert _option(build_parser(), path, dest).default == settings.model_fields[field].default
     monkeypatch.setattr(settings.model_fields[field], "default", other)
     assert _option(build_parser(), path, dest).default == other
+
+
+def test_run_and_demo_score_tables_show_the_reports_cut(tmp_path, capsys):
+    """`run` and `demo` print their scores through print_result: the cut column is there as in `score`."""
+    from types import SimpleNamespace
+
+    from lifesearch_local.analysis.scoring import score_by_judge
+    from lifesearch_local.cli.common import print_result
+    from lifesearch_local.records import Judgment
+    from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import load_tasks
+    from tests.helpers.report_runs import make_run_dir
+
+    run = make_run_dir(tmp_path / "run", extras=False)
+    rows = [json.loads(line) for line in (run / "judgments.jsonl").read_text().splitlines()]
+    for r in rows:
+        if r["agent"] == "alpha" and r["task_id"] == "t1":
+            r["truncated_tokens"] = 5
+    (run / "judgments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    scores = score_by_judge(load_tasks(run / "tasks.jsonl"), read_records(run / "judgments.jsonl", Judgment))
+    assert print_result(SimpleNamespace(stages={}, stopped=False, scores=scores, run_dir=run))
+    out = capsys.readouterr().out
+    assert "Reports cut (median seen)" in out and "2/4 cut" in out, out[:3000]

@@ -152,3 +152,61 @@ def test_a_private_file_given_as_task_ids_is_never_printed(tmp_path, capsys):
     html = tmp_path / "missing" / "lb.html"
     code, _, err = run_cli(["leaderboard", str(run), "--resamples", "50", "--html", str(html)], capsys)
     assert code == 2 and err.strip().splitlines()[-1] == f"error: {html}: cannot be written (No such file or directory); choose another path"
+
+
+def test_300_systems_under_a_3_gib_address_space_answer(tmp_path):
+    """A 7 KB table of 300 systems × 3 tasks once tried to hold every pair's 10,000 resamples (3.3 GiB):
+    under a 3 GiB address-space limit it must answer, exit 0 or 2 with one line, never a traceback."""
+    import random
+    import subprocess
+    import sys
+
+    rng = random.Random(1)
+    wide = tmp_path / "wide300.csv"
+    wide.write_text("idx,language,theme," + ",".join(f"sys{k}" for k in range(300)) + ",avg\n" + "".join(
+        f"{i},en,Finance," + ",".join(f"{rng.random():.3f}" for _ in range(300)) + ",0.5\n" for i in (1, 2, 3)))
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+            "from lifesearch_local.cli import main; sys.exit(main(sys.argv[1:]))")
+    res = subprocess.run([sys.executable, "-c", code, "leaderboard", str(wide), "--csv"], capture_output=True,
+                         text=True, timeout=110)
+    assert res.returncode in (0, 2) and "Traceback" not in res.stderr, res.stderr[-2000:]
+    if res.returncode == 0:
+        rows = list(csv.DictReader(io.StringIO(res.stdout)))
+        assert sum(r["metric"] == "diff" for r in rows) == 300 * 299 // 2
+    else:
+        assert res.stderr.count("\n") == 1
+
+
+def test_a_run_with_cut_reports_shows_them_in_every_leaderboard_output(tmp_path, capsys):
+    """From a run directory, the leaderboard says which agents' reports the judge cut, as `score` does."""
+    run = make_run_dir(tmp_path / "run", extras=False)
+    rows = [json.loads(line) for line in (run / "judgments.jsonl").read_text().splitlines()]
+    for r in rows:
+        if r["agent"] == "alpha" and r["task_id"] == "t1" and r.get("judge_run", 0) == 0:
+            r["truncated_tokens"] = 10
+    (run / "judgments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ("leaderboard", str(run), "--resamples", "100")
+    table = cli_out(capsys, *argv)
+    assert "Reports cut (median seen)" in table and "note: WARNING: reports cut" in table
+    out = json.loads(cli_out(capsys, *argv, "--json"))["judges"]
+    cut = {j: {a: v["truncation"]["reports_cut"] for a, v in e["agents"].items()} for j, e in out.items()}
+    assert cut["choice-a"]["alpha"] >= 1 and cut["choice-a"]["beta"] == 0
+    rows = list(csv.DictReader(io.StringIO(cli_out(capsys, *argv, "--csv"))))
+    assert any(r["agent"] == "alpha" and r["metric"] == "reports_cut" and r["value"] != "0" for r in rows)
+    html = tmp_path / "lb.html"
+    cli_out(capsys, *argv, "--html", str(html))
+    assert "Reports cut (median seen)" in html.read_text()
+
+
+def test_lower_is_better_and_the_blocked_file(capsys):
+    """--lower-is-better ranks the lowest first; DRB II's blocked file is ranked so without it."""
+    blocked = json.loads(cli_out(capsys, "leaderboard", str(published("agg_scores_blocked.csv")), "--json",
+                                 "--resamples", "200"))
+    means = [a["mean"] for a in blocked["agents"].values()]
+    assert blocked["dimension"] == "blocked" and blocked["better"] == "lower" and means == sorted(means)
+    total = json.loads(cli_out(capsys, "leaderboard", str(published()), "--json", "--resamples", "200",
+                               "--lower-is-better"))
+    assert list(total["agents"])[0] == "tongyi" and total["better"] == "lower"
+    table = cli_out(capsys, "leaderboard", str(published()), "--resamples", "2000", "--lower-is-better")
+    pair = [line for line in table.splitlines() if "│ tongyi" in line and "│ OpenAI" in line]
+    assert "lower is better" in " ".join(table.split()) and pair and "A better" in pair[0]  # tongyi's lower: better

@@ -237,3 +237,83 @@ def test_domain_rows_carry_their_own_task_count(capsys, tmp_path):
     a = json.loads(cli_out(capsys, *base, "--json"))["agents"]["a"]
     assert a["domain_n_tasks"] == {"company": 2, "policy": 1} and a["n_tasks"] == 3
     assert a["domain_ci95"]["policy"] is None and a["domain_ci95_reason"] == {"policy": "n=1: no interval"}
+
+
+def test_ppi_labels_for_a_task_the_tasks_file_lacks_are_refused(tmp_path, capsys):
+    """`score --ppi` dropped such labels silently (certify refuses them): one line naming the tasks file."""
+    from tests.helpers.cli import run_cli
+
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text((AGREE / "labels.jsonl").read_text() + json.dumps(
+        {"task_id": "t-nowhere", "agent": "alpha", "run": 0, "rubric_id": "r1", "satisfied": True}) + "\n")
+    code, out, err = run_cli(["score", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments",
+                              str(AGREE / "judgments.jsonl"), "--ppi", "--labels", str(labels), "--resamples", "200"],
+                             capsys)
+    assert code == 2 and err.count("\n") == 1 and "t-nowhere" in err and str(AGREE / "tasks.jsonl") in err
+    assert "label(s)" in err and out == ""
+
+
+def test_an_incomplete_run_offers_the_judged_tasks_first_with_the_command(tmp_path, capsys):
+    """Judged on one task of two: the advice was "judge them or pass --allow-missing", and
+    --allow-missing gives a number over both tasks (the unjudged one as 0). The error now names the
+    judged subset and the exact command, then says what --allow-missing computes."""
+    from tests.helpers.cli import run_cli
+
+    judg = tmp_path / "j.jsonl"
+    judg.write_text("".join(line for line in JUDG.read_text().splitlines(keepends=True)
+                            if json.loads(line)["task_id"] == "t1"))
+    code, _, err = run_cli(["score", "--tasks", str(TASKS), "--judgments", str(judg)], capsys)
+    assert code == 2 and err.count("\n") == 1
+    cmd = f"lifesearch score --tasks {TASKS} --judgments {judg} --task-ids t1"
+    assert cmd in err and err.index("--task-ids") < err.index("--allow-missing")
+    assert "1 of 2 tasks" in err and "counts every unjudged rubric as not satisfied" in err
+    ok = cli_out(capsys, "score", "--tasks", str(TASKS), "--judgments", str(judg), "--task-ids", "t1", "--json")
+    assert json.loads(ok)["agents"]["alpha"]["missing"] == 0
+
+
+def cut_run(tmp_path):
+    """The score fixture judged with alpha's run-0 report of t1 cut by 3,000 tokens (of ≈4,000) on
+    every rubric, and its reports beside the judgments as in a run directory."""
+    from tests.helpers.inputs import write_jsonl
+
+    rows = [json.loads(line) for line in JUDG.read_text().splitlines()]
+    for r in rows:
+        if (r["agent"], r["run"], r["task_id"]) == ("alpha", 0, "t1"):
+            r["truncated_tokens"] = 3000
+    run = tmp_path / "run"
+    run.mkdir()
+    write_jsonl(run / "reports.jsonl", [{"task_id": t, "agent": a, "run": k, "text": "abcd" * 4000}
+                                        for a, k, t in {(r["agent"], r["run"], r["task_id"]) for r in rows}])
+    return write_jsonl(run / "judgments.jsonl", rows)
+
+
+def test_a_cut_report_shows_in_the_table_the_json_the_csv_and_a_caveat(tmp_path, capsys):
+    """The judge cut four of six DRB II reports and nothing said so: each output now does."""
+    judg = cut_run(tmp_path)
+    argv = ("score", "--tasks", str(TASKS), "--judgments", str(judg), "--resamples", "200")
+    table = cli_out(capsys, *argv)
+    assert "Reports cut (median seen)" in table and "1/6 cut, 25% seen" in table and "0/2 cut" in table
+    assert "WARNING: reports cut: 1 report(s) were read only in part" in table and "max_model_len" in table
+    out = json.loads(cli_out(capsys, *argv, "--json"))
+    assert out["agents"]["alpha"]["truncation"] == {"reports": 6, "reports_cut": 1, "tokens_cut": 3000,
+                                                    "median_share_seen": 0.25}
+    assert out["agents"]["beta"]["truncation"]["reports_cut"] == 0 and "median_share_seen" in out["truncation_note"]
+    assert out["cut_reports"] == [{"judge": "j1", "agent": "alpha", "task_id": "t1", "run": 0, "tokens_cut": 3000,
+                                   "decisions": 10, "decisions_cut": 10, "report_tokens_est": 4000, "share_seen": 0.25}]
+    rows = {(r["agent"], r["metric"]): r["value"] for r in __import__("csv").DictReader(
+        __import__("io").StringIO(cli_out(capsys, *argv, "--csv")))}
+    assert rows[("alpha", "reports_cut")] == "1" and rows[("alpha", "median_share_seen")] == "0.25"
+    assert rows[("beta", "tokens_cut")] == "0"
+    clean = cli_out(capsys, "score", "--tasks", str(TASKS), "--judgments", str(JUDG), "--resamples", "200")
+    assert "Reports cut" not in clean and "reports cut" not in clean
+
+
+def test_a_damaged_reports_file_beside_the_judgments_leaves_scoring_alone(tmp_path, capsys):
+    """The reports beside the judgments only give the lengths of cut reports: when they cannot be read,
+    the share is unknown and the scores are printed as before."""
+    judg = cut_run(tmp_path)
+    (judg.parent / "reports.jsonl").write_text('{"task_id": "t1", torn\n')
+    out = json.loads(cli_out(capsys, "score", "--tasks", str(TASKS), "--judgments", str(judg), "--json",
+                             "--resamples", "100"))
+    assert out["agents"]["alpha"]["truncation"] == {"reports": 6, "reports_cut": 1, "tokens_cut": 3000,
+                                                    "median_share_seen": None}

@@ -148,3 +148,21 @@ class Page:
 
 TABLES_JS = """JSON.stringify(Object.fromEntries([...document.querySelectorAll('table[id]')].map(t =>
   [t.id, [...t.tBodies[0].rows].map(r => [...r.cells].map(c => c.textContent.trim()))])))"""
+
+
+# The page's layout at the window's width: how far the page overflows it, the tables that scroll
+# in their own box, chart texts outside their chart, and overlapping scatter labels.
+LAYOUT_JS = """JSON.stringify({
+  page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  scrolled: [...document.querySelectorAll('.wide')].filter(d => d.scrollWidth > d.clientWidth + 1)
+    .map(d => d.querySelector('table').id),
+  outside: [...document.querySelectorAll('svg.chart text')].filter(t => {
+      const r = t.getBoundingClientRect(), s = t.ownerSVGElement.getBoundingClientRect();
+      return r.left < s.left - 0.5 || r.right > s.right + 0.5 || r.top < s.top - 0.5 || r.bottom > s.bottom + 0.5; })
+    .map(t => t.textContent),
+  overlaps: (() => { const b = [...document.querySelectorAll('#chart-scatter text.pl')]
+      .map(t => [t.textContent, t.getBoundingClientRect()]); const out = [];
+    for (let i = 0; i < b.length; i++) for (let j = i + 1; j < b.length; j++) {
+      const [p, q] = [b[i][1], b[j][1]];
+      if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) out.push([b[i][0], b[j][0]]); }
+    return out; })()})"""

@@ -42,3 +42,15 @@ def test_one_task_gives_reasons_not_zero_width_intervals():
         con.print(item)
     text = con.export_text()
     assert "17.9 (n=1: no interval)" in text and "[17.9, 17.9]" not in text and "+12.8 (n=1: no interval)" in text
+
+
+def test_past_the_terminal_s_pair_limit_one_line_points_to_the_csv(monkeypatch):
+    """300 systems are 44,850 pairs: a terminal table of them took minutes to draw and helps nobody."""
+    from lifesearch_local.output import leaderboard as out
+
+    monkeypatch.setattr(out, "MAX_PAIRS_SHOWN", 2)
+    agents = {a: {"t0": 0.1 * k, "t1": 0.1 * k + 0.05} for k, a in enumerate("xyz")}
+    items = renderables(leaderboard([ScoreTable("s.csv", None, "total", agents)], n_resamples=50))
+    line = next(i for i in items if isinstance(i, str) and "pairs (" in i)
+    assert line.startswith("3 pairs (0 hold at 0.05 after Holm): more than the terminal shows (2)")
+    assert not any(getattr(i, "title", None) and "Paired comparisons" in str(i.title) for i in items)

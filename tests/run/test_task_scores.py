@@ -182,3 +182,84 @@ def test_a_bad_cell_is_named_by_line_and_column_never_echoed(tmp_path, cell):
     with pytest.raises(InputError, match=r"h\.csv:1: \(header\): not an id: control character U\+001B") as e:
         read_source(header)
     assert "secret" not in str(e.value)
+
+
+# -- silent data changes and tracebacks: each refused in one line --------------------------------
+@pytest.mark.parametrize(("header", "why"), [
+    ("idx,language,theme,OpenAI,gemini,OpenAI,avg", "column 'OpenAI' appears twice"),
+    ("idx,language,theme,OpenAI,Avg,avg", "column Avg is named like the reserved column avg"),
+    ("idx,language,theme,OpenAI,THEME,avg", "column THEME is named like the reserved column theme"),
+])
+def test_a_duplicate_or_reserved_looking_system_column_is_refused(tmp_path, header, why):
+    """csv.DictReader keeps the last of two equal columns and reserved-looking ones were dropped:
+    both changed the ranking without a word."""
+    p = tmp_path / "wide.csv"
+    p.write_text(header + "\n1,en,Health,0.5,0.25,0.75\n")
+    with pytest.raises(InputError, match=why) as e:
+        read_source(p)
+    assert "\n" not in str(e.value) and str(e.value).startswith(f"{p}:1: (header)")
+
+
+def test_a_duplicate_score_column_of_a_long_table_is_refused(tmp_path):
+    p = tmp_path / "long.csv"
+    p.write_text("agent,task_id,score,score\na,t1,0.9,0.1\n")
+    with pytest.raises(InputError, match="column 'score' appears twice"):
+        read_source(p)
+
+
+@pytest.mark.parametrize(("row", "field"), [
+    ({"agent": {"x": 1}, "task_id": "t1", "score": 0.5}, "agent"),
+    ({"agent": ["a"], "task_id": "t1", "score": 0.5}, "agent"),
+    ({"agent": "a", "task_id": {"t": 1}, "score": 0.5}, "task_id"),
+    ({"agent": "a", "task_id": "t1", "score": 0.5, "judge": 7}, "judge"),
+    ({"agent": "a", "task_id": "t1", "score": 0.5, "dimension": {"d": 1}}, "dimension"),
+    ({"agent": "a", "task_id": "t1", "score": True}, "score"),
+])
+def test_a_long_jsonl_name_or_score_of_the_wrong_type_is_refused(tmp_path, row, field):
+    """An agent given as a JSON object was ranked as "{'x': 1}"."""
+    p = tmp_path / "long.jsonl"
+    p.write_text(json.dumps({"agent": "b", "task_id": "t0", "score": 0.5}) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(InputError, match=f":2: {field}: ") as e:
+        read_source(p)
+    assert "\n" not in str(e.value)
+
+
+def test_an_idx_that_is_a_digit_but_not_a_number_is_one_line(tmp_path):
+    """`²` is a digit to str.isdigit and a ValueError to int()."""
+    p = tmp_path / "wide.csv"
+    p.write_text("idx,language,theme,OpenAI,avg\n\u00b2,en,Health,0.5,0.5\n")
+    with pytest.raises(InputError, match=r"wide.csv:2: idx: not a task number") as e:
+        read_source(p)
+    assert "²" not in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_huge_header_line_is_one_line_without_its_contents(tmp_path):
+    """A header line past the csv module's field limit (and past what a header can be) ended in
+    `_csv.Error`; it is refused naming the file, quoting none of it."""
+    p = tmp_path / "wide.csv"
+    secret = "root:SECRET-HASH:"
+    with open(p, "w") as f:
+        f.write("idx,language,theme," + secret + "x" * (3 << 20) + ",avg\n1,en,Health,0.5,0.5\n")
+    with pytest.raises(InputError) as e:
+        read_source(p)
+    msg = str(e.value)
+    assert "\n" not in msg and len(msg) < 300 and "SECRET" not in msg and "first line" in msg
+
+
+@pytest.mark.parametrize("size", [200_000, 900_000])
+def test_a_header_field_past_the_csv_field_limit_is_one_line(tmp_path, size):
+    """Under the 1 MiB header cap but past the csv module's 128 KiB field limit: `_csv.Error` before."""
+    p = tmp_path / "wide.csv"
+    p.write_text("idx,language,theme,SECRET" + "y" * size + ",avg\n1,en,Health,0.5,0.5\n")
+    with pytest.raises(InputError, match="field larger than field limit") as e:
+        read_source(p)
+    assert "SECRET" not in str(e.value) and len(str(e.value)) < 300
+
+
+def test_a_long_cell_is_never_echoed(tmp_path):
+    p = tmp_path / "wide.csv"
+    p.write_text("idx,language,theme,OpenAI,avg\n1,en,Health,0.5\x1b[31m" + "9" * 5000 + ",0.5\n")
+    with pytest.raises(InputError, match="not a number") as e:
+        read_source(p)
+    msg = str(e.value)
+    assert len(msg) < 200 and "\x1b" not in msg and "9999" not in msg

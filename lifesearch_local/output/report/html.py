@@ -10,6 +10,7 @@ from typing import Any
 from lifesearch_local.analysis.agreement import BREAKDOWNS
 from lifesearch_local.analysis.caveats import caveats, caveats_html
 from lifesearch_local.analysis.scoring import AgentScore
+from lifesearch_local.analysis.truncation import agent_cuts, report_cuts
 from lifesearch_local.output.numbers import (
     TABLE3_COLUMNS,
     TABLE3_LEGEND,
@@ -111,11 +112,13 @@ def _domains(rows: Mapping[str, AgentScore]) -> list[Domain]:
     return [d for d in Domain if any(d.value in r.domains for r in rows.values())]
 
 
-def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> str:
-    """The paper's Table 4 layout for one judge, with the 95% CI of each score beside its ± std."""
+def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None, cuts: Mapping | None = None) -> str:
+    """The paper's Table 4 layout for one judge, with the 95% CI of each score beside its ± std; where the
+    judge cut some report (`cuts`: truncation.agent_cuts of this judge), the reports cut and the median seen."""
     doms = _domains(rows)
+    cut = bool(cuts) and any(c.reports_cut for c in cuts.values())
     head = ["Agent", *[e(DOMAIN_ABBREV[d]) for d in doms], "Score (%)", "Mean [95% CI]", "Runs", "Iter.", "Out tok (k)",
-            "Tool calls", "Pages read", "Ungraded", "Missing"]  # fmt: skip
+            "Tool calls", "Pages read", "Ungraded", "Missing", *(["Reports cut (median seen)"] if cut else [])]  # fmt: skip
     body = []
     for agent, r in rows.items():
         body.append(
@@ -125,6 +128,7 @@ def score_table(judge: str, rows: Mapping[str, AgentScore], u: Any = None) -> st
                 e(mean_pm_std(r.overall_mean, r.overall_std)),
                 e(mean_ci(r.overall_mean, u.ci95.get(agent) if u else None, u.ci_reason.get(agent) if u else None)),
                 *run_cells(r),
+                *([e(cuts[agent].cell()) if cuts and agent in cuts else "—"] if cut else []),
             ]
         )
     return table(head, body, tid=f"scores-{slug(judge)}", cls="scores")
@@ -141,11 +145,13 @@ def section_scores(data: RunData) -> str:
     out.append(missing_note(data))
     # A judge's repetitions (name#k, k ≥ 1) fold away: the first pass is what the benchmark reports.
     reps = [j for j in data.scores if "#" in j]
+    cuts = agent_cuts(report_cuts(data.judgments, data.reports))
     for judge, rows in data.scores.items():
         if judge not in reps:
-            out.append(f"<h3>Judge {e(judge)}</h3>{score_table(judge, rows, data.uncertainty.get(judge))}")
+            out.append(f"<h3>Judge {e(judge)}</h3>{score_table(judge, rows, data.uncertainty.get(judge), cuts.get(judge))}")
     if reps:
-        inner = "".join(f"<h3>Judge {e(j)}</h3>{score_table(j, data.scores[j], data.uncertainty.get(j))}" for j in reps)
+        inner = "".join(f"<h3>Judge {e(j)}</h3>{score_table(j, data.scores[j], data.uncertainty.get(j), cuts.get(j))}"
+                        for j in reps)
         out.append(f"<details><summary>Judge repetitions ({len(reps)})</summary>{inner}</details>")
     if data.scores:
         out.append(f'<p class="muted">{e(score_caption(data))}</p>')

@@ -151,6 +151,47 @@ def hbars(values: Mapping[str, float], *, title: str, chart_id: str, width: int 
     return "".join(out)
 
 
+def ranked_bars(values: Mapping[str, float], *, title: str, chart_id: str, x_title: str, width: int = 760,
+                ci: Mapping[str, tuple[float, float]] | None = None, tags: Mapping[str, str] | None = None,
+                unit: str = "points") -> str:
+    """One horizontal bar per label in the given (ranked) order on a ticked x axis with its title, a 95% CI
+    whisker where `ci` has one, the value and a tag (e.g. the group letters) past the bar's end."""
+    ci, tags = ci or {}, tags or {}
+    left = math.ceil(min(max(60.0, CHAR_W * max((len(k) for k in values), default=0) + 12), 0.35 * width))
+    row, right, top, bottom = 24, 96, 8, 44
+    ph = row * len(values)
+    pw = width - left - right
+    xt = nice_ticks(0.0, max([1.0, *values.values(), *[hi for _, hi in ci.values()]]))
+
+    def sx(v: float) -> float:
+        return left + max(0.0, v) / xt[-1] * pw
+
+    out = [_open(chart_id, width, top + ph + bottom, title)]
+    out += _axes(left, top, pw, ph, [(sx(t), _tick_label(t)) for t in xt], [])
+    out += [f'<line class="grid" x1="{_num(sx(t))}" y1="{top}" x2="{_num(sx(t))}" y2="{_num(top + ph)}"/>' for t in xt[1:]]
+    for i, (label, v) in enumerate(values.items()):
+        y, tag = top + i * row, tags.get(label, "")
+        lo_hi = ci.get(label)
+        tip = f"{label}: {v:.1f} {unit}" + (f", 95% CI [{lo_hi[0]:.1f}, {lo_hi[1]:.1f}]" if lo_hi else "") + (
+            f", group {tag}" if tag else "")
+        out.append(f'<text class="yl" x="{left - 6}" y="{y + 16}" text-anchor="end">{escape(fit(label, left - 12))}'
+                   f"<title>{escape(label)}</title></text>")
+        out.append(f'<rect class="bar" data-label="{escape(label)}" x="{left}" y="{y + 3}" width="{_num(sx(v) - left)}" '
+                   f'height="{row - 6}" fill="{color(i)}"><title>{escape(tip)}</title></rect>')
+        end = sx(v)
+        if lo_hi:
+            x0, x1, mid = sx(lo_hi[0]), sx(lo_hi[1]), y + row / 2
+            out.append(f'<path class="ci" data-label="{escape(label)}" d="M{_num(x0)} {_num(mid)}H{_num(x1)}'
+                       f'M{_num(x0)} {_num(mid - 5)}V{_num(mid + 5)}M{_num(x1)} {_num(mid - 5)}V{_num(mid + 5)}" '
+                       f'stroke="#1d2430" stroke-width="1.5" fill="none"><title>{escape(tip)}</title></path>')
+            end = max(end, x1)
+        out.append(f'<text class="vl" x="{_num(end + 4)}" y="{y + 16}">{v:.1f}'
+                   + (f' <tspan class="tag">{escape(tag)}</tspan>' if tag else "") + "</text>")
+    out.append(f'<text class="at" x="{_num(left + pw / 2)}" y="{_num(top + ph + 36)}" text-anchor="middle">'
+               f"{escape(x_title)}</text></svg>")
+    return "".join(out)
+
+
 def grouped_bars(
     groups: Sequence[str],
     series: Mapping[str, Mapping[str, float]],

@@ -32,26 +32,37 @@ def _oriented(u: ScoreUncertainty, a: str, b: str) -> tuple[float, tuple[float, 
     return None
 
 
-def comparison_matrix(judge: str, agents: Sequence[str], u: ScoreUncertainty) -> str:
+def comparison_matrix(judge: str, agents: Sequence[str], u: ScoreUncertainty, *, lower_is_better: bool = False,
+                      tid: str | None = None) -> str:
     """Row agent − column agent in points with its paired 95% CI; ▲/▼ where the difference holds at
-    0.05 after Holm's adjustment (green: the row agent is better, red: worse)."""
+    0.05 after Holm's adjustment (green: the row agent is better, red: worse; with `lower_is_better`
+    a negative difference is the better one). The colour is Holm's verdict and the interval is not
+    adjusted: where the two disagree (a grey cell whose interval excludes 0, or a coloured one whose
+    interval holds 0) the cell says "unadjusted" and gives Holm's p."""
     rows = []
     for a in agents:
         cells = [e(a)]
         for b in agents:
             got = None if a == b else _oriented(u, a, b)
-            if got is None or got[0] != got[0]:  # the diagonal, or no shared task (NaN)
-                cells.append('<span class="muted">—</span>')
-                continue
-            diff, ci, p_holm, n, why = got
-            cls, mark = ("win", "▲ ") if p_holm < 0.05 and diff > 0 else ("loss", "▼ ") if p_holm < 0.05 else ("ns", "")
-            span = why or f"[{pts(ci[0])}, {pts(ci[1])}]"
-            tip = (f"{a} − {b}: {pts(diff, 2)} points, "
-                   + (why or f"95% CI [{pts(ci[0], 2)}, {pts(ci[1], 2)}]") + f", Holm p {fmt_p(p_holm)}, {n} tasks")
-            cells.append(f'<span class="{cls}" title="{e(tip)}">{mark}{pts(diff)}<br><small>{e(span)}</small></span>')
+            cells.append('<span class="muted">—</span>' if got is None or got[0] != got[0]  # diagonal, no shared task
+                         else matrix_cell(a, b, *got, lower_is_better=lower_is_better))
         rows.append(cells)
     head = ["row − column (points)", *[e(b) for b in agents]]
-    return table(head, rows, tid=f"compare-{slug(judge)}", cls="compare", num_from=len(head))  # cells may wrap
+    return table(head, rows, tid=tid or f"compare-{slug(judge)}", cls="compare", num_from=len(head))  # cells may wrap
+
+
+def matrix_cell(a: str, b: str, diff: float, ci: tuple[float, float], p_holm: float, n: int, why: str | None, *,
+                lower_is_better: bool = False) -> str:
+    """One cell of `comparison_matrix`: a − b, its interval, and Holm's verdict as colour and mark."""
+    holds = p_holm < 0.05
+    better = (diff < 0) if lower_is_better else (diff > 0)
+    cls, mark = ("win", "▲ ") if holds and better else ("loss", "▼ ") if holds else ("ns", "")
+    span = why or f"[{pts(ci[0])}, {pts(ci[1])}]"
+    if not why and (ci[0] > 0 or ci[1] < 0) != holds:
+        span += f" unadjusted; Holm p {fmt_p(p_holm)}"
+    tip = (f"{a} − {b}: {pts(diff, 2)} points, "
+           + (why or f"unadjusted 95% CI [{pts(ci[0], 2)}, {pts(ci[1], 2)}]") + f", Holm p {fmt_p(p_holm)}, {n} tasks")
+    return f'<span class="{cls}" title="{e(tip)}">{mark}{pts(diff)}<br><small>{e(span)}</small></span>'
 
 
 def agreement_ci_tables(data: RunData) -> str:

@@ -56,7 +56,7 @@ def test_missing_judgments_are_refused_as_score_refuses_them_unless_allowed(tmp_
     run = make_run_dir(tmp_path / "run", labels=False, extras=False)
     lines = (run / "judgments.jsonl").read_text().splitlines(keepends=True)
     (run / "judgments.jsonl").write_text("".join(lines[1:]))  # choice-a never judged alpha's t1 r1
-    with pytest.raises(IncompleteRunError, match=rf"^{run}: incomplete run: 1 rubric\(s\) of agent 'alpha'"):
+    with pytest.raises(IncompleteRunError, match=rf"^{run}: incomplete run: 1 rubric\(s\) have no judgment \(first: agent 'alpha'"):
         load_run(run)
     data = load_run(run, allow_missing=True)
     assert data.scores["choice-a"]["alpha"].missing == 1

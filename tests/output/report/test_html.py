@@ -17,7 +17,7 @@ from lifesearch_local.output.report import write_report
 from lifesearch_local.records import Domain, Judgment, Report
 from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
-from tests.helpers.browser import TABLES_JS, Browser, find_chromium
+from tests.helpers.browser import LAYOUT_JS, TABLES_JS, Browser, find_chromium
 from tests.helpers.inputs import AGREE
 from tests.helpers.report_runs import make_run_dir
 
@@ -278,21 +278,6 @@ def make_wide_run(root: Path, n_agents: int = 12, judges: tuple[str, ...] = ("ti
     return root
 
 
-LAYOUT_JS = """JSON.stringify({
-  page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
-  scrolled: [...document.querySelectorAll('.wide')].filter(d => d.scrollWidth > d.clientWidth + 1)
-    .map(d => d.querySelector('table').id),
-  outside: [...document.querySelectorAll('svg.chart text')].filter(t => {
-      const r = t.getBoundingClientRect(), s = t.ownerSVGElement.getBoundingClientRect();
-      return r.left < s.left - 0.5 || r.right > s.right + 0.5 || r.top < s.top - 0.5 || r.bottom > s.bottom + 0.5; })
-    .map(t => t.textContent),
-  overlaps: (() => { const b = [...document.querySelectorAll('#chart-scatter text.pl')]
-      .map(t => [t.textContent, t.getBoundingClientRect()]); const out = [];
-    for (let i = 0; i < b.length; i++) for (let j = i + 1; j < b.length; j++) {
-      const [p, q] = [b[i][1], b[j][1]];
-      if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) out.push([b[i][0], b[j][0]]); }
-    return out; })()})"""
-
 
 def test_report_layout_at_1400_px(browser, tmp_path):
     """At 1400 px, nothing widens the page, the Table 3 / CI / comparison tables fit without their own
@@ -326,3 +311,18 @@ def test_layout_check_catches_a_page_that_overflows(browser, tmp_path):
                     "</body></html>")
     got = json.loads(browser.open(wide.as_uri(), width=1400, height=600).eval(LAYOUT_JS))
     assert got["page"] > 0 and got["outside"] == ["label far too long"]
+
+
+def test_a_cut_report_shows_in_the_score_table_and_a_caveat(tmp_path):
+    """report.html presented a score of a report the judge half-read like any other."""
+    run = make_run_dir(tmp_path / "run", labels=False, extras=False)
+    rows = [json.loads(line) for line in (run / "judgments.jsonl").read_text().splitlines()]
+    key = ("judge", "judge_run", "agent", "task_id", "run")
+    first = tuple(rows[0].get(k, 0) for k in key)
+    for r in rows:
+        if tuple(r.get(k, 0) for k in key) == first:
+            r["truncated_tokens"] = 40
+    (run / "judgments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = write_report(run).read_text()
+    assert page.count("Reports cut (median seen)") == 1 and "1/" in page.split("Reports cut (median seen)")[1]
+    assert 'class="warn caveat reports-cut"' in page and "max_model_len" in page
