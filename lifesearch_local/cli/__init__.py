@@ -29,6 +29,7 @@ from lifesearch_local.cli import (
     score,
     sweep,
     validate,
+    view,
 )
 from lifesearch_local.cli import web as web_cli
 from lifesearch_local.errors import LifesearchError
@@ -60,6 +61,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "import": importer.register,
     "curate": curate.register,
     "repair": repair.register,
+    "view": view.register,
 }
 
 

@@ -1,0 +1,120 @@
+"""The page of one decision: the verdict, p_true, reason and raw answer, the labels, the prompt the
+judge read (the cut marked), the same decision by the other judges, and the run's replays."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from lifesearch_local.analysis.disagreements import confidence
+from lifesearch_local.output.report.markup import e
+from lifesearch_local.output.view.pages import (
+    label_html,
+    layout,
+    p_html,
+    problems_html,
+    source_nav,
+    verdict_html,
+)
+from lifesearch_local.output.view.prompt import PromptRenderer, fitted_prompt
+from lifesearch_local.output.view.query import Query
+from lifesearch_local.output.view.sources import Source
+from lifesearch_local.records import Judgment, Rubric, Task
+
+
+def facts(rows: Sequence[tuple[str, str]]) -> str:
+    """A definition list; values are HTML already."""
+    return '<dl class="facts">' + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
+
+
+def decision_page(n: int, src: Source, i: int, back: Query, sources: Sequence[Source],
+                  render: PromptRenderer | None) -> str:
+    ix = src.index
+    j = ix.record(i)
+    task = src.tasks.get(j.task_id)
+    rubric = next((r for r in task.rubrics if r.id == j.rubric_id), None) if task else None
+    label = int(ix.label[i])
+    agree = "—" if label == -1 else ("agrees" if int(ix.verdict[i]) == label else '<span class="no">disagrees</span>')
+    conf = confidence(j.satisfied, j.p_true)
+    rows = [("Task", e(j.task_id) + (f' <span class="muted">({e(task.domain.value)}, {e(task.language)})</span>' if task else "")),
+            ("Agent · run", f"{e(j.agent)} · {j.run}"), ("Rubric", e(j.rubric_id)), ("Judge", e(ix.judge_of(i))),
+            ("Verdict", verdict_html(int(ix.verdict[i]))), ("p_true", p_html(float(ix.p_true[i]))),
+            ("Confidence in its verdict", "—" if conf is None else f"{conf:.3f}"),
+            ("Label", f"{label_html(label)} {agree}" + (f' <span class="muted">({e(src.labels_path)})</span>'
+                                                        if src.labels_path and label != -1 else "")),
+            ("Report tokens cut", f"<b>{j.truncated_tokens}</b>" if j.truncated_tokens else "0 (read whole)"),
+            ("Prompt hash · settings · rubric hash", e(f"{j.prompt_hash or '—'} · {j.settings or '—'} · {j.rubric_hash or '—'}")),
+            ("Line", e(f"{src.judgments}:{int(ix.line[i])}"))]
+    if j.panel is not None:
+        votes = ", ".join(f"{m}: {v}" for m, v in zip(j.panel.members, j.panel.votes))
+        rows.append(("Panel", e(f"{j.panel.combine} of {votes}" + (" (tie broken by mean p_true)" if j.panel.tie else ""))))
+    back_href = f"/s/{n}/decisions" + (f"?{back.encode(page=back.page)}" if back.encode() else "")
+    body = [problems_html(src), f'<p><a id="back" href="{e(back_href)}">← back to the decisions</a></p>', facts(rows)]
+    if rubric is not None:
+        body.append("<h2>Rubric</h2>" + facts([("Criterion", e(rubric.criterion)), ("Weight", f"{rubric.weight:g}"),
+                                              ("Type · necessity · priority", e(f"{rubric.type} · {rubric.necessity} · {rubric.priority}"))]))
+    body.append(f'<h2>Reason</h2><pre id="reason">{e(j.reason or "—")}</pre>')
+    body.append(f'<h2>Raw output</h2><pre id="raw">{e(j.raw) if j.raw else "— (choice mode records p_true, no text)"}</pre>')
+    body.append(prompt_html(src, j, task, rubric, render))
+    body.append(others_html(sources, j))
+    body.append(replay_html(src))
+    return layout(f"Decision {i} · {j.task_id} · {j.rubric_id}", "".join(body), source_nav(n))
+
+
+def prompt_html(src: Source, j: Judgment, task: Task | None, rubric: Rubric | None, render: PromptRenderer | None) -> str:
+    head = "<h2>The prompt the judge read</h2>"
+    report = src.report((j.task_id, j.agent, j.run))
+    missing = ("the prompt renderer" if render is None else "the task (no tasks file)" if task is None
+               else f"rubric {j.rubric_id} in the tasks file" if rubric is None
+               else "the report (no reports file)" if report is None else None)
+    if missing:
+        return head + f'<p class="warn">Not shown: {e(missing)} is not at hand.</p>'
+    assert render is not None and task is not None and rubric is not None and report is not None
+    fp = fitted_prompt(render, task, rubric, report.text, j.truncated_tokens)
+    notes = []
+    if j.prompt_hash and fp.template_hash != j.prompt_hash:
+        notes.append(f"The prompt template changed since this decision (recorded hash {j.prompt_hash}, now "
+                     f"{fp.template_hash}): below is today's template around the same report.")
+    if fp.truncated_tokens:
+        notes.append(f"The judge read the head and tail of this report: {fp.truncated_tokens} tokens of its middle were "
+                     "cut to fit its context, and the marker below is what it read there. Where the cut falls is "
+                     f"estimated here at {fp.chars_per_token:g} characters per token (the judge's tokenizer is not "
+                     "loaded); the struck-through text is what it did not read.")
+    spans = "".join(f'<span class="{p.kind}">{e(p.text)}</span>' for p in fp.pieces)
+    return (head + "".join(f'<p class="warn">{e(x)}</p>' for x in notes)
+            + '<p class="muted">Template text plain, the report shaded; rendered with the judge\'s own prompt renderer.</p>'
+            + f'<pre class="prompt" id="prompt">{spans}</pre>')
+
+
+def others_html(sources: Sequence[Source], j: Judgment) -> str:
+    """The same task, agent, run and rubric as decided by every judge of every source."""
+    rows = []
+    for n, s in enumerate(sources):
+        ix = s.index
+        codes = [ix.tasks.codes.get(j.task_id), ix.agents.codes.get(j.agent), ix.rubrics.codes.get(j.rubric_id)]
+        if None in codes:
+            continue
+        hit = np.flatnonzero((ix.task == codes[0]) & (ix.agent == codes[1]) & (ix.rubric == codes[2]) & (ix.run == j.run))
+        for k in hit:
+            k = int(k)
+            rows.append(f'<tr><td>{e(s.name)}</td><td><a href="/s/{n}/d/{k}">{e(ix.judge_of(k))}</a></td>'
+                        f"<td>{verdict_html(int(ix.verdict[k]))}</td><td class=\"num\">{p_html(float(ix.p_true[k]))}</td>"
+                        f"<td>{label_html(int(ix.label[k]))}</td></tr>")
+    return ('<h2>This decision by every judge</h2><div class="wide"><table id="others"><thead><tr><th>Source</th>'
+            '<th>Judge</th><th>Verdict</th><th class="num">p_true</th><th>Label</th></tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table></div>")
+
+
+def replay_html(src: Source) -> str:
+    replays = (src.manifest or {}).get("replays") or []
+    if not replays:
+        return ('<h2>Replay</h2><p class="muted">No replay recorded in this run directory '
+                "(<code>lifesearch rejudge</code> writes one into its manifest).</p>")
+    last = replays[-1] if isinstance(replays[-1], dict) else {}
+    dp = last.get("max_abs_dp")
+    return (f"<h2>Replay</h2><p>{len(replays)} replay(s) recorded; the latest ({e(last.get('at'))}) judged "
+            f"{e(last.get('sampled'))} of {e(last.get('eligible'))} decisions again: max |Δp| "
+            f"{'—' if dp is None else f'{dp:.4f}'}, {e(last.get('flips'))} flip(s). "
+            '<span class="muted">A replay records its summary, not which decisions it drew, so this decision\'s own '
+            "replay is not known.</span></p>")
