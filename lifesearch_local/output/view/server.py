@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import numpy as np
@@ -52,9 +52,9 @@ def confined(root: Path, rel: str) -> Path:
     holds `..`, a backslash or a NUL, resolves (through any link) outside `root`, or is not a plain file."""
     if not rel or "\x00" in rel or "\\" in rel or rel.startswith("/"):
         raise Forbidden(f"{rel!r}: not a relative path")
-    parts = PurePosixPath(rel).parts
-    if any(p in ("..", ".") for p in parts) or PurePosixPath(rel).is_absolute():
-        raise Forbidden(f"{rel!r}: '..' and '.' are refused")
+    parts = rel.split("/")
+    if any(p in ("..", ".", "") for p in parts):
+        raise Forbidden(f"{rel!r}: '..', '.' and empty path segments are refused")
     base = root.resolve()
     try:
         target = (base / Path(*parts)).resolve(strict=True)

@@ -1,0 +1,53 @@
+"""One decision's page: the prompt with the cut marked, the verdict and label, every judge on it, the way back."""
+
+from __future__ import annotations
+
+import re
+from html import escape
+
+from lifesearch_local.judge.rubric import judge_prompt_span
+from lifesearch_local.output.view.decision import decision_page
+from lifesearch_local.output.view.prompt import MARKER
+from lifesearch_local.output.view.query import Query
+from lifesearch_local.output.view.sources import Inputs, open_sources
+from tests.helpers.view import CUT, make_view_run
+
+
+def sources(tmp_path, **kw):
+    return open_sources([make_view_run(tmp_path / "run")], Inputs(**kw))
+
+
+def test_a_cut_decision_shows_the_marker_and_what_the_judge_did_not_read(tmp_path):
+    srcs = sources(tmp_path)
+    page = decision_page(0, srcs[0], 0, Query(judge="choice-a", page=2), srcs, judge_prompt_span)
+    assert f"<b>{CUT}</b>" in page
+    assert f'<span class="marker">{escape(MARKER.format(n=CUT))}</span>' in page
+    elided = re.search(r'<span class="elided">([^<]*)</span>', page).group(1)
+    assert len(elided) == 4 * CUT and "HEAD-OF-REPORT" not in elided and "TAIL-OF-REPORT" not in elided
+    assert "HEAD-OF-REPORT" in page and "TAIL-OF-REPORT" in page
+    assert "estimated here at 4 characters per token" in page
+    assert 'href="/s/0/decisions?judge=choice-a&amp;page=2"' in page  # back to the same filter and page
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt; cut &amp; read" in page
+    assert "12 of 90 decisions again: max |Δp| 0.0123, 1 flip(s)" in page
+
+
+def test_every_judge_on_the_same_decision_is_listed(tmp_path):
+    srcs = sources(tmp_path)
+    page = decision_page(0, srcs[0], 0, Query(), srcs, judge_prompt_span)
+    table = page[page.index('id="others"'):]
+    table = table[: table.index("</table>")]
+    judges = re.findall(r'<a href="/s/0/d/(\d+)">([^<]+)</a>', table)
+    assert [j for _, j in judges] == ["choice-a", "choice-a#1", "choice-a#2", "gen-b", "gen-b#1", "const"]
+    for pos, judge in judges:
+        assert srcs[0].index.judge_of(int(pos)) == judge and srcs[0].index.key(int(pos)) == ("t1", "alpha", 0, "r1")
+    assert "agrees" in page and 'href="/s/0/decisions"' in page
+
+
+def test_without_tasks_or_a_renderer_the_prompt_is_said_to_be_missing(tmp_path):
+    srcs = sources(tmp_path)
+    assert "Not shown: the prompt renderer is not at hand." in decision_page(0, srcs[0], 0, Query(), srcs, None)
+    (tmp_path / "run" / "tasks.jsonl").unlink()
+    bare = open_sources([tmp_path / "run"], Inputs())
+    page = decision_page(0, bare[0], 3, Query(), bare, judge_prompt_span)
+    assert "Not shown: the task (no tasks file) is not at hand." in page
+    assert "no tasks file" in page  # the source's problem is said at the top too
