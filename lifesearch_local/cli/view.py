@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.judge.rubric import judge_prompt_span
     from lifesearch_local.output.view.server import LOOPBACK as LOCAL_NAMES
-    from lifesearch_local.output.view.server import Viewer, make_server, serve_in_thread
+    from lifesearch_local.output.view.server import Viewer, make_server
     from lifesearch_local.output.view.sources import Inputs, open_sources
 
     if not 0 <= args.port <= 65535:
@@ -57,18 +57,28 @@ def run(args: argparse.Namespace) -> int:
               "shown (no authentication); prefer the default with ssh port forwarding", file=sys.stderr)
     viewer = Viewer(sources, judge_prompt_span, allowed_hosts=set(LOCAL_NAMES) if local else set())
     server = make_server(viewer, args.host, args.port)
-    port = server.server_address[1]
-    for s in sources:
-        print(f"{s.name}: {len(s.index)} decisions" + "".join(f"\n  note: {p}" for p in s.problems), file=sys.stderr)
-    shown = "127.0.0.1" if local else args.host
-    print(f"lifesearch view: http://{shown}:{port}/", flush=True)
-    if local:
-        print(f"from another machine: ssh -L {port}:127.0.0.1:{port} USER@THIS_HOST, then open http://127.0.0.1:{port}/",
-              file=sys.stderr, flush=True)
+    for src in sources:
+        print(f"{src.name}: {len(src.index)} decisions" + "".join(f"\n  note: {p}" for p in src.problems),
+              file=sys.stderr)
+    serve(server, "127.0.0.1" if local else args.host, hint=local)
+    print("lifesearch view: stopped", file=sys.stderr)
+    return 0
+
+
+def serve(server, shown: str, *, hint: bool) -> None:  # noqa: ANN001 (a ViewServer; imported lazily)
+    """Print the URL (and the ssh hint), serve until SIGINT or SIGTERM, then close the socket."""
+    from lifesearch_local.output.view.server import serve_in_thread
+
+    # the handlers go in before the URL is printed: whoever reads it may stop us at once
     stop = threading.Event()
     old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     thread = serve_in_thread(server)
     try:
+        port = server.server_address[1]
+        print(f"lifesearch view: http://{shown}:{port}/", flush=True)
+        if hint:
+            print(f"from another machine: ssh -L {port}:127.0.0.1:{port} USER@THIS_HOST, then open "
+                  f"http://127.0.0.1:{port}/", file=sys.stderr, flush=True)
         stop.wait()
     finally:
         for s, h in old.items():
@@ -76,5 +86,3 @@ def run(args: argparse.Namespace) -> int:
         server.shutdown()
         server.server_close()
         thread.join(10)
-    print("lifesearch view: stopped", file=sys.stderr)
-    return 0

@@ -40,6 +40,8 @@ pre{white-space:pre-wrap;word-break:break-word;background:#fff;border:1px solid 
 dl.facts{display:grid;grid-template-columns:max-content auto;gap:2px 14px;background:#fff;border:1px solid #d8dde5;
  border-radius:6px;padding:8px 12px}dl.facts dt{color:#475467}dl.facts dd{margin:0;overflow-wrap:anywhere}
 """
+ICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+        'fill="#1d2430"/><path d="M5 3v10h6" stroke="#cfe0ff" stroke-width="2" fill="none"/></svg>')
 
 
 def layout(title: str, body: str, nav: Sequence[tuple[str, str]] = ()) -> str:
@@ -47,7 +49,7 @@ def layout(title: str, body: str, nav: Sequence[tuple[str, str]] = ()) -> str:
     links = "".join(f'<a href="{e(href)}">{e(text)}</a>' for href, text in [("/", "All sources"), *nav])
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f'<title>{e(title)} · lifesearch view</title><link rel="stylesheet" href="/static/view.css"></head>'
+            f'<title>{e(title)} · lifesearch view</title><link rel="stylesheet" href="/static/view.css"><link rel="icon" href="/static/icon.svg"></head>'
             f"<body><header>{links}</header><main><h1>{e(title)}</h1>{body}</main></body></html>\n")
 
 

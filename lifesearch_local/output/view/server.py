@@ -82,6 +82,8 @@ class Viewer:
             return _html(pages.home(self.sources))
         if path == "/static/view.css":
             return 200, "text/css; charset=utf-8", pages.CSS.encode(), {}
+        if path in ("/static/icon.svg", "/favicon.ico"):
+            return 200, "image/svg+xml", pages.ICON.encode(), {}
         if path == "/diff":
             return _html(self.diff(params))
         m = re.fullmatch(r"/s/(\d+)(/.*)", path)
