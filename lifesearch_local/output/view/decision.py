@@ -71,16 +71,19 @@ def prompt_html(src: Source, j: Judgment, task: Task | None, rubric: Rubric | No
     if missing:
         return head + f'<p class="warn">Not shown: {e(missing)} is not at hand.</p>'
     assert render is not None and task is not None and rubric is not None and report is not None
-    fp = fitted_prompt(render, task, rubric, report.text, j.truncated_tokens)
+    offsets, model = src.tokenizers.get(j.judge) if j.truncated_tokens else (None, None)
+    fp = fitted_prompt(render, task, rubric, report.text, j.truncated_tokens, offsets)
     notes = []
     if j.prompt_hash and fp.template_hash != j.prompt_hash:
         notes.append(f"The prompt template changed since this decision (recorded hash {j.prompt_hash}, now "
                      f"{fp.template_hash}): below is today's template around the same report.")
     if fp.truncated_tokens:
+        where = (f"The cut is placed with the judge's tokenizer ({model}), where its fitting placed it"
+                 if fp.exact else f"Where the cut falls is estimated here at {fp.chars_per_token:g} characters per "
+                 f"token (the judge's tokenizer{f' ({model})' if model else ''} is not on this machine)")
         notes.append(f"The judge read the head and tail of this report: {fp.truncated_tokens} tokens of its middle were "
-                     "cut to fit its context, and the marker below is what it read there. Where the cut falls is "
-                     f"estimated here at {fp.chars_per_token:g} characters per token (the judge's tokenizer is not "
-                     "loaded); the struck-through text is what it did not read.")
+                     f"cut to fit its context, and the marker below is what it read there. {where}; the struck-through "
+                     "text is what it did not read.")
     spans = "".join(f'<span class="{p.kind}">{e(p.text)}</span>' for p in fp.pieces)
     return (head + "".join(f'<p class="warn">{e(x)}</p>' for x in notes)
             + '<p class="muted">Template text plain, the report shaded; rendered with the judge\'s own prompt renderer.</p>'

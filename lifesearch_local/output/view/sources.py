@@ -18,6 +18,7 @@ from lifesearch_local.analysis.labels import Key, label_index
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.output.report.data import run_input
 from lifesearch_local.output.view.index import DecisionIndex, build_index
+from lifesearch_local.output.view.tokens import Tokenizers
 from lifesearch_local.records import Judgment, Label, Report, Task
 from lifesearch_local.rundir.jsonl import numbered_records, parse_json, read_records
 from lifesearch_local.rundir.manifest import manifest_data
@@ -78,6 +79,8 @@ class Source:
     manifest: dict[str, Any] | None = None
     problems: list[str] = field(default_factory=list)
     """What could not be read (no tasks, conflicting labels, …), one line each, shown on its pages."""
+    tokenizers: Tokenizers = field(default_factory=lambda: Tokenizers(None))
+    """The judges' tokenizers, to place a report's cut exactly (loaded on first use)."""
     _reports: dict[tuple[str, str, int], int] | None = None
     _board: dict[str, Any] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -167,7 +170,7 @@ def open_source(judgments: Path, root: Path | None, inputs: Inputs, name: str) -
     index = build_index(judgments, criteria, labels, sources)
     return Source(name=name, judgments=judgments, root=root, index=index, tasks=tasks, tasks_path=tasks_path,
                   reports_path=_input(home, "reports", None, manifest, problems), labels_path=labels_path,
-                  manifest=manifest, problems=problems)
+                  manifest=manifest, problems=problems, tokenizers=Tokenizers(manifest))
 
 
 def _labels(path: Path | None, source: str | None, problems: list[str]) -> tuple[dict[Key, bool], set[str]]:

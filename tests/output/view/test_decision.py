@@ -10,7 +10,7 @@ from lifesearch_local.output.view.decision import decision_page
 from lifesearch_local.output.view.prompt import MARKER
 from lifesearch_local.output.view.query import Query
 from lifesearch_local.output.view.sources import Inputs, open_sources
-from tests.helpers.view import CUT, make_view_run
+from tests.helpers.view import CUT, LONG_TEXT, make_view_run
 
 
 def sources(tmp_path, **kw):
@@ -51,3 +51,40 @@ def test_without_tasks_or_a_renderer_the_prompt_is_said_to_be_missing(tmp_path):
     page = decision_page(0, bare[0], 3, Query(), bare, judge_prompt_span)
     assert "Not shown: the task (no tasks file) is not at hand." in page
     assert "no tasks file" in page  # the source's problem is said at the top too
+
+
+def test_a_real_judged_run_with_a_cut_report_is_shown_as_the_judge_read_it(tmp_path, capsys):
+    """`judge --out` with the tiny model at a 400-token context on a long report: the viewer finds the
+    tasks and reports through the manifest, and places the cut with the judge's own tokenizer."""
+    from lifesearch_local.cli import main
+
+    run = make_view_run(tmp_path / "run")
+    (tmp_path / "judge.yaml").write_text("judge:\n  id: tiny-cut\n  mode: choice\n"
+                                         "  model: {backend: hf, model: tiny-llama, device: cpu, max_model_len: 400}\n")
+    out = tmp_path / "judged"
+    assert main(["judge", "--tasks", str(run / "tasks.jsonl"), "--reports", str(run / "reports.jsonl"), "--config",
+                 str(tmp_path / "judge.yaml"), "--out", str(out), "--task-ids", "t1", "--quiet"]) == 0
+    capsys.readouterr()
+    srcs = open_sources([out], Inputs())
+    src = srcs[0]
+    assert src.problems == [] and len(src.index) == 18
+    cut = [i for i in range(len(src.index)) if src.index.truncated[i] > 0 and src.index.key(i)[:3] == ("t1", "alpha", 0)]
+    assert len(cut) == 3  # the long report's three rubrics
+    page = decision_page(0, src, cut[0], Query(), srcs, judge_prompt_span)
+    assert "The cut is placed with the judge&#x27;s tokenizer (tiny-llama)" in page
+    head = re.search(r'<span class="report">([^<]*)</span><span class="marker">', page).group(1)
+    elided = re.search(r'<span class="elided">([^<]*)</span>', page).group(1)
+    tail = re.search(r'<span class="elided">[^<]*</span><span class="report">([^<]*)</span>', page).group(1)
+    assert head + elided + tail == LONG_TEXT and head and tail  # a 400-token context keeps a few tokens each side
+    # the kept tokens halved as the engine halves them, counted with the engine's own data tokenizer
+    from transformers import AutoTokenizer
+
+    from lifesearch_local.llm.models import resolved_path
+    from serving.chat import encode_data
+
+    tok = AutoTokenizer.from_pretrained(resolved_path("tiny-llama"))
+    n, k = len(encode_data(tok, LONG_TEXT)), int(src.index.truncated[cut[0]])
+    spans = src.tokenizers.get("tiny-cut")[0](LONG_TEXT)
+    assert len(spans) == n
+    assert sum(1 for _, e in spans if e <= len(head)) == (n - k + 1) // 2
+    assert sum(1 for s, _ in spans if s >= len(head) + len(elided)) == (n - k) // 2
