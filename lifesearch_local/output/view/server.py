@@ -169,6 +169,10 @@ def handler_for(viewer: Viewer) -> type[BaseHTTPRequestHandler]:
             except LifesearchError as exc:  # a record that cannot be read: said on the page, the server stays up
                 log.warning("view: %s", exc)
                 status, ctype, body, extra = 500, "text/html; charset=utf-8", _error_page(500, str(exc)), {}
+            except Exception as exc:  # noqa: BLE001 - one page failing must not take the viewer down
+                log.exception("view: %s failed", url.path)
+                msg = f"{type(exc).__name__}: {exc}"[:500]
+                status, ctype, body, extra = 500, "text/html; charset=utf-8", _error_page(500, msg), {}
             self._send(status, ctype, body, extra)
 
         def _refuse(self) -> None:

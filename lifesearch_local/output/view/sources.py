@@ -14,13 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from lifesearch_local.analysis.labels import Key, label_index
-from lifesearch_local.errors import LifesearchError
+from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.output.report.data import run_input
 from lifesearch_local.output.view.index import DecisionIndex, build_index
 from lifesearch_local.output.view.tokens import Tokenizers
 from lifesearch_local.records import Judgment, Label, Report, Task
-from lifesearch_local.rundir.jsonl import numbered_records, parse_json, read_records
+from lifesearch_local.rundir.jsonl import numbered_records, parse_json, read_records, validation_field
 from lifesearch_local.rundir.manifest import manifest_data
 
 JUDGMENTS = "judgments.jsonl"
@@ -81,7 +83,7 @@ class Source:
     """What could not be read (no tasks, conflicting labels, …), one line each, shown on its pages."""
     tokenizers: Tokenizers = field(default_factory=lambda: Tokenizers(None))
     """The judges' tokenizers, to place a report's cut exactly (loaded on first use)."""
-    _reports: dict[tuple[str, str, int], int] | None = None
+    _reports: dict[tuple[str, str, int], tuple[int, int]] | None = None
     _board: dict[str, Any] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -92,12 +94,17 @@ class Source:
         with self._lock:
             if self._reports is None:
                 self._reports = _report_offsets(self.reports_path)
-        off = self._reports.get(key)
-        if off is None:
+        at = self._reports.get(key)
+        if at is None:
             return None
         with open(self.reports_path, "rb") as f:
-            f.seek(off)
-            return Report.model_validate(parse_json(f.readline(), str(self.reports_path), None))
+            f.seek(at[0])
+            obj = parse_json(f.readline(), str(self.reports_path), at[1])
+        try:
+            return Report.model_validate(obj)
+        except ValidationError as e:
+            where, msg = validation_field(e, Report)
+            raise InputError(str(self.reports_path), at[1], where, msg) from None
 
     def leaderboard(self) -> dict[str, Any]:
         """Scores per judge and agent with their 95% CIs and paired comparisons, as `score` computes
@@ -108,15 +115,18 @@ class Source:
             return self._board
 
 
-def _report_offsets(path: Path) -> dict[tuple[str, str, int], int]:
-    out: dict[tuple[str, str, int], int] = {}
+def _report_offsets(path: Path) -> dict[tuple[str, str, int], tuple[int, int]]:
+    """(task, agent, run) → (byte offset, line number) of the first report with that key."""
+    out: dict[tuple[str, str, int], tuple[int, int]] = {}
     offset = 0
     with open(path, "rb") as f:
-        for raw in f:
+        for lineno, raw in enumerate(f, start=1):
             if raw.strip() and raw.endswith(b"\n"):
-                obj = parse_json(raw, str(path), None)
+                obj = parse_json(raw, str(path), lineno)
                 if isinstance(obj, dict):
-                    out.setdefault((str(obj.get("task_id")), str(obj.get("agent")), int(obj.get("run", 0) or 0)), offset)
+                    run = obj.get("run", 0)
+                    key = (str(obj.get("task_id")), str(obj.get("agent")), run if isinstance(run, int) else -1)
+                    out.setdefault(key, (offset, lineno))
             offset += len(raw)
     return out
 

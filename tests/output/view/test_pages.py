@@ -106,3 +106,19 @@ def test_the_leaderboard_page_shows_each_judge_with_intervals_and_the_replay(tmp
     text = "".join(check_page(get(viewer, "/s/0/")).text)
     for want in ("Judge choice-a", "Judge gen-b#1", "Score [95% CI]", "Decisions cut", "0.0123", "manifest.json"):
         assert want in text
+
+
+def test_the_same_judge_in_two_runs_side_by_side(tmp_path):
+    a, b = make_view_run(tmp_path / "a"), make_view_run(tmp_path / "b")
+    lines = (b / "judgments.jsonl").read_text().splitlines()
+    moved = json.loads(lines[6])  # choice-a on t1 · alpha · run 1 · r2: false at 0.1
+    lines[6] = json.dumps({**moved, "satisfied": True, "p_true": 0.75})
+    (b / "judgments.jsonl").write_text("\n".join(lines) + "\n")
+    viewer = Viewer(open_sources([a, b], Inputs()), judge_prompt_span)
+    t = check_page(get(viewer, "/diff?a=0%3Achoice-a&b=1%3Achoice-a"))
+    text = "".join(t.text)
+    assert "30 decisions made by both; 1 shown (only those that differ), 1 verdict flip(s)." in text
+    links = [attrs["href"] for tag, attrs in t.tags if tag == "a" and "/d/" in attrs.get("href", "")]
+    assert links == ["/s/0/d/6", "/s/1/d/6"] and "0.650" in text
+    every = "".join(check_page(get(viewer, "/diff?a=0%3Achoice-a&b=1%3Achoice-a&only=all")).text)
+    assert "30 shown (all)" in every

@@ -123,3 +123,20 @@ def test_bad_requests_are_answered_not_crashed(served):
 def test_a_port_in_use_is_one_line(served):
     with pytest.raises(LifesearchError, match=f"cannot listen on 127.0.0.1:{served}: in use"):
         make_server(Viewer([]), "127.0.0.1", served)
+
+
+def test_a_damaged_record_is_a_500_page_and_the_server_stays_up(tmp_path):
+    run = make_view_run(tmp_path / "run")
+    lines = (run / "reports.jsonl").read_text().splitlines()
+    lines[0] = lines[0].replace('"status": "completed"', '"status": "finished?"')
+    (run / "reports.jsonl").write_text("\n".join(lines) + "\n")
+    server = make_server(Viewer(open_sources([run], Inputs()), judge_prompt_span), "127.0.0.1", 0)
+    thread = serve_in_thread(server)
+    try:
+        status, _, body = request(server.server_address[1], "/s/0/d/0")
+        assert status == 500 and f"{run / 'reports.jsonl'}:1: status: Input should be" in body
+        assert request(server.server_address[1], "/s/0/d/40")[0] == 200  # another report: fine
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
