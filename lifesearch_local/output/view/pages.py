@@ -31,7 +31,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}th.
 .yes{color:#067647;font-weight:600}.no{color:#b42318;font-weight:600}.ung{color:#b54708;font-weight:600}
 form.filters{display:flex;flex-wrap:wrap;gap:6px 12px;align-items:end;background:#fff;border:1px solid #d8dde5;
  border-radius:6px;padding:8px 10px}form.filters label{display:flex;flex-direction:column;font-size:12px;color:#475467}
-select,input{font:inherit;font-size:13px;padding:2px 4px;max-width:220px}button{font:inherit;padding:3px 12px}
+select,input{font:inherit;font-size:13px;padding:2px 4px;max-width:220px}form.pair select{max-width:480px}button{font:inherit;padding:3px 12px}
 .pager a,.pager span{margin-right:10px}.cards{display:flex;flex-wrap:wrap;gap:8px;margin:10px 0}
 .card{background:#fff;border:1px solid #d8dde5;border-radius:6px;padding:6px 12px}.card b{display:block;font-size:18px}
 pre{white-space:pre-wrap;word-break:break-word;background:#fff;border:1px solid #d8dde5;padding:8px;border-radius:4px;font-size:12px}
@@ -79,11 +79,12 @@ def home(sources: Sequence[Source]) -> str:
     for n, s in enumerate(sources):
         ix = s.index
         cut = int((ix.truncated > 0).sum())
-        rows.append([f'<a href="/s/{n}/">{e(s.name)}</a>', str(len(ix)), e(", ".join(ix.judges.names)),
-                     str(len(ix.agents.names)), str(len(ix.tasks.names)), "yes" if s.labels_path else "—", str(cut),
-                     f'<a href="/s/{n}/decisions">decisions</a> · <a href="/s/{n}/disagreements">disagreements</a>'])
-    body = table(["Source", "Decisions", "Judges", "Agents", "Tasks", "Labels", "Decisions cut", "Open"], rows,
-                 tid="sources", num_from=1)
+        rows.append([f'<a href="/s/{n}/">{e(s.name)}</a>',
+                     f'<a href="/s/{n}/decisions">decisions</a> · <a href="/s/{n}/disagreements">disagreements</a>',
+                     e(", ".join(ix.judges.names)), str(len(ix)), str(len(ix.agents.names)), str(len(ix.tasks.names)),
+                     str(cut), "yes" if s.labels_path else "—"])
+    body = table(["Source", "Open", "Judges", "Decisions", "Agents", "Tasks", "Decisions cut", "Labels"], rows,
+                 tid="sources", num_from=3)
     return layout("Runs and judgments files", body + diff_form(sources))
 
 
@@ -98,7 +99,7 @@ def diff_form(sources: Sequence[Source], a: str = "", b: str = "") -> str:
         inner = "".join(f'<option value="{e(v)}"{" selected" if v == chosen else ""}>{e(t)}</option>' for v, t in opts)
         return f'<label>{name.upper()}<select name="{name}">{inner}</select></label>'
 
-    return ('<h2>Two judges side by side</h2><form class="filters" method="get" action="/diff">'
+    return ('<h2>Two judges side by side</h2><form class="filters pair" method="get" action="/diff">'
             f'{sel("a", a, 0)}{sel("b", b, 1)}<button type="submit">Compare</button></form>'
             '<p class="muted">Judges of one run, or the same judge in two runs: the decisions both made, those that '
             "differ first by |Δp_true|.</p>")
