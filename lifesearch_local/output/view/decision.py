@@ -18,7 +18,7 @@ from lifesearch_local.output.view.pages import (
     verdict_html,
 )
 from lifesearch_local.output.view.prompt import PromptRenderer, fitted_prompt
-from lifesearch_local.output.view.query import Query
+from lifesearch_local.output.view.query import Query, select
 from lifesearch_local.output.view.sources import Source
 from lifesearch_local.records import Judgment, Rubric, Task
 
@@ -49,8 +49,7 @@ def decision_page(n: int, src: Source, i: int, back: Query, sources: Sequence[So
     if j.panel is not None:
         votes = ", ".join(f"{m}: {v}" for m, v in zip(j.panel.members, j.panel.votes))
         rows.append(("Panel", e(f"{j.panel.combine} of {votes}" + (" (tie broken by mean p_true)" if j.panel.tie else ""))))
-    back_href = f"/s/{n}/decisions" + (f"?{back.encode(page=back.page)}" if back.encode() else "")
-    body = [problems_html(src), f'<p><a id="back" href="{e(back_href)}">← back to the decisions</a></p>', facts(rows)]
+    body = [problems_html(src), nav_html(n, src, i, back), facts(rows)]
     if rubric is not None:
         body.append("<h2>Rubric</h2>" + facts([("Criterion", e(rubric.criterion)), ("Weight", f"{rubric.weight:g}"),
                                               ("Type · necessity · priority", e(f"{rubric.type} · {rubric.necessity} · {rubric.priority}"))]))
@@ -60,6 +59,22 @@ def decision_page(n: int, src: Source, i: int, back: Query, sources: Sequence[So
     body.append(others_html(sources, j))
     body.append(replay_html(src))
     return layout(f"Decision {i} · {j.task_id} · {j.rubric_id}", "".join(body), source_nav(n))
+
+
+def nav_html(n: int, src: Source, i: int, back: Query) -> str:
+    """The way back to the list this decision was opened from, and its neighbours in that list."""
+    back_href = f"/s/{n}/decisions" + (f"?{back.encode()}" if back.encode() else "")
+    out = [f'<a id="back" href="{e(back_href)}">← back to the decisions</a>']
+    shown = select(src.index, back)
+    at = np.flatnonzero(shown == i)
+    if len(at):
+        k = int(at[0])
+        for m, rel, text in ((k - 1, "prev", "‹ previous"), (k + 1, "next", "next ›")):
+            if 0 <= m < len(shown):  # the neighbour keeps the list, and the page of it that holds the neighbour
+                q = back.encode(page=m // back.per_page + 1)
+                out.append(f'<a id="{rel}" href="/s/{n}/d/{int(shown[m])}?{e(q)}">{text}</a>')
+        out.append(f'<span class="muted">{k + 1} of {len(shown)} in this list</span>')
+    return f'<p class="pager">{"".join(out)}</p>'
 
 
 def prompt_html(src: Source, j: Judgment, task: Task | None, rubric: Rubric | None, render: PromptRenderer | None) -> str:

@@ -111,7 +111,7 @@ def source_page(n: int, src: Source) -> str:
     cards = [("decisions", len(ix)), ("judges", len(ix.judges.names)), ("agents", len(ix.agents.names)),
              ("tasks", len(ix.tasks.names)), ("ungraded", int((ix.verdict == -1).sum())),
              ("decisions cut", int((ix.truncated > 0).sum())), ("labelled", int((ix.label != -1).sum()))]
-    body = [problems_html(src), '<div class="cards">'
+    body = [problems_html(src), cut_caveat(n, src), '<div class="cards">'
             + "".join(f'<div class="card"><b>{v}</b>{e(k)}</div>' for k, v in cards) + "</div>"]
     body.append(leaderboard_html(src))
     body.append(replays_html(src.manifest))
@@ -139,16 +139,41 @@ def leaderboard_html(src: Source) -> str:
             why = u.ci_reason.get(agent) if u else None
             body.append([e(agent), mean_ci(r.overall_mean, ci, why), mean_pm_std(r.overall_mean, r.overall_std),
                          str(len(r.runs)), str(u.n_tasks.get(agent, "—") if u else "—"), str(r.ungraded),
-                         str(r.missing), str(int((mine & (ix.truncated > 0)).sum()))])
+                         str(r.missing), str(int((mine & (ix.truncated > 0)).sum())), str(reports_cut(ix, mine))])
         out.append(f"<h3>Judge {e(judge)}</h3>" + table(
-            ["Agent", "Score [95% CI]", "Mean ± std over runs", "Runs", "Tasks", "Ungraded", "Missing", "Decisions cut"],
-            body, tid=f"board-{judge}"))
+            ["Agent", "Score [95% CI]", "Mean ± std over runs", "Runs", "Tasks", "Ungraded", "Missing", "Decisions cut",
+             "Reports cut"], body, tid=f"board-{judge}"))
         if u and u.comparisons:
             cmp = [[e(c.a), e(c.b), signed_ci(c.diff, c.ci95, c.ci_reason), fmt_p(c.p_holm),
                     "yes" if c.holds else "no", str(c.n_tasks)] for c in u.comparisons]
             out.append('<details><summary>Paired comparisons (points, A − B)</summary>' + table(
                 ["A", "B", "A − B [95% CI]", "p (Holm)", "Holds at 0.05", "Tasks"], cmp, num_from=2) + "</details>")
     return "".join(out)
+
+
+def reports_cut(ix: DecisionIndex, mask: np.ndarray) -> int:
+    """Reports (task, agent, run) with at least one decision of `mask` made on a cut text."""
+    hit = mask & (ix.truncated > 0)
+    return len(set(zip(ix.task[hit].tolist(), ix.agent[hit].tolist(), ix.run[hit].tolist())))
+
+
+def cut_caveat(n: int, src: Source) -> str:
+    """A warning when some decision was made on a report the judge's context cut, naming the limit."""
+    ix = src.index
+    count = int((ix.truncated > 0).sum())
+    if not count:
+        return ""
+    limits = []
+    for judge in dict.fromkeys(name.split("#")[0] for name in ix.judges.names):  # a judge id, all its repetitions
+        cfg = ((src.manifest or {}).get("stage_configs") or {}).get(f"judge/{judge}") or {}
+        model = cfg.get("model") if isinstance(cfg, dict) else None
+        if isinstance(model, dict) and model.get("max_model_len"):
+            limits.append(f"{judge}: max_model_len {model['max_model_len']}")
+    where = f" (recorded limits: {'; '.join(limits)})" if limits else ""
+    return (f'<p class="warn">{count} decision(s) on {reports_cut(ix, np.ones(len(ix), bool))} report(s) were made on a '
+            f"cut report: the judge read only its head and tail, to fit its context{e(where)}. Raise the judge "
+            "model's <code>max_model_len</code> (up to the model's positions) or use a model with a longer context, "
+            f'and judge again. <a href="/s/{n}/decisions?truncated=yes">The decisions made on a cut report</a>.</p>')
 
 
 def replays_html(manifest: dict | None) -> str:

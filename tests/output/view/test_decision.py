@@ -88,3 +88,18 @@ def test_a_real_judged_run_with_a_cut_report_is_shown_as_the_judge_read_it(tmp_p
     assert len(spans) == n
     assert sum(1 for _, e in spans if e <= len(head)) == (n - k + 1) // 2
     assert sum(1 for s, _ in spans if s >= len(head) + len(elided)) == (n - k) // 2
+
+
+def test_previous_and_next_walk_the_list_it_was_opened_from(tmp_path):
+    srcs = sources(tmp_path)
+    ix = srcs[0].index
+    back = Query(judge="gen-b", verdict="false", per_page=5)  # 16 decisions: 94, 96, 99, 101, 104, 106, …
+    page = decision_page(0, srcs[0], 104, back, srcs, judge_prompt_span)
+    assert 'id="prev" href="/s/0/d/101?judge=gen-b&amp;verdict=false&amp;per_page=5"' in page
+    assert 'id="next" href="/s/0/d/106?judge=gen-b&amp;verdict=false&amp;page=2&amp;per_page=5"' in page
+    assert "5 of 16 in this list" in page
+    first = decision_page(0, srcs[0], 94, back, srcs, judge_prompt_span)
+    assert 'id="prev"' not in first and 'id="next" href="/s/0/d/96?' in first
+    outside = decision_page(0, srcs[0], 0, back, srcs, judge_prompt_span)  # not in that list: only the way back
+    assert 'id="prev"' not in outside and 'id="next"' not in outside and "in this list" not in outside
+    assert ix.judge_of(104) == "gen-b" and ix.verdict[104] == 0

@@ -122,3 +122,24 @@ def test_the_same_judge_in_two_runs_side_by_side(tmp_path):
     assert links == ["/s/0/d/6", "/s/1/d/6"] and "0.650" in text
     every = "".join(check_page(get(viewer, "/diff?a=0%3Achoice-a&b=1%3Achoice-a&only=all")).text)
     assert "30 shown (all)" in every
+
+
+def test_cut_reports_are_counted_per_agent_and_the_caveat_names_the_limit(tmp_path):
+    run = make_view_run(tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["stage_configs"] = {"judge/choice-a": {"model": {"backend": "hf", "model": "m", "max_model_len": 4096}}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    lines = (run / "judgments.jsonl").read_text().splitlines()
+    second = json.loads(lines[1])  # the same report as the first cut decision: still one report
+    lines[1] = json.dumps({**second, "truncated_tokens": 7})
+    (run / "judgments.jsonl").write_text("\n".join(lines) + "\n")
+    viewer = Viewer(open_sources([run], Inputs()), judge_prompt_span)
+    t = check_page(get(viewer, "/s/0/"))
+    text = "".join(t.text)
+    assert "2 decision(s) on 1 report(s) were made on a cut report" in text
+    assert "(recorded limits: choice-a: max_model_len 4096)" in text
+    assert any(a.get("href") == "/s/0/decisions?truncated=yes" for tag, a in t.tags if tag == "a")
+    page = get(viewer, "/s/0/")
+    board = page[page.index('id="board-choice-a"'):]
+    alpha = board[board.index("<td class=\"\">alpha</td>"):].split("</tr>")[0]
+    assert alpha.endswith('<td class="num">2</td><td class="num">1</td>')  # decisions cut, reports cut
