@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from lifesearch_local.analysis.labels import Key
 from lifesearch_local.analysis.scoring import judge_name
-from lifesearch_local.errors import InputError
+from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.records import Judgment
 from lifesearch_local.rundir.jsonl import parse_json, require_file, validation_field
 
@@ -79,11 +79,19 @@ class DecisionIndex:
         return self.judges.names[self.judge[i]]
 
     def record(self, i: int) -> Judgment:
-        """The full judgment at position i, read again from its line."""
+        """The full judgment at position i, read again from its line; LifesearchError when the file
+        was rewritten since the index was built (`repair`), rather than another decision shown."""
         with open(self.path, "rb") as f:
             f.seek(int(self.offset[i]))
             raw = f.readline()
-        return _judgment(raw, str(self.path), int(self.line[i]))
+        try:
+            j = _judgment(raw, str(self.path), int(self.line[i]))
+        except InputError:
+            j = None
+        if j is None or (j.task_id, j.agent, j.run, j.rubric_id) != self.key(i) or judge_name(j) != self.judge_of(i):
+            raise LifesearchError(f"{self.path}:{int(self.line[i])}: the file changed since the viewer read it; "
+                                  "restart `lifesearch view` to read it again")
+        return j
 
     def positions(self, judge: str) -> dict[Key, int]:
         """key → position of one judge's decisions (the first, should a key repeat)."""

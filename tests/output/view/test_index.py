@@ -7,7 +7,7 @@ import math
 import pytest
 
 from lifesearch_local.analysis.labels import label_index
-from lifesearch_local.errors import InputError
+from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.output.view.index import build_index
 from lifesearch_local.records import Judgment, Label
 from lifesearch_local.rundir.jsonl import read_records
@@ -62,3 +62,14 @@ def test_positions_of_one_judge_by_key(tmp_path):
     ix = build_index(path)
     assert ix.positions("k") == {("t0", "a", 0, "R0"): 1, ("t0", "a", 0, "R1"): 2}
     assert ix.positions("nobody") == {}
+
+
+def test_a_file_rewritten_since_is_said_not_misread(tmp_path):
+    path = write_jsonl(tmp_path / "j.jsonl", [J, {**J, "rubric_id": "R1"}])
+    ix = build_index(path)
+    write_jsonl(path, [{**J, "rubric_id": "R1"}, J])  # what `repair` may do: same size, other order
+    with pytest.raises(LifesearchError, match=r"j.jsonl:1: the file changed since the viewer read it"):
+        ix.record(0)
+    path.write_text("")
+    with pytest.raises(LifesearchError, match="changed since"):
+        ix.record(1)
