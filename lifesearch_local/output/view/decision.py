@@ -80,12 +80,10 @@ def nav_html(n: int, src: Source, i: int, back: Query) -> str:
 def prompt_html(src: Source, j: Judgment, task: Task | None, rubric: Rubric | None, render: PromptRenderer | None) -> str:
     head = "<h2>The prompt the judge read</h2>"
     report = src.report((j.task_id, j.agent, j.run))
-    missing = ("the prompt renderer" if render is None else "the task (no tasks file)" if task is None
-               else f"rubric {j.rubric_id} in the tasks file" if rubric is None
-               else "the report (no reports file)" if report is None else None)
-    if missing:
+    if render is None or task is None or rubric is None or report is None:
+        missing = ("the prompt renderer" if render is None else "the task (no tasks file)" if task is None
+                   else f"rubric {j.rubric_id} in the tasks file" if rubric is None else "the report (no reports file)")
         return head + f'<p class="warn">Not shown: {e(missing)} is not at hand.</p>'
-    assert render is not None and task is not None and rubric is not None and report is not None
     offsets, model = src.tokenizers.get(j.judge) if j.truncated_tokens else (None, None)
     fp = fitted_prompt(render, task, rubric, report.text, j.truncated_tokens, offsets)
     notes = []
