@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "view",
         help="browse runs and every judge decision in a local web page",
         description="Serve a read-only web viewer of run directories and judgments files on "
-        f"{LOOPBACK} (like `inspect view`): each run's leaderboard with 95%% CIs as `score` computes them; "
+        f"{LOOPBACK} (like `inspect view`): each run's leaderboard with 95% CIs as `score` computes them; "
         "every decision in a table paged on the server, with filters (task, agent, rubric, judge, "
         "verdict, agreement with the labels, report cut) and a text search over criteria and reasons; a "
         "page per decision with the prompt the judge read (rebuilt with the judge's prompt renderer, the "
