@@ -40,6 +40,7 @@ FILE_CSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data
 """A served HTML file (report.html: inline CSS and SVG) runs no script and loads nothing."""
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 MAX_FILE = 64 << 20
+DIFFS_KEPT = 4
 TEXT_SUFFIXES = {".json", ".jsonl", ".yaml", ".yml", ".txt", ".md", ".log", ".csv", ".tsv"}
 
 
@@ -75,6 +76,8 @@ class Viewer:
     render: PromptRenderer | None = None
     allowed_hosts: set[str] = field(default_factory=lambda: set(LOOPBACK))
     """Host names a request may name (a page another site loads through DNS rebinding names its own)."""
+    _diffs: dict = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def route(self, path: str, params: dict[str, list[str]]) -> tuple[int, str, bytes, dict[str, str]]:
         """(status, content type, body, extra headers) of a GET of `path` (as sent: still percent-encoded)."""
@@ -86,10 +89,10 @@ class Viewer:
             return 200, "image/svg+xml", pages.ICON.encode(), {}
         if path == "/diff":
             return _html(self.diff(params))
-        m = re.fullmatch(r"/s/(\d+)(/.*)", path)
+        m = re.fullmatch(r"/s/(\d+)(/.*)?", path)
         if not m or int(m.group(1)) >= len(self.sources):
             raise LookupError(path)
-        n, rest, src = int(m.group(1)), m.group(2), self.sources[int(m.group(1))]
+        n, rest, src = int(m.group(1)), m.group(2) or "/", self.sources[int(m.group(1))]
         if rest == "/":
             return _html(pages.source_page(n, src))
         if rest == "/decisions":
@@ -121,10 +124,20 @@ class Viewer:
         if only not in ("differ", "all"):
             raise QueryError(f"only={only!r}: differ or all")
         page = Query.parse({"page": params.get("page", ["1"])}).page
-        (na, ja), (nb, jb) = sides
-        rows, matched = diff(self.sources[na].index, ja, self.sources[nb].index, jb, only_differ=only == "differ")
+        rows, matched = self._diff(sides[0], sides[1], only == "differ")
         pg = page_of(np.arange(len(rows)), page, 100)
         return pages.diff_page(self.sources, sides[0], sides[1], rows, matched, pg, only == "differ")
+
+    def _diff(self, a: tuple[int, str], b: tuple[int, str], only_differ: bool) -> tuple[list, int]:
+        """`query.diff`, kept for the last few pairs asked (paging through one diff recomputes nothing)."""
+        key = (a, b, only_differ)
+        with self._lock:
+            if key not in self._diffs:
+                self._diffs[key] = diff(self.sources[a[0]].index, a[1], self.sources[b[0]].index, b[1],
+                                        only_differ=only_differ)
+                while len(self._diffs) > DIFFS_KEPT:
+                    self._diffs.pop(next(iter(self._diffs)))
+            return self._diffs[key]
 
     def file(self, root: Path, rel: str) -> tuple[int, str, bytes, dict[str, str]]:
         target = confined(root, rel)

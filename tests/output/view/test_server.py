@@ -140,3 +140,13 @@ def test_a_damaged_record_is_a_500_page_and_the_server_stays_up(tmp_path):
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+def test_a_source_without_its_slash_and_a_diff_kept_across_pages(tmp_path):
+    viewer = Viewer(open_sources([make_view_run(tmp_path / "run")], Inputs()), judge_prompt_span)
+    assert viewer.route("/s/0", {})[0] == 200
+    first = viewer._diff((0, "choice-a"), (0, "gen-b"), True)
+    assert viewer._diff((0, "choice-a"), (0, "gen-b"), True) is first  # page 2 of the same diff: not recomputed
+    for other in ("choice-a#1", "choice-a#2", "gen-b#1", "const"):  # four more pairs: the oldest is dropped
+        viewer._diff((0, "choice-a"), (0, other), True)
+    assert len(viewer._diffs) == 4 and ((0, "choice-a"), (0, "gen-b"), True) not in viewer._diffs
