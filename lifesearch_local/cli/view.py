@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lifesearch_local.judge.rubric import judge_prompt_span
+    from lifesearch_local.judge.rubric import CHOICES, judge_prompt_span, report_choice_group
     from lifesearch_local.output.view.server import LOOPBACK as LOCAL_NAMES
     from lifesearch_local.output.view.server import Viewer, make_server
     from lifesearch_local.output.view.sources import Inputs, open_sources
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if not local:
         print(f"warning: listening on {args.host}: anyone who can reach it can read every report and decision "
               "shown (no authentication); prefer the default with ssh port forwarding", file=sys.stderr)
-    viewer = Viewer(sources, judge_prompt_span, allowed_hosts=set(LOCAL_NAMES) if local else set())
+    viewer = Viewer(sources, judge_prompt_span, report_choice_group, CHOICES, allowed_hosts=set(LOCAL_NAMES) if local else set())
     server = make_server(viewer, args.host, args.port)
     for src in sources:
         print(f"{src.name}: {len(src.index)} decisions" + "".join(f"\n  note: {p}" for p in src.problems),

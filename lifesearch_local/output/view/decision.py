@@ -17,9 +17,10 @@ from lifesearch_local.output.view.pages import (
     source_nav,
     verdict_html,
 )
-from lifesearch_local.output.view.prompt import PromptRenderer, fitted_prompt
+from lifesearch_local.output.view.prompt import GroupOf, PromptRenderer, fitted_prompt
 from lifesearch_local.output.view.query import Query, select
 from lifesearch_local.output.view.sources import Source
+from lifesearch_local.output.view.tokens import judge_settings
 from lifesearch_local.records import Judgment, Rubric, Task
 
 
@@ -29,7 +30,8 @@ def facts(rows: Sequence[tuple[str, str]]) -> str:
 
 
 def decision_page(n: int, src: Source, i: int, back: Query, sources: Sequence[Source],
-                  render: PromptRenderer | None) -> str:
+                  render: PromptRenderer | None, group_of: GroupOf | None = None, choices: Sequence[str] = ()) -> str:
+    """The page; `render` and `group_of` (+ `choices`) are the judge's own code, handed in by the command."""
     ix = src.index
     j = ix.record(i)
     task = src.tasks.get(j.task_id)
@@ -56,6 +58,7 @@ def decision_page(n: int, src: Source, i: int, back: Query, sources: Sequence[So
     body.append(f'<h2>Reason</h2><pre id="reason">{e(j.reason or "—")}</pre>')
     body.append(f'<h2>Raw output</h2><pre id="raw">{e(j.raw) if j.raw else "— (choice mode records p_true, no text)"}</pre>')
     body.append(prompt_html(src, j, task, rubric, render))
+    body.append(refit_html(src, j, task, group_of, choices))
     body.append(others_html(sources, j))
     body.append(replay_html(src))
     return layout(f"Decision {i} · {j.task_id} · {j.rubric_id}", "".join(body), source_nav(n))
@@ -84,8 +87,9 @@ def prompt_html(src: Source, j: Judgment, task: Task | None, rubric: Rubric | No
         missing = ("the prompt renderer" if render is None else "the task (no tasks file)" if task is None
                    else f"rubric {j.rubric_id} in the tasks file" if rubric is None else "the report (no reports file)")
         return head + f'<p class="warn">Not shown: {e(missing)} is not at hand.</p>'
-    offsets, model = src.tokenizers.get(j.judge) if j.truncated_tokens else (None, None)
-    fp = fitted_prompt(render, task, rubric, report.text, j.truncated_tokens, offsets)
+    jt = src.tokenizers.get(j.judge) if j.truncated_tokens else None
+    model = jt.model if jt is not None else None
+    fp = fitted_prompt(render, task, rubric, report.text, j.truncated_tokens, jt.offsets if jt is not None else None)
     notes = []
     if j.prompt_hash and fp.template_hash != j.prompt_hash:
         notes.append(f"The prompt template changed since this decision (recorded hash {j.prompt_hash}, now "
@@ -101,6 +105,33 @@ def prompt_html(src: Source, j: Judgment, task: Task | None, rubric: Rubric | No
     return (head + "".join(f'<p class="warn">{e(x)}</p>' for x in notes)
             + '<p class="muted">Template text plain, the report shaded; rendered with the judge\'s own prompt renderer.</p>'
             + f'<pre class="prompt" id="prompt">{spans}</pre>')
+
+
+def refit_html(src: Source, j: Judgment, task: Task | None, group_of: GroupOf | None, choices: Sequence[str]) -> str:
+    """Choice mode, the judge's model on this machine: its choice group for this report rebuilt and fitted
+    again by the engines' own code; the tokens that cuts against those recorded, and the decoded prompt."""
+    report = src.report((j.task_id, j.agent, j.run))
+    settings = judge_settings(src.manifest, j.judge)
+    if group_of is None or task is None or report is None or settings.get("mode") != "choice":
+        return ""
+    jt = src.tokenizers.get(j.judge)
+    if jt is None or jt.tokenizer is None:
+        return ""
+    group, ids = group_of(task, report)
+    if j.rubric_id not in ids:
+        return ""
+    try:
+        cut, text = jt.refit(group, choices, ids.index(j.rubric_id))
+    except Exception as exc:  # noqa: BLE001 - a re-run that fails is said; the page stays
+        return f'<p class="warn" id="refit">The fitting could not be re-run here: {e(type(exc).__name__)}: {e(exc)}</p>'
+    same = cut == j.truncated_tokens
+    verdict = (f"cuts {cut} token(s), as recorded" if same else
+               f'<span class="no">cuts {cut} token(s), but {j.truncated_tokens} are recorded</span> (the rubrics judged '
+               "together, the judge's settings or the files differ from when it ran)")
+    return (f'<h2>Exactly what the model read</h2><p id="refit">Re-run here with {e(jt.model)}\'s tokenizer and '
+            f"context limit ({e(jt.limit)} positions), the engines' fitting {verdict}.</p>"
+            "<details><summary>The token ids up to the decision, decoded (chat template included)</summary>"
+            f'<pre id="decoded">{e(text)}</pre></details>')
 
 
 def others_html(sources: Sequence[Source], j: Judgment) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from lifesearch_local.output.view.tokens import Offsets
-from lifesearch_local.records import Rubric, Task
+from lifesearch_local.records import Report, Rubric, Task
 
 MARKER = "\n\n[… {n} tokens omitted here to fit the model's context …]\n\n"
 """The marker the engines put where they elide (serving's chat fitting; a test holds the two equal)."""
@@ -25,6 +25,8 @@ English prose and on Chinese text)."""
 
 PromptRenderer = Callable[[Task, Rubric, str], tuple[str, str, Any]]
 """(task, rubric, report text) → (prompt text, template hash, span with `.start`/`.end` of the report in it)."""
+GroupOf = Callable[[Task, Report], tuple[Any, list[str]]]
+"""(task, report) → the choice group the judge builds for the report's judged rubrics, and their ids in order."""
 
 PieceKind = Literal["text", "report", "marker", "elided"]
 

@@ -28,7 +28,7 @@ from lifesearch_local.errors import LifesearchError
 from lifesearch_local.output.report.markup import e
 from lifesearch_local.output.view import pages
 from lifesearch_local.output.view.decision import decision_page
-from lifesearch_local.output.view.prompt import PromptRenderer
+from lifesearch_local.output.view.prompt import GroupOf, PromptRenderer
 from lifesearch_local.output.view.query import Query, QueryError, diff, page_of, select
 from lifesearch_local.output.view.sources import Source
 
@@ -74,6 +74,10 @@ class Viewer:
 
     sources: Sequence[Source]
     render: PromptRenderer | None = None
+    group_of: GroupOf | None = None
+    """The judge's choice group of a report (to re-run its fitting; None: not re-run)."""
+    choices: tuple[str, ...] = ()
+    """The judge's two choices, as its choice mode scores them."""
     allowed_hosts: set[str] = field(default_factory=lambda: set(LOOPBACK))
     """Host names a request may name (a page another site loads through DNS rebinding names its own)."""
     _diffs: dict = field(default_factory=dict, repr=False)
@@ -102,7 +106,8 @@ class Viewer:
             return _html(self.decisions(n, src, q, "Disagreements with the labels, most confident first"))
         d = re.fullmatch(r"/d/(\d+)", rest)
         if d and int(d.group(1)) < len(src.index):
-            return _html(decision_page(n, src, int(d.group(1)), Query.parse(params), self.sources, self.render))
+            return _html(decision_page(n, src, int(d.group(1)), Query.parse(params), self.sources, self.render,
+                                       self.group_of, self.choices))
         if rest.startswith("/files/") and src.root is not None:
             return self.file(src.root, unquote(rest[len("/files/"):]))
         raise LookupError(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from html import escape
 
-from lifesearch_local.judge.rubric import judge_prompt_span
+from lifesearch_local.judge.rubric import CHOICES, judge_prompt_span, report_choice_group
 from lifesearch_local.output.view.decision import decision_page
 from lifesearch_local.output.view.prompt import MARKER
 from lifesearch_local.output.view.query import Query
@@ -70,8 +70,14 @@ def test_a_real_judged_run_with_a_cut_report_is_shown_as_the_judge_read_it(tmp_p
     assert src.problems == [] and len(src.index) == 18
     cut = [i for i in range(len(src.index)) if src.index.truncated[i] > 0 and src.index.key(i)[:3] == ("t1", "alpha", 0)]
     assert len(cut) == 3  # the long report's three rubrics
-    page = decision_page(0, src, cut[0], Query(), srcs, judge_prompt_span)
+    page = decision_page(0, src, cut[0], Query(), srcs, judge_prompt_span, report_choice_group, CHOICES)
     assert "The cut is placed with the judge&#x27;s tokenizer (tiny-llama)" in page
+    k = int(src.index.truncated[cut[0]])
+    # the engines' own fitting, re-run on the judge's group for this report, cuts what was recorded
+    assert (f"Re-run here with tiny-llama's tokenizer and context limit (400 positions), the engines' fitting cuts "
+            f"{k} token(s), as recorded.") in page
+    decoded = re.search(r'<pre id="decoded">([^<]*)</pre>', page).group(1)
+    assert f"[… {k} tokens omitted here to fit the model&#x27;s context …]" in decoded
     head = re.search(r'<span class="report">([^<]*)</span><span class="marker">', page).group(1)
     elided = re.search(r'<span class="elided">([^<]*)</span>', page).group(1)
     tail = re.search(r'<span class="elided">[^<]*</span><span class="report">([^<]*)</span>', page).group(1)
@@ -83,11 +89,19 @@ def test_a_real_judged_run_with_a_cut_report_is_shown_as_the_judge_read_it(tmp_p
     from serving.chat import encode_data
 
     tok = AutoTokenizer.from_pretrained(resolved_path("tiny-llama"))
-    n, k = len(encode_data(tok, LONG_TEXT)), int(src.index.truncated[cut[0]])
-    spans = src.tokenizers.get("tiny-cut")[0](LONG_TEXT)
+    n = len(encode_data(tok, LONG_TEXT))
+    spans = src.tokenizers.get("tiny-cut").offsets(LONG_TEXT)
     assert len(spans) == n
     assert sum(1 for _, e in spans if e <= len(head)) == (n - k + 1) // 2
     assert sum(1 for s, _ in spans if s >= len(head) + len(elided)) == (n - k) // 2
+    # a recorded count the fitting does not give again is said, not passed over
+    lines = (out / "judgments.jsonl").read_text().splitlines()
+    line = int(src.index.line[cut[0]]) - 1
+    lines[line] = lines[line].replace(f'"truncated_tokens":{k}', f'"truncated_tokens":{k + 1}')
+    (out / "judgments.jsonl").write_text("\n".join(lines) + "\n")
+    again = open_sources([out], Inputs())
+    page = decision_page(0, again[0], cut[0], Query(), again, judge_prompt_span, report_choice_group, CHOICES)
+    assert f"cuts {k} token(s), but {k + 1} are recorded" in page
 
 
 def test_previous_and_next_walk_the_list_it_was_opened_from(tmp_path):
