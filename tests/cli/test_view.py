@@ -98,7 +98,13 @@ def browser(tmp_path_factory):
 def wait_for(page, expression: str, what: str) -> None:
     """Poll the page until `expression` is truthy (a navigation a click started has finished)."""
     deadline = time.monotonic() + 60
-    while not page.eval(f"document.readyState === 'complete' && Boolean({expression})"):
+    while True:
+        try:
+            if page.eval(f"document.readyState === 'complete' && Boolean({expression})"):
+                return
+        except RuntimeError as err:  # asked while the old page goes: its context is destroyed mid-call
+            if not any(w in str(err).lower() for w in ("context", "navigated")):
+                raise
         assert time.monotonic() < deadline, f"the page never got to: {what} (at {page.eval('location.href')})"
         time.sleep(0.1)
 
