@@ -30,6 +30,7 @@ from lifesearch_local.cli import (
     score,
     sweep,
     validate,
+    view,
 )
 from lifesearch_local.cli import web as web_cli
 from lifesearch_local.errors import LifesearchError
@@ -62,6 +63,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "import": importer.register,
     "curate": curate.register,
     "repair": repair.register,
+    "view": view.register,
 }
 
 

@@ -95,6 +95,13 @@ def choice_group(p: Pending) -> tuple[ChoiceGroup, str]:
     return group, prompts[0][1]
 
 
+def report_choice_group(task: Task, report: Report) -> tuple[ChoiceGroup, list[str]]:
+    """The choice group a fresh judge pass builds for one report (all its judged rubrics), and those
+    rubrics' ids in the group's order: what the viewer fits again to check a recorded cut."""
+    rubrics = judged_rubrics(task)
+    return choice_group(Pending(task, report, rubrics))[0], [r.id for r in rubrics]
+
+
 def judge_choice(backend: Engine, cfg: JudgeConfig, batch: Sequence[Pending], judge_run: int) -> list[list[Judgment]]:
     """One forward pass per packed group: p_true from the next-token probabilities."""
     return [row for _, rows in iter_judge_choice(backend, cfg, batch, judge_run) for row in rows]

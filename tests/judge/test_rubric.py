@@ -34,3 +34,15 @@ def test_parse_verdict_accepts_the_papers_json(text, expected):
 @pytest.mark.parametrize("text", ["", "true", "satisfied: yes", '{"satisfied": "maybe"}', '{"satisfied": 1}', "{broken"])
 def test_parse_verdict_rejects_garbage(text):
     assert parse_verdict(text) is None
+
+
+def test_the_choice_group_of_a_report_holds_its_judged_rubrics_in_order():
+    from lifesearch_local.judge.rubric import PREFILL, judge_prompt_span, report_choice_group
+    from tests.helpers.judging import REPORTS
+
+    task, report = TASKS[0], REPORTS[0]  # en1: R1 (0.5), R2 (1.0), R3 (weight 0: not judged)
+    group, ids = report_choice_group(task, report)
+    assert ids == ["R1", "R2"] and group.key == f"{task.id}|{report.agent}|{report.run}"
+    for req, rid in zip(group.requests, ids, strict=True):
+        text, _, span = judge_prompt_span(task, next(r for r in task.rubrics if r.id == rid), report.text)
+        assert req.messages == [{"role": "user", "content": text}] and req.prefill == PREFILL and req.elastic == span
