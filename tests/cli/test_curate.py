@@ -10,10 +10,10 @@ from tests.helpers.inputs import write_jsonl
 def test_cli_prints_the_summary(tmp_path, monkeypatch, capsys):
     import contextlib
 
-    import serving.hosting
+    import serving
 
     s = Script({("filter", "and the other one too, cheaper??"): [filter_json(quality_level="low")]})
-    monkeypatch.setattr(serving.hosting, "host_engine", lambda cfg, ray=None, phase="": contextlib.nullcontext(s.backend))
+    monkeypatch.setattr(serving, "host_engine", lambda cfg, ray=None, phase="": contextlib.nullcontext(s.backend))
     monkeypatch.setattr("lifesearch_local.run.preflight.weights_problem", lambda name, revision=None: None)  # no hub here
     qs = write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "query": EN_QUERY}, {"id": "b", "query": "and the other one too, cheaper??"}])
     assert main(["curate", "--queries", str(qs), "--model", "some/model", "--out", str(tmp_path / "o"), "--quiet"]) == 0
@@ -27,11 +27,11 @@ def test_cli_prints_the_summary(tmp_path, monkeypatch, capsys):
 def test_cli_summary_when_every_query_failed_says_so(tmp_path, monkeypatch, capsys):
     import contextlib
 
-    import serving.hosting
+    import serving
 
     other = "and the other one too, cheaper??"
     s = Script({("filter", EN_QUERY): ["nope"] * 3, ("filter", other): ["nope"] * 3})
-    monkeypatch.setattr(serving.hosting, "host_engine", lambda cfg, ray=None, phase="": contextlib.nullcontext(s.backend))
+    monkeypatch.setattr(serving, "host_engine", lambda cfg, ray=None, phase="": contextlib.nullcontext(s.backend))
     monkeypatch.setattr("lifesearch_local.run.preflight.weights_problem", lambda name, revision=None: None)  # no hub here
     qs = write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "query": EN_QUERY}, {"id": "b", "query": other}])
     assert main(["curate", "--queries", str(qs), "--model", "some/model", "--out", str(tmp_path / "o"), "--quiet"]) == 0
