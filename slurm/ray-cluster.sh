@@ -36,7 +36,14 @@ ray_token() {
   (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$RAY_AUTH_TOKEN_PATH")
 }
 
-node_ip() {  # the address a node is reached at, asked on the node itself
+# The address a node is reached at: the IPv4 address Slurm itself reaches it at (its NodeAddr),
+# else what the node's own hostname resolves to, asked on the node. A host whose hostname
+# resolves to another interface than the one its peers reach (a second network) then still
+# gets a Ray address that the other nodes can reach.
+node_ip() {
+  local addr
+  addr=$(scontrol show node -o "$1" 2>/dev/null | sed -n 's/.*NodeAddr=\([0-9.]*\) .*/\1/p')
+  if [[ "$addr" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] && [ "$addr" != 127.0.0.1 ]; then echo "$addr"; return; fi
   srun --nodes=1 --ntasks=1 -w "$1" hostname --ip-address | awk '{print $1}'
 }
 
