@@ -9,6 +9,7 @@
 #   scripts/multinode_env.sh test [PYTHON]    start, run tests/multinode (a skip counts as a failure), stop
 #   scripts/multinode_env.sh kill-worker      kill -9 every process of the second host (a node dies)
 #   scripts/multinode_env.sh worker-up        (re)boot the second host: its namespaces, slurmd, Ray worker
+#   scripts/multinode_env.sh on-worker CMD... run a command on the second host (its namespaces)
 # Nothing leaves the two namespaces' /30 (no route, no default route in the second host); the
 # one-node Slurm of slurm_env.sh may run beside it (other ports, its own directory).
 # Environment: LIFESEARCH_MULTINODE_DIR (default /var/tmp/lifesearch-mn: not under /tmp, which
@@ -32,7 +33,8 @@ CTLD_ADDR="$HEAD_IP"
 # A node whose slurmd dies is marked down after 10 s (not 300): the node-loss test waits on it.
 EXTRA_CONF="SlurmdTimeout=10"
 RAY_PORT=6390        # the standing Ray cluster; Slurm jobs' own clusters use 20000 and up
-PY="${2:-${LIFESEARCH_PYTHON:-python3}}"
+PY="${LIFESEARCH_PYTHON:-python3}"
+if [ "${1:-}" = start ] || [ "${1:-}" = test ] || [ "${1:-}" = worker-up ]; then PY="${2:-$PY}"; fi
 
 # shellcheck source=scripts/slurm_env.sh
 source "$(dirname "$0")/slurm_env.sh"
@@ -150,11 +152,28 @@ ray_start() {
   ray_worker_up
 }
 
+ray_at_worker() {  # ray_at_worker 0|1: wait (bounded: 90 s) until Ray counts that many live nodes at the worker's address
+  ray_env
+  PYTHONPATH="$PWD" "$PY" - "$HEAD_IP:$RAY_PORT" "$WORKER_IP" "$1" <<'PY' || { say "Ray did not see $1 live node(s) at $WORKER_IP in 90 s"; return 1; }
+import sys, time
+import ray
+ray.init(address=sys.argv[1], logging_level="ERROR")
+deadline = time.monotonic() + 90
+while time.monotonic() < deadline:  # bounded
+    if sum(1 for n in ray.nodes() if n["Alive"] and n["NodeManagerAddress"] == sys.argv[2]) == int(sys.argv[3]):
+        sys.exit(0)
+    time.sleep(0.5)
+sys.exit(1)
+PY
+}
+
 ray_worker_up() {
+  alive "$DIR/ray-worker.pid" && return 0
+  ray_at_worker 0 || return 1  # a worker killed a moment ago: Ray notices before the new one joins
   # shellcheck disable=SC2046
   ray_up worker "$DIR/ray-worker.pid" --address="$HEAD_IP:$RAY_PORT" --node-ip-address="$WORKER_IP" \
     $(ray_ports 6450) --num-cpus=1 --temp-dir=/tmp/lsmn-ray || return 1
-  ray_nodes_up 2
+  ray_at_worker 1
 }
 
 tree() {  # tree PID: the pid and every descendant (from ps)
@@ -196,6 +215,7 @@ exports() {
   echo "export SLURM_CONF=$CONF"
   echo "export LIFESEARCH_MN_RAY_ADDRESS=$HEAD_IP:$RAY_PORT LIFESEARCH_MN_RAY_TOKEN=$DIR/ray.token"
   echo "export LIFESEARCH_MN_ENV=$PWD/scripts/multinode_env.sh LIFESEARCH_MN_WORKER=$WORKER_NODE LIFESEARCH_MN_HEAD=$HEAD_NODE"
+  echo "export LIFESEARCH_PYTHON=$(command -v "$PY")"  # the env's later subcommands (worker-up) use it too
 }
 
 mn_start() {
@@ -230,6 +250,7 @@ case "${1:-start}" in
   stop) mn_stop ;;
   kill-worker) kill_worker ;;
   worker-up) worker_up ;;
+  on-worker) shift; alive "$HOLDER" || { say "the second host is down"; exit 3; }; on_worker "$@" ;;
   test)
     t0=$SECONDS
     trap mn_stop EXIT

@@ -40,7 +40,7 @@ class EngineHost:
     def ready(self) -> dict[str, Any]:
         """Identity of this replica once its model is loaded, and the node it runs on."""
         return {"pid": os.getpid(), "load_s": round(self.load_s, 3), "model_hash": self.engine.model_hash(),
-                "identity": self.engine.identity().model_dump(), "cleared_env": self.cleared_env, **_node()}
+                "identity": self.engine.identity().model_dump(), "cleared_env": self.cleared_env, **this_node()}
 
     def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
         self.keys.append([g.key for g in groups])
@@ -60,7 +60,7 @@ class EngineHost:
                 **self.engine.stats()}
 
 
-def _node() -> dict[str, str | None]:
+def this_node() -> dict[str, str | None]:
     """This process's host name and the address its Ray node was started with (the one other
     nodes reach it at); None for the address outside Ray."""
     import socket
