@@ -113,6 +113,8 @@ net_down() {
 
 ray_env() {
   export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$DIR/ray.token" RAY_USAGE_STATS_ENABLED=0
+  # no memory monitor: it kills replicas when the whole machine runs short, and a test machine is shared
+  export RAY_memory_monitor_refresh_ms=0
   if [ ! -s "$RAY_AUTH_TOKEN_PATH" ]; then
     (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$RAY_AUTH_TOKEN_PATH")
   fi

@@ -23,6 +23,12 @@ TWO = ("--nodes=2", "--cpus-per-task=1")  # one CPU a node: the config's two 1-C
 NOISE = re.compile(r"srun: error|CANCELLED|Traceback|slurmstepd.*error")
 
 
+def env(tmp: Path) -> dict[str, str]:
+    """The job's environment. Ray's memory monitor off: it kills replicas when the whole machine is
+    short of memory, and the test machine is shared with other work."""
+    return job_env(tmp, RAY_memory_monitor_refresh_ms="0")
+
+
 def slow_worker_ray(tmp: Path, seconds: int) -> dict[str, str]:
     """A job environment in which Ray on the worker host starts `seconds` late (a node slow to boot)."""
     bin_ = tmp / "late-bin"
@@ -37,8 +43,8 @@ def slow_worker_ray(tmp: Path, seconds: int) -> dict[str, str]:
         "fi\n"
         f'exec "{real}" "$@"\n')
     (bin_ / "ray").chmod(0o755)
-    env = job_env(tmp)
-    return {**env, "PATH": f"{bin_}:{env['PATH']}"}
+    base = env(tmp)
+    return {**base, "PATH": f"{bin_}:{base['PATH']}"}
 
 
 def finish(job: Job, timeout: float = 400) -> str:
@@ -114,10 +120,17 @@ def test_the_web_cache_after_agents_on_both_nodes_verifies(whole_run):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def judging(job: Job) -> None:
+    """Until the judge has flushed its first records (the job failing first fails the test at once)."""
+    wait_for(lambda: lines(job.run / "judgments.jsonl") >= 20 or job.state() in FINAL, 300, "the judge's first records",
+             job, poll=0.1)
+    assert job.state() == "RUNNING", job.log()[-3000:]
+
+
 def test_the_worker_node_dies_mid_judge(tmp_path, worker_back):
-    job = Job(tmp_path, SCRIPT, *TWO, config=str(judge_config(tmp_path)))
+    job = Job(tmp_path, SCRIPT, *TWO, config=str(judge_config(tmp_path)), env=env(tmp_path))
     try:
-        wait_for(lambda: lines(job.run / "judgments.jsonl") >= 20, 300, "the judge's first records", job, poll=0.1)
+        judging(job)
         env_script("kill-worker")  # every process of the worker host (its slurmd, Ray, replica): kill -9
         # the node comes back once Slurm has seen it go (a reboot); the job finishes on the head
         # or is requeued by Slurm for the lost node, and its rerun finishes
@@ -129,7 +142,7 @@ def test_the_worker_node_dies_mid_judge(tmp_path, worker_back):
         if job.state() not in FINAL:
             job.cancel()
     if state != "COMPLETED":  # it stopped resumably: the same command again completes it
-        rerun = Job(tmp_path, SCRIPT, *TWO, config=str(judge_config(tmp_path)), out=job.run)
+        rerun = Job(tmp_path, SCRIPT, *TWO, config=str(judge_config(tmp_path)), out=job.run, env=env(tmp_path))
         assert finish(rerun) == "COMPLETED", rerun.log()[-3000:]
     assert_each_record_once(job.run)
     lost = json.loads((job.run / "manifest.json").read_text())["stages"]["judge/tiny-llama-choice"]["replicas_lost"]
@@ -143,9 +156,9 @@ def node_state(node: str) -> str:
 
 
 def test_the_driver_preempted_while_the_worker_holds_work(tmp_path):
-    job = Job(tmp_path, SCRIPT, *TWO, config=str(judge_config(tmp_path)))
+    job = Job(tmp_path, SCRIPT, *TWO, config=str(judge_config(tmp_path)), env=env(tmp_path))
     try:
-        wait_for(lambda: lines(job.run / "judgments.jsonl") >= 20, 300, "the judge's first records", job, poll=0.1)
+        judging(job)
         job.term_batch()  # the head's batch shell: the driver stops, flushes, the job is requeued
         wait_for(lambda: job.restarts() >= 1, 240, "the requeue after SIGTERM", job)
         assert not (job.run / "scores.json").exists()
@@ -162,8 +175,8 @@ def test_the_driver_preempted_while_the_worker_holds_work(tmp_path):
 
 
 def test_a_worker_that_never_joins_fails_the_job_naming_it(tmp_path):
-    env = {**slow_worker_ray(tmp_path, 100000), "LIFESEARCH_RAY_JOIN_TIMEOUT": "15"}
-    job = Job(tmp_path, SCRIPT, *TWO, env=env)
+    late = {**slow_worker_ray(tmp_path, 100000), "LIFESEARCH_RAY_JOIN_TIMEOUT": "15"}
+    job = Job(tmp_path, SCRIPT, *TWO, env=late)
     assert finish(job, 240) == "FAILED", job.log()[-3000:]
     errors = [ln for ln in job.log().splitlines() if "error" in ln.lower()]
     log = tmp_path / f"ray-{job.id}-{WORKER}.log"
