@@ -127,6 +127,20 @@ def judging(job: Job) -> None:
     assert job.state() == "RUNNING", job.log()[-3000:]
 
 
+def documented_writers() -> list[str]:
+    """The files (and folders, ending in /) of docs/slurm.md's table of who writes what."""
+    text = (ROOT / "docs" / "slurm.md").read_text().split("### Who writes which file", 1)[1].split("\n## ", 1)[0]
+    return [name for row in text.splitlines() if row.startswith("| `") for name in re.findall(r"`([^`]+)`", row.split("|")[1])]
+
+
+def test_every_file_of_the_run_has_its_writer_documented(whole_run):
+    names = documented_writers()
+    assert "web_cache/index.sqlite" in names and "trajectories/" in names
+    files = [p.relative_to(whole_run.run).as_posix() for p in whole_run.run.rglob("*") if p.is_file()]
+    undocumented = [f for f in files if f not in names and not any(n.endswith("/") and f.startswith(n) for n in names)]
+    assert not undocumented, f"docs/slurm.md does not say who writes {undocumented}"
+
+
 def test_the_worker_node_dies_mid_judge(tmp_path, worker_back):
     job = Job(tmp_path, SCRIPT, *TWO, config=str(judge_config(tmp_path)), env=env(tmp_path))
     try:
