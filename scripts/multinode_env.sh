@@ -31,7 +31,9 @@ CTLD_PORT=6827       # the one-node Slurm uses 6817/6818
 SLURMD_PORT=6828
 CTLD_ADDR="$HEAD_IP"
 # A node whose slurmd dies is marked down after 10 s (not 300): the node-loss test waits on it.
-EXTRA_CONF="SlurmdTimeout=10"
+# Job ids from 100: the sbatch scripts derive Ray's ports from the job id, and the one-node Slurm's
+# jobs (ids from 1) may run on this host at the same time.
+EXTRA_CONF=$'SlurmdTimeout=10\nFirstJobId=100'
 RAY_PORT=6390        # the standing Ray cluster; Slurm jobs' own clusters use 20000 and up
 PY="${LIFESEARCH_PYTHON:-python3}"
 if [ "${1:-}" = start ] || [ "${1:-}" = test ] || [ "${1:-}" = worker-up ]; then PY="${2:-$PY}"; fi
@@ -78,10 +80,12 @@ host_up() {  # the namespaces, and a process that holds the UTS and mount ones
   rm -f "$HOLDER"
   # unshare makes the new mounts private: /tmp, /etc/hosts and /etc/hostname are the second host's own
   # (nsenter, not `ip netns exec`, which would mount a /sys without the cgroup tree slurmd reads)
+  # shellcheck disable=SC2016  # expanded by that sh
   nsenter --net="/run/netns/$NS" unshare --uts --mount --propagation private sh -c '
     hostname "$1" && mount -t tmpfs -o size=2g,mode=1777 tmpfs /tmp \
       && mount --bind "$2/worker-hosts" /etc/hosts && mount --bind "$2/worker-hostname" /etc/hostname \
       && echo $$ >"$3" && exec sleep infinity' sh "$WORKER_NODE" "$DIR" "$HOLDER.new" >/dev/null 2>&1 &
+  disown  # stopped by pid (kill_worker), not by this shell: no job notice when it goes
   local t
   for ((t = 0; t < 40; t++)); do [ -s "$HOLDER.new" ] && break; sleep 0.25; done  # bounded: 10 s
   mv -f "$HOLDER.new" "$HOLDER" 2>/dev/null
@@ -136,6 +140,7 @@ ray_up() {  # ray_up WHERE PIDFILE ARGS...: WHERE is "here" or "worker"
   if [ "$where" = worker ]; then run=(nsenter --target "$(cat "$HOLDER")" --net --uts --mount -- "${run[@]}"); fi
   "${run[@]}" >>"$DIR/log/ray-$where.log" 2>&1 &
   echo $! >"$pidfile"
+  disown
 }
 
 ray_nodes_up() {  # wait (bounded: 120 s) until N nodes are alive
@@ -248,7 +253,7 @@ mn_stop() {
 
 if [ "$(id -u)" -ne 0 ]; then say "root is needed (network namespaces, Slurm's daemons)"; exit 1; fi
 case "${1:-start}" in
-  start) trap 'rc=$?; if [ "$rc" -ne 0 ]; then mn_stop; fi' EXIT; mn_start ;;
+  start) trap 'if [ "$?" -ne 0 ]; then mn_stop; fi' EXIT; mn_start ;;
   stop) mn_stop ;;
   kill-worker) kill_worker ;;
   worker-up) worker_up ;;
