@@ -38,6 +38,7 @@ RAY_PORT=6390        # the standing Ray cluster; Slurm jobs' own clusters use 20
 PY="${LIFESEARCH_PYTHON:-python3}"
 if [ "${1:-}" = start ] || [ "${1:-}" = test ] || [ "${1:-}" = worker-up ]; then PY="${2:-$PY}"; fi
 
+LIFESEARCH_SLURM_DIR="$DIR"
 # shellcheck source=scripts/slurm_env.sh
 source "$(dirname "$0")/slurm_env.sh"
 NODES=2

@@ -11,12 +11,12 @@
 # Environment: LIFESEARCH_SLURM_DIR (default /tmp/lifesearch-slurm); LIFESEARCH_SLURM_NODES=2
 # starts a second slurmd on this host (`slurmd -N`), for the multi-node script.
 # Sourced (scripts/multinode_env.sh does), it only defines its functions and settings: the caller
-# may set DIR, CTLD_PORT, SLURMD_PORT, CTLD_ADDR and EXTRA_CONF first and redefine node_names,
+# may set LIFESEARCH_SLURM_DIR, CTLD_PORT, SLURMD_PORT, CTLD_ADDR and EXTRA_CONF first and redefine node_names,
 # node_lines and start_slurmd after.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
-DIR="${DIR:-${LIFESEARCH_SLURM_DIR:-/tmp/lifesearch-slurm}}"
+DIR="${LIFESEARCH_SLURM_DIR:-/tmp/lifesearch-slurm}"
 CONF="$DIR/slurm.conf"
 NODES="${LIFESEARCH_SLURM_NODES:-1}"
 HOST="$(hostname -s)"
