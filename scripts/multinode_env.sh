@@ -247,7 +247,7 @@ mn_stop() {
     stop >/dev/null 2>&1  # slurm_env.sh's: cancel the jobs, stop the daemons by pid, munge if last
   fi
   kill_worker >/dev/null  # whatever is left in the second host (its Ray worker, its namespaces)
-  for f in "$DIR/ray-head.pid" "$DIR/ray-worker.pid"; do rm -f "$f"; done
+  for f in "$DIR/ray-head.pid" "$DIR/ray-worker.pid" "$DIR/ray.token"; do rm -f "$f"; done
   net_down
   say "stopped"
 }
