@@ -176,6 +176,9 @@ def test_the_driver_preempted_while_the_worker_holds_work(tmp_path):
         job.term_batch()  # the head's batch shell: the driver stops, flushes, the job is requeued
         wait_for(lambda: job.restarts() >= 1, 240, "the requeue after SIGTERM", job)
         assert not (job.run / "scores.json").exists()
+        # the stopped invocation recorded its stage: the worker had been serving the judge's calls
+        first = stage_nodes(job.run)["judge/tiny-llama-choice"]
+        assert first[WORKER]["records"] > 0 and first[WORKER]["failures"] == 0, first
         state = finish(job)
     finally:
         if job.state() not in FINAL:
