@@ -22,11 +22,10 @@ from serving.protocol import Generation
 from serving.ray.actor import this_node
 from tests.helpers.agent import agent_config, call, turn, web_config
 from tests.helpers.inputs import ROOT
+from tests.helpers.multinode import ENV_SCRIPT, RAY_ADDRESS, WORKER, WORKER_IP, env_script, judge_config
 from tests.helpers.web_server import LoopbackServer, Reply
-from tests.multinode.conftest import ENV_SCRIPT, RAY_ADDRESS, WORKER, env_script, judge_config
 
 pytestmark = pytest.mark.slow
-WORKER_IP = "10.213.77.2"
 
 
 def ray_env() -> dict[str, str]:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.inputs import ROOT
+from tests.helpers.multinode import HEAD, WORKER, WORKER_IP, env_script, judge_config
 from tests.helpers.slurm import FINAL, Job, job_env, lines, wait_for
-from tests.multinode.conftest import HEAD, WORKER, env_script, judge_config
 
 pytestmark = pytest.mark.slow
 SCRIPT = "slurm/lifesearch-multinode.sbatch"
@@ -102,12 +102,12 @@ def test_a_whole_run_on_two_nodes_with_work_on_both(whole_run):
     here = socket.gethostname()
     for stage in ("agent/tiny-qwen3-agent", "judge/tiny-llama-choice", "reporteval/tiny-llama-choice"):
         assert set(nodes[stage]) == {here, WORKER}, (stage, nodes[stage])
-        assert {n["ip"] for n in nodes[stage].values()} == {"10.213.77.1", "10.213.77.2"}
+        assert {n["ip"] for n in nodes[stage].values()} == {"10.213.77.1", WORKER_IP}
         assert all(n["records"] > 0 and n["failures"] == 0 for n in nodes[stage].values()), (stage, nodes[stage])
     judged = sum(n["records"] for n in nodes["judge/tiny-llama-choice"].values())
     assert judged == lines(job.run / "judgments.jsonl")  # each decision counted on the node that made it
     page = (job.run / "report.html").read_text()
-    assert 'id="nodes"' in page and f">{WORKER}<" in page and ">10.213.77.2<" in page
+    assert 'id="nodes"' in page and f">{WORKER}<" in page and f">{WORKER_IP}<" in page
 
 
 def test_the_web_cache_after_agents_on_both_nodes_verifies(whole_run):
@@ -160,8 +160,8 @@ def test_the_worker_node_dies_mid_judge(tmp_path, worker_back):
         assert finish(rerun) == "COMPLETED", rerun.log()[-3000:]
     assert_each_record_once(job.run)
     lost = json.loads((job.run / "manifest.json").read_text())["stages"]["judge/tiny-llama-choice"]["replicas_lost"]
-    assert any(x["hostname"] == WORKER and x["ip"] == "10.213.77.2" for x in lost), lost
-    assert f"on node {WORKER} (10.213.77.2) out of the pool" in job.log(), job.log()[-3000:]
+    assert any(x["hostname"] == WORKER and x["ip"] == WORKER_IP for x in lost), lost
+    assert f"on node {WORKER} ({WORKER_IP}) out of the pool" in job.log(), job.log()[-3000:]
 
 
 def node_state(node: str) -> str:
@@ -197,6 +197,6 @@ def test_a_worker_that_never_joins_fails_the_job_naming_it(tmp_path):
     assert finish(job, 240) == "FAILED", job.log()[-3000:]
     errors = [ln for ln in job.log().splitlines() if "error" in ln.lower()]
     log = tmp_path / f"ray-{job.id}-{WORKER}.log"
-    assert errors == [f"error: the Ray worker on {WORKER} (10.213.77.2) did not join: 1 of 2 Ray nodes joined "
+    assert errors == [f"error: the Ray worker on {WORKER} ({WORKER_IP}) did not join: 1 of 2 Ray nodes joined "
                       f"within 15 s; its log: {log}"], job.log()
     assert f"ray head: {HEAD}" in job.log() and "2 Ray nodes alive" not in job.log()
