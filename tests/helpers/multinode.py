@@ -1,4 +1,4 @@
-"""The two hosts of scripts/multinode_env.sh as the tests see them: its settings, its subcommands, a judge-only config."""
+"""The two hosts of scripts/ci/multinode_env.sh as the tests see them: its settings, its subcommands, a judge-only config."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ WORKER_IP = "10.213.77.2"
 
 
 def env_script(*args: str, timeout: float = 180) -> None:
-    """Run a subcommand of scripts/multinode_env.sh (kill-worker, worker-up)."""
+    """Run a subcommand of scripts/ci/multinode_env.sh (kill-worker, worker-up)."""
     r = subprocess.run([ENV_SCRIPT, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     assert r.returncode == 0, f"multinode_env.sh {' '.join(args)}: {r.stdout[-2000:]}{r.stderr[-2000:]}"
 

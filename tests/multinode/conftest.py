@@ -1,7 +1,7 @@
-"""Two hosts on one machine (scripts/multinode_env.sh): a head here and a worker in its own network,
+"""Two hosts on one machine (scripts/ci/multinode_env.sh): a head here and a worker in its own network,
 UTS and mount namespaces, with a two-node Slurm and a standing two-node Ray cluster on them.
 
-`scripts/multinode_env.sh test` starts them and runs this folder with SLURM_CONF and the
+`scripts/ci/multinode_env.sh test` starts them and runs this folder with SLURM_CONF and the
 LIFESEARCH_MN_* variables set and LIFESEARCH_REQUIRE_MULTINODE=1, which turns "no second host
 here" into an error. Elsewhere the folder is skipped.
 """
@@ -22,9 +22,9 @@ REQUIRED = os.environ.get("LIFESEARCH_REQUIRE_MULTINODE") == "1"
 
 def _unavailable() -> str | None:
     if not ENV_SCRIPT or not RAY_ADDRESS:
-        return "no second host (scripts/multinode_env.sh start sets LIFESEARCH_MN_ENV and LIFESEARCH_MN_RAY_ADDRESS)"
+        return "no second host (scripts/ci/multinode_env.sh start sets LIFESEARCH_MN_ENV and LIFESEARCH_MN_RAY_ADDRESS)"
     if not shutil.which("sbatch"):
-        return "Slurm is not installed (scripts/multinode_env.sh installs it)"
+        return "Slurm is not installed (scripts/ci/multinode_env.sh installs it)"
     try:
         r = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=20)
     except subprocess.TimeoutExpired:

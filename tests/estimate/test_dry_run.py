@@ -1,0 +1,124 @@
+"""The estimate's counts against what the run then does: agent runs, decisions per judge and repetition,
+ReportEval records and decisions, the pending work of a resumed run; the manifest's estimate and actual."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import Counter
+
+import pytest
+
+from lifesearch_local.agent.config import AgentConfig, ToolsConfig
+from lifesearch_local.estimate.dry_run import estimate_judge, estimate_run
+from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.records import Judgment, Report
+from lifesearch_local.reporteval.config import ReportEvalConfig
+from lifesearch_local.reporteval.records import ReportEvaluation
+from lifesearch_local.run.config import RunConfig
+from lifesearch_local.run.pipeline import run_pipeline
+from lifesearch_local.rundir.directory import RunDir
+from lifesearch_local.rundir.jsonl import read_records
+from lifesearch_local.tasks import load_tasks
+from serving.config import model_config
+from tests.helpers.doubles import ScriptedBackend
+from tests.helpers.inputs import SAMPLE
+
+REPORT = "# Title\n\n## First part\nSome text here.\n\n## Second part\nMore text.\n\n## Third part\nAnd more.\n"
+
+
+class Models:
+    """open_model stand-in: a scripted agent that answers at once, a scripted judge."""
+
+    def __init__(self):
+        self.backends = {"agent-model": ScriptedBackend(lambda req: REPORT), "judge-model": ScriptedBackend()}
+
+    @contextlib.contextmanager
+    def __call__(self, model_cfg, ray_cfg):
+        yield self.backends[model_cfg.model]
+
+
+def config(tmp_path, **kw) -> RunConfig:
+    judge = JudgeConfig(id="j", model=model_config(model="judge-model"), runs=2, groups_per_call=3)
+    agent = AgentConfig(id="a", model=model_config(model="agent-model"), tools=ToolsConfig(enabled=[]))
+    base = {"name": "est", "out": str(tmp_path / "run"), "tasks": str(SAMPLE / "tasks.jsonl"),
+            "task_ids": ["sample-en-01", "sample-en-02", "sample-zh-04"], "runs": 2, "agents": [agent], "judge": judge,
+            "reporteval": ReportEvalConfig(metrics=["quality", "redundancy"], max_pairs=2)}
+    return RunConfig(**{**base, **kw})
+
+
+def test_the_counts_are_what_the_run_then_does(tmp_path):
+    cfg = config(tmp_path)
+    est = estimate_run(cfg, calibrate="never", local_only=True)
+    assert not (tmp_path / "run").exists()  # an estimate creates nothing
+    run_pipeline(cfg, open_model=Models(), show=False)
+    rd = RunDir(tmp_path / "run")
+    reports, judgments = rd.load("reports.jsonl", Report), rd.load("judgments.jsonl", Judgment)
+    agent, judge = est.phases["agent/a"], est.phases["judge/j"]
+    assert agent.runs == len(reports) == 6
+    per_run = Counter(j.judge_run for j in judgments)
+    assert judge.decisions_per_repetition == [per_run[0], per_run[1]] and judge.decisions == len(judgments)
+    evals = rd.load("reporteval.jsonl", ReportEvaluation)
+    assert est.phases["reporteval/j"].records == len(evals) == 12
+    # unwritten reports: quality's 5 dimensions each, redundancy assumed to find no sections (said so)
+    assert est.phases["reporteval/j"].decisions == 30
+    assert any("not yet written" in a for a in est.phases["reporteval/j"].assumptions)
+    block = json.loads((tmp_path / "run" / "manifest.json").read_text())["estimate"]
+    assert block["estimate"]["phases"]["judge/j"]["decisions"] == len(judgments)
+    assert block["actual"]["phases"]["judge/j"]["decisions"] == len(judgments)
+    assert block["actual"]["phases"]["agent/a"]["runs"] == 6 and block["actual"]["run_seconds"] > 0
+
+
+def test_reports_on_disk_give_exact_reporteval_counts_too(tmp_path):
+    # existing reports (`reports:`): redundancy's sampled pairs come from their real sections
+    cfg = config(tmp_path, agents=[], reports=str(SAMPLE / "reports.jsonl"))
+    est = estimate_run(cfg, calibrate="never", local_only=True)
+    run_pipeline(cfg, open_model=Models(), show=False)
+    stages = RunDir(tmp_path / "run").manifest().stages
+    re = stages["reporteval/j"]
+    assert est.phases["reporteval/j"].decisions == re["quality"]["decisions"] + re["redundancy"]["decisions"] > 0
+    assert est.phases["judge/j"].decisions == stages["judge/j"]["decisions"]
+
+
+def test_a_resumed_run_counts_only_what_is_left(tmp_path):
+    cfg = config(tmp_path)
+    run_pipeline(cfg, open_model=Models(), show=False, phases=("agent",))
+    est = estimate_run(cfg, calibrate="never", local_only=True)
+    assert est.phases["agent/a"].runs == 0 and est.phases["agent/a"].seconds.estimate == 0  # no model loaded
+    assert est.phases["judge/j"].decisions > 0
+    assert est.phases["reporteval/j"].decisions > 30  # the written reports have sections: real pairs now
+    run_pipeline(cfg, open_model=Models(), show=False)
+    after = estimate_run(cfg, calibrate="never", local_only=True)
+    assert after.phases["judge/j"].decisions == 0 and after.phases["reporteval/j"].records == 0
+    assert estimate_run(cfg, calibrate="never", local_only=True, fresh=True).phases["agent/a"].runs == 6
+
+
+def test_the_judge_estimate_counts_each_judge_and_repetition(tmp_path):
+    tasks = load_tasks(SAMPLE / "tasks.jsonl")
+    reports = read_records(SAMPLE / "reports.jsonl", Report)[:5]
+    judges = [JudgeConfig(id="x", model=model_config(model="judge-model"), runs=3),
+              JudgeConfig(id="y", model=model_config(model="judge-model"))]
+    est = estimate_judge(tmp_path / "out", tasks, reports, judges, calibrate="never", local_only=True)
+    by_id = {t.id: t for t in tasks}
+    one = sum(sum(r.weight > 0 for r in by_id[rep.task_id].rubrics) for rep in reports)
+    assert est.phases["judge/x"].decisions_per_repetition == [one] * 3 and est.phases["judge/y"].decisions == one
+    assert est.command == "judge" and est.phases["judge/x"].seconds is None  # no profile, no calibration
+    assert est.total_seconds is None and est.phases["judge/x"].tokens is None  # no tokenizer for a stand-in
+
+
+@pytest.mark.parametrize("kernel", ["shared", "two_stage"])
+def test_tokens_are_the_kernels_own_on_real_reports(tmp_path, kernel):
+    # the real tokenizer on the real prompts: the judge then computes exactly these tokens
+    from lifesearch_local.judge.stage import judge_stage
+
+    tasks = load_tasks(SAMPLE / "tasks.jsonl")
+    reports = read_records(SAMPLE / "reports.jsonl", Report)[:2]
+    judge = JudgeConfig(id="t", model=model_config(model="tiny-llama", device="cpu", kernel=kernel, token_budget=2000),
+                        groups_per_call=1)
+    est = estimate_judge(tmp_path / "out", tasks, reports, [judge], calibrate="never", local_only=True)
+    rd = RunDir(tmp_path / "out")
+    stats = judge_stage(rd, tasks, reports, judge, show=False)
+    assert est.phases["judge/t"].tokens == stats["forward_tokens"]
+    assert est.phases["judge/t"].prompt_tokens == stats["prompt_tokens"]
+    assert est.phases["judge/t"].decisions == stats["decisions"]
+    assert est.memory.needed_gib > 0 and est.memory.fits is True
