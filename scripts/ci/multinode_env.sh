@@ -47,9 +47,14 @@ say() { echo "multinode env: $*" >&2; }
 
 node_names() { echo "$HEAD_NODE"; echo "$WORKER_NODE"; }
 
-node_lines() {  # each node at the address it is reached at; both share this machine's CPUs
-  echo "NodeName=$HEAD_NODE NodeAddr=$HEAD_IP CPUs=$1 State=UNKNOWN"
-  echo "NodeName=$WORKER_NODE NodeAddr=$WORKER_IP CPUs=$1 State=UNKNOWN"
+# Each node at the address it is reached at, with half of this machine's CPUs: the multi-node script
+# asks for whole nodes (--exclusive), so each node's Ray gets its node's CPUs, and two 1-CPU
+# replicas on a 2-core machine then land one on each node, never both on the head.
+node_lines() {
+  local half=$(($1 / 2))
+  if [ "$half" -lt 1 ]; then half=1; fi
+  echo "NodeName=$HEAD_NODE NodeAddr=$HEAD_IP CPUs=$half State=UNKNOWN"
+  echo "NodeName=$WORKER_NODE NodeAddr=$WORKER_IP CPUs=$half State=UNKNOWN"
 }
 
 start_slurmd() {  # the head's here, the worker's inside the second host
@@ -224,6 +229,7 @@ exports() {
   echo "export LIFESEARCH_MN_RAY_ADDRESS=$HEAD_IP:$RAY_PORT LIFESEARCH_MN_RAY_TOKEN=$DIR/ray.token"
   echo "export LIFESEARCH_MN_ENV=$PWD/scripts/ci/multinode_env.sh LIFESEARCH_MN_WORKER=$WORKER_NODE LIFESEARCH_MN_HEAD=$HEAD_NODE"
   echo "export LIFESEARCH_PYTHON=$(command -v "$PY")"  # the env's later subcommands (worker-up) use it too
+  echo "export LIFESEARCH_MN_HEAD_IP=$HEAD_IP LIFESEARCH_MN_WORKER_IP=$WORKER_IP"
 }
 
 mn_start() {

@@ -13,7 +13,7 @@ from tests.helpers.inputs import ROOT
 ENV_SCRIPT = os.environ.get("LIFESEARCH_MN_ENV", "")
 RAY_ADDRESS = os.environ.get("LIFESEARCH_MN_RAY_ADDRESS", "")
 HEAD, WORKER = os.environ.get("LIFESEARCH_MN_HEAD", "lsmn-head"), os.environ.get("LIFESEARCH_MN_WORKER", "lsmn-worker")
-WORKER_IP = "10.213.77.2"
+HEAD_IP, WORKER_IP = os.environ.get("LIFESEARCH_MN_HEAD_IP", "10.213.77.1"), os.environ.get("LIFESEARCH_MN_WORKER_IP", "10.213.77.2")
 
 
 def env_script(*args: str, timeout: float = 180) -> None:

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.inputs import ROOT
-from tests.helpers.multinode import HEAD, WORKER, WORKER_IP, env_script, judge_config
+from tests.helpers.multinode import HEAD, HEAD_IP, WORKER, WORKER_IP, env_script, judge_config
 from tests.helpers.slurm import FINAL, Job, job_env, lines, wait_for
 
 pytestmark = pytest.mark.slow
 SCRIPT = "slurm/lifesearch-multinode.sbatch"
-TWO = ("--nodes=2", "--cpus-per-task=1")  # one CPU a node: the config's two 1-CPU replicas land one on each
+TWO = ("--nodes=2", "--cpus-per-task=1")  # whole nodes of one CPU each: the two 1-CPU replicas land one on each
 NOISE = re.compile(r"srun: error|CANCELLED|Traceback|slurmstepd.*error")
 
 
@@ -102,7 +102,7 @@ def test_a_whole_run_on_two_nodes_with_work_on_both(whole_run):
     here = socket.gethostname()
     for stage in ("agent/tiny-qwen3-agent", "judge/tiny-llama-choice", "reporteval/tiny-llama-choice"):
         assert set(nodes[stage]) == {here, WORKER}, (stage, nodes[stage])
-        assert {n["ip"] for n in nodes[stage].values()} == {"10.213.77.1", WORKER_IP}
+        assert {n["ip"] for n in nodes[stage].values()} == {HEAD_IP, WORKER_IP}
         assert all(n["records"] > 0 and n["failures"] == 0 for n in nodes[stage].values()), (stage, nodes[stage])
     judged = sum(n["records"] for n in nodes["judge/tiny-llama-choice"].values())
     assert judged == lines(job.run / "judgments.jsonl")  # each decision counted on the node that made it
