@@ -369,7 +369,9 @@ class Manifest(BaseModel):
     seeds: dict[str, int] = Field(default_factory=dict)
     """Every seed used, by purpose."""
     stages: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Per stage (agent, judge, …): counts, tokens, tokens/s, decisions/s, wall seconds, backend."""
+    """Per stage (agent, judge, …): counts, tokens, tokens/s, decisions/s, wall seconds, backend; on Ray,
+    `nodes` (each node that did work: hostname, ip, replicas, records, failures; added up over a
+    resumed stage's invocations) and `replicas_lost` (each replica dropped, with its node and why)."""
     stage_configs: dict[str, Any] = Field(default_factory=dict)
     """Per stage (`judge/<id>`, …): the settings its records were made with, less the ones that
     only change where and how fast it runs; a resume with other settings is refused."""

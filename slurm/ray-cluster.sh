@@ -36,7 +36,14 @@ ray_token() {
   (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$RAY_AUTH_TOKEN_PATH")
 }
 
-node_ip() {  # the address a node is reached at, asked on the node itself
+# The address a node is reached at: the IPv4 address Slurm itself reaches it at (its NodeAddr),
+# else what the node's own hostname resolves to, asked on the node. A host whose hostname
+# resolves to another interface than the one its peers reach (a second network) then still
+# gets a Ray address that the other nodes can reach.
+node_ip() {
+  local addr
+  addr=$(scontrol show node -o "$1" 2>/dev/null | sed -n 's/.*NodeAddr=\([0-9.]*\) .*/\1/p')
+  if [[ "$addr" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] && [ "$addr" != 127.0.0.1 ]; then echo "$addr"; return; fi
   srun --nodes=1 --ntasks=1 -w "$1" hostname --ip-address | awk '{print $1}'
 }
 
@@ -57,7 +64,8 @@ ray_node() {  # ray_node NODE RAY-START-ARGS... : one node's Ray in its own job 
 cluster_wait() {  # cluster_wait N
   local i workers=()
   for ((i = 1; i < ${#RAY_PIDS[@]}; i++)); do
-    workers+=(--node "${RAY_PIDS[$i]}:the Ray worker on ${RAY_NODES[$i]}:$(ray_log "${RAY_NODES[$i]}")")
+    workers+=(--node "${RAY_PIDS[$i]}:the Ray worker on ${RAY_NODES[$i]}:$(ray_log "${RAY_NODES[$i]}")"
+              --expect "${RAY_IPS[$i]}:the Ray worker on ${RAY_NODES[$i]}")  # named if it has not joined in time
   done
   lifesearch cluster wait --nodes "$1" --timeout "${LIFESEARCH_RAY_JOIN_TIMEOUT:-600}" \
     --head-pid "${RAY_PIDS[0]}" --head-log "$(ray_log "${RAY_NODES[0]}")" --head-name "the Ray head on ${RAY_NODES[0]}" \
@@ -77,6 +85,7 @@ start_ray() {  # start_ray NODE... : the first node is the head
   RAY_PIDS=()
   RAY_NODES=()
   HEAD_IP=$(node_ip "$head")
+  RAY_IPS=("$HEAD_IP")
   export RAY_ADDRESS="$HEAD_IP:$RAY_PORT"
   echo "ray head: $head ($RAY_ADDRESS), ${#nodes[@]} node(s), $gpus GPU(s) and $cpus CPU(s) per node; Ray logs: $(ray_log '<node>')"
   ray_node "$head" --head --node-ip-address="$HEAD_IP" --port="$RAY_PORT" "${RAY_PORT_ARGS[@]}" \
@@ -86,6 +95,7 @@ start_ray() {  # start_ray NODE... : the first node is the head
     ip=$(node_ip "$node")
     ray_node "$node" --address="$RAY_ADDRESS" --node-ip-address="$ip" "${RAY_PORT_ARGS[@]}" \
       --num-gpus="$gpus" --num-cpus="$cpus" --temp-dir="$tmp" --disable-usage-stats
+    RAY_IPS+=("$ip")
   done
   if [ "${#nodes[@]}" -gt 1 ]; then cluster_wait "${#nodes[@]}"; fi
 }

@@ -125,7 +125,7 @@ def test_no_test_module_imports_another():
 
 
 # Folders of tests that run a real service in an environment of their own, and tests of the repository itself.
-SPECIAL_TEST_DIRS = ("slurm", "vllm_cpu", "gpu")
+SPECIAL_TEST_DIRS = ("slurm", "multinode", "vllm_cpu", "gpu")
 REPOSITORY_TESTS = {"test_layers.py", "test_readme.py", "test_docs.py", "test_slurm.py"}
 
 

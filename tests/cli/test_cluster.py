@@ -53,3 +53,17 @@ def test_cluster_wait_stops_at_once_on_sigterm():
             p.kill()
             p.wait(timeout=30)
     assert time.monotonic() - t0 < 3 and p.returncode == 143
+
+
+def test_a_node_missing_when_the_time_is_up_is_named_with_its_address_and_log():
+    from lifesearch_local.cli.cluster import missing
+
+    expected = [("10.0.0.1", "the Ray head on n1"), ("10.0.0.2", "the Ray worker on n2"), ("10.0.0.3", "the Ray worker on n3")]
+    logs = {"the Ray worker on n2": "/logs/ray-7-n2.log", "the Ray worker on n3": None}
+    assert missing(["10.0.0.1", "10.0.0.3"], 3, 15, expected, logs) == (
+        "the Ray worker on n2 (10.0.0.2) did not join: 2 of 3 Ray nodes joined within 15 s; its log: /logs/ray-7-n2.log")
+    assert missing(["10.0.0.1"], 3, 15, expected, logs) == (
+        "the Ray worker on n2 (10.0.0.2), the Ray worker on n3 (10.0.0.3) did not join: 1 of 3 Ray nodes joined "
+        "within 15 s; its log: /logs/ray-7-n2.log")
+    # the nodes expected are not known (or all joined and another left): the count alone
+    assert missing(["10.0.0.1"], 2, 15, [], {}) == "only 1 of 2 Ray nodes joined within 15 s"

@@ -70,6 +70,21 @@ def test_manifest_merges(tmp_path):
     assert data["created"] <= data["updated"]
 
 
+def test_the_nodes_of_a_resumed_stage_add_up_over_its_invocations(tmp_path):
+    """A stage stopped and resumed: its records came from both invocations' nodes, so `nodes`
+    adds up node by node and `replicas_lost` keeps every loss; other figures are the latest."""
+    rd = RunDir(tmp_path)
+    head, worker = {"hostname": "head", "ip": "10.0.0.1"}, {"hostname": "worker", "ip": "10.0.0.2"}
+    lost = {"replica": "judge-1", **worker, "error": "ActorDiedError: node died"}
+    rd.update_manifest(stage=("judge", {"decisions": 30, "replicas_lost": [lost], "nodes": [
+        {**head, "replicas": 1, "records": 20, "failures": 0}, {**worker, "replicas": 1, "records": 10, "failures": 1}]}))
+    rd.update_manifest(stage=("judge", {"decisions": 12, "replicas_lost": [], "nodes": [
+        {**head, "replicas": 2, "records": 12, "failures": 0}]}))
+    stage = json.loads(rd.file("manifest.json").read_text())["stages"]["judge"]
+    assert stage == {"decisions": 12, "replicas_lost": [lost], "nodes": [
+        {**head, "replicas": 3, "records": 32, "failures": 0}, {**worker, "replicas": 1, "records": 10, "failures": 1}]}
+
+
 def test_another_model_under_the_same_judge_id_is_refused(tmp_path, capsys):
     rd = RunDir(tmp_path)
     tasks, reports = tiny_inputs()

@@ -27,6 +27,7 @@ from lifesearch_local.output.report.drill import drilldown
 from lifesearch_local.output.report.estimate import section_estimate
 from lifesearch_local.output.report.judges import section_judges
 from lifesearch_local.output.report.markup import e, slug, table
+from lifesearch_local.output.report.nodes import section_nodes
 from lifesearch_local.output.report.uncertainty import (
     agreement_ci_tables,
     ci_note,
@@ -357,8 +358,10 @@ def section_manifest(data: RunData) -> str:
     else:
         stages = m.get("stages") or {}
         if stages:
-            rows = [[e(stage), e(k), e(_fmt_value(v))] for stage, vals in stages.items() for k, v in _flat(vals)]
+            rows = [[e(stage), e(k), e(_fmt_value(v))] for stage, vals in stages.items() for k, v in _flat(vals)
+                    if k not in ("nodes", "replicas_lost")]  # shown in their own tables
             out.append("<h3>Stages (cost and throughput)</h3>" + table(["Stage", "Figure", "Value"], rows, tid="stages", num_from=2))
+            out.append(section_nodes(stages))
         out.append(f"<details><summary>manifest.json</summary><pre>{e(json.dumps(m, indent=2, ensure_ascii=False))}</pre></details>")
     if data.config_text is not None:
         out.append(f"<details><summary>config.yaml</summary><pre>{e(data.config_text)}</pre></details>")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sys
 import threading
 import time
@@ -197,6 +198,13 @@ def test_one_phase_on_two_replicas(cluster, local, inputs, reference, tmp_path):
         judge_stage(RunDir(tmp_path), load_tasks(t), read_records(r, Report),
                     JudgeConfig(id="tiny", model=MODEL, groups_per_call=2), killer, show=False)
         assert pool.stats()["replica_failures"] == 1 and killer.retried_in_call == {1: 0, 2: 1, 3: 0, 4: 0}
+        # where the work ran: this one node, both replicas, each record returned counted once (the
+        # killed replica's lost batch on the survivor only), the lost replica named with its node
+        here = {"hostname": socket.gethostname(), "ip": ray.util.get_node_ip_address()}
+        st = pool.stats()
+        served = sum(len(g.requests) for g in gs) + len(reqs) + 2 * N_TASKS * N_RUBRICS
+        assert st["nodes"] == [{**here, "replicas": 2, "records": served, "failures": 1}]
+        assert [(x["replica"], x["hostname"], x["ip"]) for x in st["replicas_lost"]] == [(names[0], *here.values())]
         # the last replica dies too: a clear error, quickly
         ray.kill(pool.replicas[1].handle)
         t1 = time.monotonic()
