@@ -300,3 +300,45 @@ def test_an_option_that_changes_a_result_takes_its_default_from_the_marked_field
     assert _option(build_parser(), path, dest).default == settings.model_fields[field].default
     monkeypatch.setattr(settings.model_fields[field], "default", other)
     assert _option(build_parser(), path, dest).default == other
+
+
+# -- judge: the judge configs and the Ray settings from one reading of --config ---------------------------
+
+
+def judge_args(*extra: str):
+    from lifesearch_local.cli import build_parser
+
+    return build_parser().parse_args(["judge", "--tasks", "t.jsonl", "--reports", "r.jsonl", "--out", "o", *extra])
+
+
+@pytest.mark.parametrize(("flag", "ray"), [((), {"replicas": 3}), (("--ray",), {"replicas": 3}), (("--no-ray",), None)])
+def test_judge_reads_the_ray_block_beside_its_judges_unless_no_ray(tmp_path, flag, ray):
+    from lifesearch_local.cli.common import judge_settings
+
+    y = tmp_path / "judge.yaml"
+    y.write_text("judge:\n  id: j\n  model:\n    model: tiny-llama\nray:\n  replicas: 3\n")
+    judges, got = judge_settings(judge_args("--config", str(y), "--runs", "2", *flag))
+    assert [(j.id, j.runs) for j in judges] == [("j", 2)]  # the command line's settings over the file's
+    assert (None if got is None else {"replicas": got.replicas}) == ray
+
+
+def test_judge_without_a_ray_block_runs_in_process_unless_ray(tmp_path):
+    from lifesearch_local.cli.common import judge_settings
+
+    y = tmp_path / "judge.yaml"
+    y.write_text("model:\n  model: tiny-llama\n")
+    assert judge_settings(judge_args("--config", str(y)))[1] is None
+    assert judge_settings(judge_args("--config", str(y), "--ray"))[1].replicas == 1  # a local cluster, one replica
+    assert judge_settings(judge_args("--model", "tiny-llama", "--ray"))[1].replicas == 1
+
+
+def test_judge_validates_the_ray_block_only_when_it_is_used(tmp_path):
+    from lifesearch_local.cli.common import judge_settings
+    from lifesearch_local.errors import InputError
+
+    y = tmp_path / "judge.yaml"
+    y.write_text("judge:\n  model:\n    model: tiny-llama\nray:\n  replicas: 0\n")
+    assert judge_settings(judge_args("--config", str(y), "--no-ray"))[1] is None  # set aside, not read
+    with pytest.raises(InputError) as e:
+        judge_settings(judge_args("--config", str(y)))
+    assert str(y) in str(e.value) and "replicas" in str(e.value)
