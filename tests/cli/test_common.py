@@ -332,13 +332,14 @@ def test_judge_without_a_ray_block_runs_in_process_unless_ray(tmp_path):
     assert judge_settings(judge_args("--model", "tiny-llama", "--ray"))[1].replicas == 1
 
 
-def test_judge_validates_the_ray_block_only_when_it_is_used(tmp_path):
+@pytest.mark.parametrize("flag", [(), ("--no-ray",)])
+def test_judge_refuses_a_bad_ray_block_even_when_not_used(tmp_path, flag):
+    # a file with a `judge:` block is validated whole, as `run` validates it
     from lifesearch_local.cli.common import judge_settings
     from lifesearch_local.errors import InputError
 
     y = tmp_path / "judge.yaml"
     y.write_text("judge:\n  model:\n    model: tiny-llama\nray:\n  replicas: 0\n")
-    assert judge_settings(judge_args("--config", str(y), "--no-ray"))[1] is None  # set aside, not read
     with pytest.raises(InputError) as e:
-        judge_settings(judge_args("--config", str(y)))
-    assert str(y) in str(e.value) and "replicas" in str(e.value)
+        judge_settings(judge_args("--config", str(y), *flag))
+    assert str(e.value).startswith(f"{y}: ray.replicas:")
