@@ -180,33 +180,41 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
 
 
 def judge_configs(args: argparse.Namespace):
+    """The judge configs of --config (or the one of --model), with the command line's settings over them."""
+    return _judges(args)[0]
+
+
+def judge_settings(args: argparse.Namespace):
+    """`judge_configs` and the Ray settings, from one reading of --config: its top-level `ray:` block unless
+    --no-ray (not read then); without one, a local cluster with one replica for --ray, else None (in-process)."""
+    from lifesearch_local.configfile import validate_config
+    from serving import RayConfig
+
+    judges, block = _judges(args)
+    if args.ray is False:
+        return judges, None
+    if block is not None:
+        return judges, validate_config(RayConfig, block, args.config)
+    return judges, RayConfig() if args.ray else None
+
+
+def _judges(args: argparse.Namespace) -> tuple[list, dict[str, Any] | None]:
+    """The judge configs with --kernel, --device, --mode, --runs, --id, --max-tokens, --retries over them, and
+    the file's `ray:` block as written."""
     from lifesearch_local.judge.config import JudgeConfig
-    from lifesearch_local.run.config import load_judge_configs
+    from lifesearch_local.run.config import load_judge_file
     from serving import model_config
 
     if args.config:
-        cfgs = load_judge_configs(args.config)
+        cfgs, block = load_judge_file(args.config)
     else:
-        cfgs = [JudgeConfig(id=args.id, model=model_config(model=args.model), mode=args.mode or "choice")]
+        cfgs, block = [JudgeConfig(id=args.id, model=model_config(model=args.model), mode=args.mode or "choice")], None
     model_upd = {k: v for k, v in (("kernel", args.kernel), ("device", args.device)) if v}
     upd = {k: v for k, v in (("mode", args.mode), ("runs", args.runs), ("id", args.id), ("max_tokens", args.max_tokens))
            if v}
     if args.retries is not None:  # 0 is a value here
         upd["retries"] = args.retries
-    return [c.updated(model=model_upd, **upd) for c in cfgs]
-
-
-def ray_config(args: argparse.Namespace):
-    """The Ray settings for this command: the config's top-level `ray:` block unless --no-ray."""
-    from lifesearch_local.configfile import load_yaml, validate_config
-    from serving import RayConfig
-
-    if args.ray is False:
-        return None
-    block = load_yaml(args.config).get("ray") if args.config else None
-    if block is not None:
-        return validate_config(RayConfig, block, args.config)
-    return RayConfig() if args.ray else None
+    return [c.updated(model=model_upd, **upd) for c in cfgs], block
 
 
 def phase_models(cfg, phases: tuple[str, ...]) -> list[tuple[str, object]]:

@@ -12,12 +12,12 @@ from lifesearch_local.cli.common import (
     add_kernel,
     add_quiet,
     add_task_ids,
+    calibration,
     id_arg,
-    judge_configs,
+    judge_settings,
     no_limit_with_ids,
     positive_int,
     print_caveats,
-    ray_config,
     run_judgments,
     selected_task_ids,
 )
@@ -63,35 +63,29 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from lifesearch_local.cli.estimate import show
     from lifesearch_local.run.standalone import judge_run
 
     inv = invocation(args)
-    if args.dry_run:
-        return dry_run(args, inv)
-    judge_run(inv, after=report, say=print)
+    estimated = judge_run(inv, after=report, say=print)
+    if estimated is not None:  # --dry-run
+        est, n_reports = estimated
+        show(est, f"`judge` of {n_reports} reports into {inv.out}")
     return 0
 
 
 def invocation(args: argparse.Namespace):
-    """The arguments as the library takes them, read once: files, judge configs, Ray settings, cuts."""
+    """The arguments as the library takes them, read once: files, judge configs, Ray settings, cuts, dry run."""
     from lifesearch_local.run.standalone import JudgeInvocation
 
     ids = selected_task_ids(args)
     if ids is not None:
         no_limit_with_ids(args)
-    return JudgeInvocation(out=args.out, tasks=args.tasks, reports=args.reports, judges=judge_configs(args),
-                           ray=ray_config(args), limit=args.limit, task_ids=ids, force_config=args.force_config,
-                           show=not args.quiet)
-
-
-def dry_run(args: argparse.Namespace, inv) -> int:
-    from lifesearch_local.cli.common import calibration
-    from lifesearch_local.cli.estimate import show
-    from lifesearch_local.run.standalone import judge_estimate
-
-    est, n_reports = judge_estimate(inv, calibration(args), say=print)
-    show(est, f"`judge` of {n_reports} reports into {inv.out}")
-    return 0
+    dry_run = calibration(args) if args.dry_run else None
+    judges, ray = judge_settings(args)
+    return JudgeInvocation(out=args.out, tasks=args.tasks, reports=args.reports, judges=judges, ray=ray,
+                           limit=args.limit, task_ids=ids, force_config=args.force_config, show=not args.quiet,
+                           dry_run=dry_run)
 
 
 def report(cfg, stats: dict, rd) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -239,17 +239,12 @@ def _profiles(plans: list[PhasePlan], ray: RayConfig | None, calibrate: Calibrat
 def record_run_estimate(rd: Any, cfg: RunConfig, phases: Sequence[str], today: dt.date | None) -> Estimate | None:
     """A run's own estimate at its start (stored profiles only: no model is loaded for it), in the manifest
     beside which the run's end writes what it actually took; None (logged) when it cannot be made."""
-    return _record(rd, "run", lambda: estimate_run(cfg, phases=phases, calibrate="never", local_only=True, today=today))
+    return record_estimate(rd, "run", lambda: estimate_run(cfg, phases=phases, calibrate="never", local_only=True, today=today))
 
 
-def record_judge_estimate(rd: Any, tasks: Sequence[Task], reports: Sequence[Report], judges: Sequence[JudgeConfig],
-                          ray: RayConfig | None) -> Estimate | None:
-    """`record_run_estimate` for a `judge` invocation."""
-    return _record(rd, "judge", lambda: estimate_judge(rd.path, tasks, reports, judges, ray=ray, calibrate="never",
-                                                       local_only=True))
-
-
-def _record(rd: Any, what: str, make: Any) -> Estimate | None:
+def record_estimate(rd: Any, what: str, make: Callable[[], Estimate]) -> Estimate | None:
+    """`make()`, the estimate of this `what` (run, judge) at its start, in the manifest beside which its end writes
+    what it actually took; None (logged) when it cannot be made: the estimate never stops the work it describes."""
     try:
         est = make()
     except Exception as e:  # noqa: BLE001 - the estimate must never stop the work it describes

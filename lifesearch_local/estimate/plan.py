@@ -122,6 +122,8 @@ def judge_plan(cfg: JudgeConfig, tasks: Sequence[Task], reports: Sequence[Report
 
     by_id = {t.id: t for t in tasks}
     plan = PhasePlan(f"judge/{cfg.id}", "judge", cfg.model, per_repetition=[])
+    # a generate-mode report: its rubric prompts prefilled as one shared-prefix group, then the verdicts decoded together
+    steps = min(VERDICT_TOKENS, cfg.max_tokens) if cfg.mode == "generate" else None
     for judge_run in range(cfg.runs):
         work = pending_work(by_id, reports, done, cfg.id, judge_run)
         plan.per_repetition.append(sum(len(p.rubrics) for p in work))  # type: ignore[union-attr]
@@ -129,28 +131,19 @@ def judge_plan(cfg: JudgeConfig, tasks: Sequence[Task], reports: Sequence[Report
         plan.requests += sum(len(p.rubrics) for p in live)
         if shape is None or shape.tokenizer is None:
             continue
-        for i in range(0, len(live), cfg.groups_per_call):
-            batch = live[i : i + cfg.groups_per_call]
-            if cfg.mode == "choice":
-                plan.calls.append([choice_unit(shape, choice_group(p)[0], CHOICES) for p in batch])
-            else:
-                plan.calls.append([_verdict_unit(shape, cfg, p) for p in batch])
-        if plan.sample is None and live:
-            plan.sample = _choice_sample(shape, choice_group(live[0])[0], CHOICES)
+        groups = [choice_group(p)[0] for p in live]
+        units = [choice_unit(shape, g, CHOICES) for g in groups]
+        if steps is not None:
+            for u in units:
+                u.steps = steps
+        plan.calls += [units[i : i + cfg.groups_per_call] for i in range(0, len(units), cfg.groups_per_call)]
+        if plan.sample is None and groups:
+            plan.sample = _choice_sample(shape, groups[0], CHOICES)
     plan.decisions = sum(plan.per_repetition)  # type: ignore[arg-type]
     if cfg.mode == "generate":
-        plan.assumptions.append(f"generate mode: {min(VERDICT_TOKENS, cfg.max_tokens)} output tokens per verdict "
+        plan.assumptions.append(f"generate mode: {steps} output tokens per verdict "
                                 f"(high: max_tokens {cfg.max_tokens}); retries after unparseable answers not counted")
     return plan
-
-
-def _verdict_unit(shape: Shape, cfg: JudgeConfig, p: Any) -> Unit:
-    """A generate-mode report: its rubric prompts prefilled as one shared-prefix group, then the verdicts decoded together."""
-    from lifesearch_local.judge.rubric import CHOICES, choice_group
-
-    u = choice_unit(shape, choice_group(p)[0], CHOICES)
-    u.steps = min(VERDICT_TOKENS, cfg.max_tokens)
-    return u
 
 
 def _choice_sample(shape: Shape, group: Any, choices: Sequence[str]) -> ChoiceSample:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.judge.config import JudgeConfig
@@ -48,24 +49,13 @@ def judge_stage(
     unknown = sorted({r.task_id for r in reports} - by_id.keys())
     if unknown:
         raise LifesearchError(f"reports for tasks not in the tasks file: {', '.join(unknown[:5])}")
-    settings, name = resume_config(cfg), f"judge/{cfg.id}"
-    stamp = settings_hash(settings)
-
-    def check(recorded: list[Judgment]) -> None:
-        mine = [j for j in recorded if j.judge == cfg.id]
-        rd.check_record_settings(name, Counter(j.settings for j in mine), stamp, force=force_config)
-        _refuse_stale(rd, name, by_id, mine, force_config)
-
-    def fingerprint(engine: Engine) -> None:  # before the engine's first decision: another judge is refused
-        resuming = any(j.judge == cfg.id for j in st.recorded)
-        check_identity(rd, name, judge_identity(cfg, engine), resuming=resuming, force=force_config)
-
-    with open_stage(rd, name, command="judge", settings=settings, recorded=lambda: rd.load(JUDGMENTS, Judgment),
-                    resuming=lambda recs: any(j.judge == cfg.id for j in recs),
-                    force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model, check=check,
-                    on_open=fingerprint) as st:
+    settings = resume_config(cfg)
+    guard = _Guard(rd, cfg, by_id, settings_hash(settings), force_config)
+    with open_stage(rd, guard.stage, command="judge", settings=settings, recorded=lambda: rd.load(JUDGMENTS, Judgment),
+                    resuming=lambda recs: any(j.judge == cfg.id for j in recs), force=force_config, model=cfg.model,
+                    ray=ray, engine=backend, open_model=open_model, check=guard.records, on_open=guard.engine) as st:
         done = {j.key for j in st.recorded}
-        decisions, stopped = _judge_all(st, by_id, reports, cfg, done, show, stamp)
+        decisions, stopped = _judge_all(st, by_id, reports, cfg, done, show, guard.stamp)
         st.close_engine()
         stats = _stats(st, cfg, decisions, stopped)
         if decisions or stopped:  # a rerun with nothing left keeps the last run's figures
@@ -74,6 +64,37 @@ def judge_stage(
                                      "prompts/judge_zh": load_template("judge_zh")[1]},
                       seeds={f"judge/{cfg.id}": cfg.model.seed}, model_key=cfg.id)
     return stats
+
+
+@dataclass
+class _Guard:
+    """What the judge stage refuses before adding to a judge id's judgments (ConfigChanged, unless `force`):
+    `open_stage` hands `records` what it read under the lock, and `engine` the model once it is loaded,
+    before its first decision."""
+
+    rd: RunDir
+    cfg: JudgeConfig
+    by_id: dict[str, Task]
+    stamp: str
+    """The settings hash each new judgment carries."""
+    force: bool
+    resuming: bool = False
+    """Whether the id has judgments here already (known once `records` has run)."""
+
+    @property
+    def stage(self) -> str:
+        return f"judge/{self.cfg.id}"
+
+    def records(self, recorded: list[Judgment]) -> None:
+        """The id's judgments made under other settings (their own settings hashes), or on a rubric changed since."""
+        mine = [j for j in recorded if j.judge == self.cfg.id]
+        self.resuming = bool(mine)
+        self.rd.check_record_settings(self.stage, Counter(j.settings for j in mine), self.stamp, force=self.force)
+        _refuse_stale(self.rd, self.stage, self.by_id, mine, self.force)
+
+    def engine(self, engine: Engine) -> None:
+        """Another judge under the same id: another fingerprint than the manifest's (then this one is recorded)."""
+        check_identity(self.rd, self.stage, judge_identity(self.cfg, engine), resuming=self.resuming, force=self.force)
 
 
 def _refuse_stale(rd: RunDir, stage: str, by_id: dict[str, Task], mine: list[Judgment], force: bool) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,14 +16,20 @@ from serving import Execution, RayConfig, Result
 
 
 def load_judge_configs(path: str | Path) -> list[JudgeConfig]:
-    """Judge configs from a YAML holding `judge:` (one), `judges:` (several) or a bare judge.
+    """Judge configs from a YAML holding `judge:` (one), `judges:` (several) or a bare judge (`load_judge_file`)."""
+    return load_judge_file(path)[0]
+
+
+def load_judge_file(path: str | Path) -> tuple[list[JudgeConfig], dict[str, Any] | None]:
+    """The judge configs of a YAML holding `judge:` (one), `judges:` (several) or a bare judge, and its
+    top-level `ray:` block as written (None if absent), from one reading of the file.
 
     A file with a `judge:` or `judges:` block is validated whole, as `run` does (an unknown key
     anywhere is an error, located by its block: `judge.mdoe`, `agents[0].max_token`)."""
     data = load_yaml(path)
     if "judges" in data or "judge" in data:
-        return validate_config(RunConfig, data, path).all_judges()
-    return [validate_config(JudgeConfig, data, path)]
+        return validate_config(RunConfig, data, path).all_judges(), data.get("ray")
+    return [validate_config(JudgeConfig, data, path)], data.get("ray")
 
 
 class RunConfig(BaseModel):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lifesearch_local.estimate.cost import Calibrate, Estimate
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Judgment, Label, Report, Task
 from lifesearch_local.rundir.directory import AGREEMENT, JUDGMENTS, REPORTEVAL, WEB_CACHE, RunDir, open_run
@@ -45,6 +46,9 @@ class JudgeInvocation:
     """Add to judgments another config made."""
     show: bool = True
     """Progress bars."""
+    dry_run: Calibrate | None = None
+    """Estimate only, judging nothing, finding the engines' profiles this way (auto: stored, calibrating what
+    is missing; always; never); None judges."""
 
 
 def judge_inputs(inv: JudgeInvocation, say: Say) -> tuple[list[Task], list[Report]]:
@@ -69,41 +73,44 @@ def judge_inputs(inv: JudgeInvocation, say: Say) -> tuple[list[Task], list[Repor
     return kept, mine
 
 
-def judge_estimate(inv: JudgeInvocation, calibrate: str, say: Say) -> tuple[Any, int]:
-    """`lifesearch judge --dry-run`: the invocation's estimate (models checked first unless `calibrate` is never),
-    and how many reports it covers."""
+def judge_estimate(inv: JudgeInvocation, out: str | Path, tasks: Sequence[Task], reports: Sequence[Report]) -> Estimate:
+    """The invocation's estimate over `out`'s judgments. A dry run's finds the engines' profiles as
+    `inv.dry_run` says; a run's own (recorded in its manifest) uses stored profiles only and downloads
+    nothing: no model is loaded for it."""
     from lifesearch_local.estimate.dry_run import estimate_judge
-    from lifesearch_local.run.preflight import preflight
 
-    tasks, reports = judge_inputs(inv, say)
-    if calibrate != "never":
-        preflight([(f"judge {c.id}", c.model) for c in inv.judges], inv.ray)
-    return estimate_judge(inv.out, tasks, reports, inv.judges, ray=inv.ray, calibrate=calibrate), len(reports)
+    return estimate_judge(out, tasks, reports, inv.judges, ray=inv.ray, calibrate=inv.dry_run or "never",
+                          local_only=inv.dry_run is None)
 
 
-def judge_run(inv: JudgeInvocation, *, after: AfterJudge, say: Say) -> None:
-    """`lifesearch judge`: every judge config over the reports (resumable), in `inv.out`. Models are
-    checked before the directory exists; `say` gets what --limit or --task-ids cut. The manifest
-    gets the invocation's estimate (stored profiles only) at its start and what it actually took at its end."""
+def judge_run(inv: JudgeInvocation, *, after: AfterJudge, say: Say) -> tuple[Estimate, int] | None:
+    """`lifesearch judge`: every judge config over the reports (resumable), in `inv.out`; `say` gets what
+    --limit or --task-ids cut. Models are checked before the run directory exists (a dry run's only when it
+    may calibrate). A dry run returns its estimate and how many reports it covers, and creates nothing; a run
+    returns None, and its manifest gets the invocation's estimate at its start and what it took at its end."""
     import time
 
-    from lifesearch_local.estimate.dry_run import record_actual, record_judge_estimate
+    from lifesearch_local.estimate.dry_run import record_actual, record_estimate
     from lifesearch_local.judge.stage import judge_stage
     from lifesearch_local.run.preflight import preflight
     from serving import ray_session
 
     tasks, reports = judge_inputs(inv, say)
-    preflight([(f"judge {c.id}", c.model) for c in inv.judges], inv.ray)  # before the run directory exists
+    if inv.dry_run != "never":  # before the run directory exists
+        preflight([(f"judge {c.id}", c.model) for c in inv.judges], inv.ray)
+    if inv.dry_run is not None:
+        return judge_estimate(inv, inv.out, tasks, reports), len(reports)
     with open_run(inv.out, "judge", inputs={"tasks": inv.tasks, "reports": inv.reports}, keep=(JUDGMENTS,)) as rd, \
             ray_session(inv.ray):
         t0, done = time.perf_counter(), {}
-        est = record_judge_estimate(rd, tasks, reports, inv.judges, inv.ray)
+        est = record_estimate(rd, "judge", lambda: judge_estimate(inv, rd.path, tasks, reports))
         for cfg in inv.judges:
             stats = judge_stage(rd, tasks, reports, cfg, show=inv.show, ray=inv.ray, force_config=inv.force_config)
             done[f"judge/{cfg.id}"] = stats
             if not after(cfg, stats, rd):
                 break
         record_actual(rd, est, done, round(time.perf_counter() - t0, 3))
+    return None
 
 
 def sweep_inputs(config_path: str, reports: str | None = None) -> tuple[Any, list[Task], list[Report], list[Label]]:

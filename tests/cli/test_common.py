@@ -365,3 +365,46 @@ def test_run_and_demo_score_tables_show_the_reports_cut(tmp_path, capsys):
     assert print_result(SimpleNamespace(stages={}, stopped=False, scores=scores, run_dir=run))
     out = capsys.readouterr().out
     assert "Reports cut (median seen)" in out and "2/4 cut" in out, out[:3000]
+
+
+# -- judge: the judge configs and the Ray settings from one reading of --config ---------------------------
+
+
+def judge_args(*extra: str):
+    from lifesearch_local.cli import build_parser
+
+    return build_parser().parse_args(["judge", "--tasks", "t.jsonl", "--reports", "r.jsonl", "--out", "o", *extra])
+
+
+@pytest.mark.parametrize(("flag", "ray"), [((), {"replicas": 3}), (("--ray",), {"replicas": 3}), (("--no-ray",), None)])
+def test_judge_reads_the_ray_block_beside_its_judges_unless_no_ray(tmp_path, flag, ray):
+    from lifesearch_local.cli.common import judge_settings
+
+    y = tmp_path / "judge.yaml"
+    y.write_text("judge:\n  id: j\n  model:\n    model: tiny-llama\nray:\n  replicas: 3\n")
+    judges, got = judge_settings(judge_args("--config", str(y), "--runs", "2", *flag))
+    assert [(j.id, j.runs) for j in judges] == [("j", 2)]  # the command line's settings over the file's
+    assert (None if got is None else {"replicas": got.replicas}) == ray
+
+
+def test_judge_without_a_ray_block_runs_in_process_unless_ray(tmp_path):
+    from lifesearch_local.cli.common import judge_settings
+
+    y = tmp_path / "judge.yaml"
+    y.write_text("model:\n  model: tiny-llama\n")
+    assert judge_settings(judge_args("--config", str(y)))[1] is None
+    assert judge_settings(judge_args("--config", str(y), "--ray"))[1].replicas == 1  # a local cluster, one replica
+    assert judge_settings(judge_args("--model", "tiny-llama", "--ray"))[1].replicas == 1
+
+
+@pytest.mark.parametrize("flag", [(), ("--no-ray",)])
+def test_judge_refuses_a_bad_ray_block_even_when_not_used(tmp_path, flag):
+    # a file with a `judge:` block is validated whole, as `run` validates it
+    from lifesearch_local.cli.common import judge_settings
+    from lifesearch_local.errors import InputError
+
+    y = tmp_path / "judge.yaml"
+    y.write_text("judge:\n  model:\n    model: tiny-llama\nray:\n  replicas: 0\n")
+    with pytest.raises(InputError) as e:
+        judge_settings(judge_args("--config", str(y), *flag))
+    assert str(e.value).startswith(f"{y}: ray.replicas:")

@@ -159,6 +159,38 @@ def subset(src, dst, key="task_id"):
     return dst
 
 
+def test_a_dry_run_and_a_runs_own_estimate_are_one_estimate_with_their_own_settings(inputs, tmp_path, monkeypatch):
+    # the dry run: calibrated as asked, over what OUT holds, nothing created; the run's own: stored profiles
+    # only, nothing downloaded, over its locked directory, in its manifest beside what it actually took
+    from dataclasses import replace
+
+    from lifesearch_local.estimate import dry_run
+    from lifesearch_local.run.config import load_judge_configs
+    from lifesearch_local.run.standalone import JudgeInvocation, judge_run
+
+    calls, real = [], dry_run.estimate_judge
+
+    def spy(out, tasks, reports, judges, **kw):
+        calls.append((Path(out), len(reports), kw["calibrate"], kw["local_only"]))
+        return real(out, tasks, reports, judges, **kw)
+
+    monkeypatch.setattr(dry_run, "estimate_judge", spy)
+    t, r, cfg = inputs
+    out, said = tmp_path / "out", []
+    inv = JudgeInvocation(out=out, tasks=t, reports=r, judges=load_judge_configs(cfg), limit=2, show=False,
+                          dry_run="never")
+    est, n_reports = judge_run(inv, after=lambda *a: True, say=said.append)
+    decisions = 2 * 2 * N_RUBRICS  # 2 tasks, 2 reports each
+    assert n_reports == 4 and est.phases["judge/tiny"].decisions == decisions and not out.exists()
+    assert calls == [(out, 4, "never", False)]
+    assert judge_run(replace(inv, dry_run=None), after=lambda *a: True, say=said.append) is None
+    assert calls[1:] == [(out, 4, "never", True)]
+    block = json.loads((out / "manifest.json").read_text())["estimate"]
+    assert block["estimate"]["phases"]["judge/tiny"]["decisions"] == decisions
+    assert block["actual"]["phases"]["judge/tiny"]["decisions"] == decisions
+    assert said == ["--limit 2: judging 2 of 5 tasks (t0, t1) and their 4 of 10 reports"] * 2
+
+
 def test_sweep_repeats_only_the_judge_that_samples(tmp_path):
     sample = resource_path("data", "sample")
     tasks = subset(sample / "tasks.jsonl", tmp_path / "tasks.jsonl", key="id")
