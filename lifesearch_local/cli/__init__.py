@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv_given, argv = argv, list(sys.argv[1:] if argv is None else argv)
+    from serving import plan_process_threads
+
+    plan_process_threads()  # before anything imports torch: OpenMP reads its wait policy once, at start
     unknown = unknown_command(argv)
     if unknown:
         print(f"error: {unknown}", file=sys.stderr)

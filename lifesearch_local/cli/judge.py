@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from lifesearch_local.cli.common import (
     add_calibration,
@@ -69,9 +70,21 @@ def run(args: argparse.Namespace) -> int:
         no_limit_with_ids(args)
     if args.dry_run:
         return dry_run(args, ids)
-    judge_run(args.out, args.tasks, args.reports, judge_configs(args), after=report, say=print, ray=ray_config(args),
+    judges = judge_configs(args)
+    busy_line(judges)
+    judge_run(args.out, args.tasks, args.reports, judges, after=report, say=print, ray=ray_config(args),
               limit=args.limit, show=not args.quiet, force_config=args.force_config, task_ids=ids)
     return 0
+
+
+def busy_line(judges) -> None:
+    """One line when this machine is busier than a local engine's threads allow (its timings will show it)."""
+    from serving import contention
+
+    if any(j.model.backend != "openai" for j in judges):
+        line = contention().line()
+        if line:
+            print(line, file=sys.stderr)
 
 
 def dry_run(args: argparse.Namespace, ids: set[str] | None) -> int:

@@ -34,6 +34,8 @@ def estimate_lines(est: Mapping[str, Any], what: str) -> list[str]:
                      _num(p["memory_gib"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = [f"estimate of {what} (load average now {', '.join(f'{x:g}' for x in est['load_average'])})"]
+    if est.get("busy"):
+        out.append(est["busy"])
     out += ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     total = est.get("total_seconds")
     if total is not None:

@@ -139,6 +139,7 @@ def _estimate(command: str, plans: list[PhasePlan], shapes: _Shapes, ray: RayCon
         if first_ray:
             ray_start = 0.0  # Ray starts with the first pool
         phases[plan.name] = _phase(plan, shapes(plan.model), prof, basis, secs, ray)
+    busy = _widen_for_load(phases, {p.name for p in plans if p.needs_model and model_device(p.model) == "cpu"}, notes)
     parts = [p.seconds for p in phases.values()]
     known = all(s is not None for s in parts) and session is not None
     start = session.startup_s if session else None
@@ -146,12 +147,29 @@ def _estimate(command: str, plans: list[PhasePlan], shapes: _Shapes, ray: RayCon
     est = Estimate(command=command, phases=phases, startup_seconds=start, finish_seconds=finish,
                    gpu_hours=round(sum(p.gpu_hours or 0.0 for p in phases.values()), 4),
                    memory=memory_estimate(phases, devices, remote), load_average=[round(x, 2) for x in os.getloadavg()],
-                   notes=notes)
+                   busy=busy, notes=notes)
     if known:
         est.total_seconds = round(start + finish + sum(s.estimate for s in parts), 2)  # type: ignore[operator,union-attr]
         est.total_low_seconds = round(start + finish + sum(s.low for s in parts), 2)  # type: ignore[operator,union-attr]
         est.total_high_seconds = round(start + finish + sum(s.high for s in parts), 2)  # type: ignore[operator,union-attr]
     return est
+
+
+def _widen_for_load(phases: dict[str, PhaseEstimate], cpu: set[str], notes: list[str]) -> str | None:
+    """On a machine busier than the engine's threads allow, each local phase's high end times the slowdown a
+    shared core can cause (serving.threads.slowdown); the line saying so, or None."""
+    from serving import contention
+
+    now = contention()
+    line = now.line()
+    if line is None:
+        return None
+    for name in cpu:
+        secs = phases[name].seconds
+        if secs is not None:
+            secs.high = round(secs.high * now.factor, 2)
+    notes.append(f"the high ends of CPU phases are widened {now.factor:g}× for the load now")
+    return line
 
 
 def _phase(plan: PhasePlan, shape: Shape | None, prof: EngineProfile | None, basis: str, secs: Any,

@@ -114,6 +114,8 @@ class Estimate(BaseModel):
     """Memory against this machine's free memory."""
     load_average: list[float]
     """1/5/15-minute load averages now (a loaded machine runs slower than a profile measured idle)."""
+    busy: str | None = None
+    """A line saying the machine is busier than the engine's threads allow (its CPU phases' high ends widened)."""
     notes: list[str] = Field(default_factory=list)
     """What was calibrated now, what could not be known."""
 

@@ -22,6 +22,7 @@ from ..chat import (
 from ..config import HFConfig
 from ..decoding import decode_generated, json_object_end
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
+from ..threads import fit_torch_threads
 from .kernel import PackedScorer
 from .real_models import resolve_model_path
 
@@ -59,6 +60,8 @@ class HFEngine(Engine):
         hf_logging.disable_progress_bar()
         self.cfg = cfg
         device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        if device == "cpu":
+            fit_torch_threads()
         dtype = {"auto": torch.bfloat16 if device == "cuda" else torch.float32, "float32": torch.float32,
                  "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.dtype]
         if device == "cpu" and cfg.dtype in ("bfloat16", "float16"):

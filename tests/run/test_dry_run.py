@@ -122,3 +122,22 @@ def test_tokens_are_the_kernels_own_on_real_reports(tmp_path, kernel):
     assert est.phases["judge/t"].prompt_tokens == stats["prompt_tokens"]
     assert est.phases["judge/t"].decisions == stats["decisions"]
     assert est.memory.needed_gib > 0 and est.memory.fits is True
+
+
+def test_a_busy_machine_widens_the_cpu_phases_high_ends(monkeypatch):
+    from lifesearch_local.run.dry_run import _widen_for_load
+    from lifesearch_local.run.estimate import PhaseEstimate, Seconds
+    from serving import threads
+
+    monkeypatch.setattr(threads, "read_limits", lambda env=None, reserved=None: threads.CpuLimits(2, None, None))
+    phases = {n: PhaseEstimate(kind="judge", model="m", seconds=Seconds(estimate=10.0, low=8.0, high=12.0))
+              for n in ("judge/cpu", "judge/endpoint")}
+    monkeypatch.setattr(threads, "_loadavg", lambda: "0.20 0.20 0.20 1/300 9")
+    notes: list[str] = []
+    assert _widen_for_load(phases, {"judge/cpu"}, notes) is None and phases["judge/cpu"].seconds.high == 12.0
+    monkeypatch.setattr(threads, "_loadavg", lambda: "1.00 0.50 0.20 2/300 9")  # one hog beside 2 threads on 2 CPUs
+    line = _widen_for_load(phases, {"judge/cpu"}, notes)
+    assert line is not None and line.startswith("machine busy")
+    assert phases["judge/cpu"].seconds.high == 24.0 and phases["judge/cpu"].seconds.estimate == 10.0
+    assert phases["judge/endpoint"].seconds.high == 12.0  # computed elsewhere: this machine's load is not its
+    assert notes == ["the high ends of CPU phases are widened 2× for the load now"]
