@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import functools
 
 from lifesearch_local.cli.common import (
     add_calibration,
@@ -71,20 +71,17 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return dry_run(args, ids)
     judges = judge_configs(args)
-    busy_line(judges)
-    judge_run(args.out, args.tasks, args.reports, judges, after=report, say=print, ray=ray_config(args),
+    busy = busy_line(judges)  # the machine as the judge finds it, said beside its rate
+    judge_run(args.out, args.tasks, args.reports, judges, after=functools.partial(report, busy=busy), say=print, ray=ray_config(args),
               limit=args.limit, show=not args.quiet, force_config=args.force_config, task_ids=ids)
     return 0
 
 
-def busy_line(judges) -> None:
+def busy_line(judges) -> str | None:
     """One line when this machine is busier than a local engine's threads allow (its timings will show it)."""
     from serving import contention
 
-    if any(j.model.backend != "openai" for j in judges):
-        line = contention().line()
-        if line:
-            print(line, file=sys.stderr)
+    return contention().line() if any(j.model.backend != "openai" for j in judges) else None
 
 
 def dry_run(args: argparse.Namespace, ids: set[str] | None) -> int:
@@ -103,7 +100,7 @@ def dry_run(args: argparse.Namespace, ids: set[str] | None) -> int:
     return 0
 
 
-def report(cfg, stats: dict, rd) -> bool:
+def report(cfg, stats: dict, rd, busy: str | None = None) -> bool:
     """Print one judge's summary line; False when a signal stopped the stage."""
     if stats["decisions"]:
         rate = f", {stats['decisions_per_s']} decisions/s"
@@ -114,6 +111,8 @@ def report(cfg, stats: dict, rd) -> bool:
     form = f", kernel {stats['kernel_form']}" if "kernel_form" in stats else ""
     where = f", {stats['ray_replicas']} Ray replicas" if "ray_replicas" in stats else ""
     print(f"judge {cfg.id}: {stats['decisions']} decisions in {stats['wall_s']} s{rate}{form}{where} -> {rd.file(JUDGMENTS)}")
+    if busy and stats["decisions"]:
+        print(busy)
     if stats.get("stopped_early"):
         print("stopped by signal; rerun the same command to finish")
         return False

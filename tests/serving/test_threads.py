@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from serving import threads
-from serving.threads import Contention, CpuLimits, actor_env, is_busy, others_busy, slowdown, usable_cpus, wait_policy
+from serving.threads import (
+    Contention,
+    CpuLimits,
+    actor_env,
+    is_busy,
+    others_busy,
+    slowdown,
+    usable_cpus,
+    wait_policy,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

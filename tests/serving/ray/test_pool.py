@@ -203,7 +203,7 @@ def test_one_phase_on_two_replicas(cluster, local, inputs, reference, tmp_path):
         with pytest.raises(PoolError, match="no live replica left"):
             for _ in range(50):  # until the pool meets the second death (kills are asynchronous)
                 pool.score_choices(groups(2), CHOICES)
-        assert time.monotonic() - t1 < 30
+        assert time.monotonic() - t1 < 100  # at once, not after call_timeout_s (1,800 s)
     js = read_records(tmp_path / "judgments.jsonl", Judgment)
     assert len(js) == len({j.key for j in js}) == len(reference) == 2 * N_TASKS * N_RUBRICS
     assert max(abs(reference[j.key] - j.p_true) for j in js) <= P_TOL
@@ -239,7 +239,7 @@ def test_a_hung_replica_is_killed_and_the_call_fails_clearly_in_bounded_time(clu
         t0 = time.monotonic()
         with pytest.raises(PoolError, match=r"took over 1 s"):
             pool.score_choices(groups(3), CHOICES)
-        assert time.monotonic() - t0 < 20
+        assert time.monotonic() - t0 < 50  # after call_timeout_s 1 s, not the hung call's 60 s
         assert pool.stats()["replica_failures"] == 2 and not any(r.alive for r in pool.replicas)
         assert gone([r.name for r in pool.replicas])
 
@@ -253,7 +253,7 @@ def test_replicas_that_cannot_fit_in_a_local_cluster_fail_at_once(cluster):
     t0 = time.monotonic()
     with pytest.raises(PoolError, match=r"8 replicas of \S*tiny-llama\S* do not fit: 8 x 1 CPU > 4"):
         RayPool(MODEL, RayConfig(replicas=8, num_cpus_per_replica=1, startup_timeout_s=600), phase="test").start()
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 100  # at once, not after startup_timeout_s (600 s)
 
 
 def test_cli_judge_with_the_cpu_small_config_runs_on_ray_and_matches_in_process(cluster, inputs, reference, tmp_path, capsys):
