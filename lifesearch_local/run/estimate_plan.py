@@ -106,7 +106,7 @@ def agent_plan(agent: AgentConfig, pending: Sequence[tuple[Task, int]], shape: S
         ctx = Context(system_prompt(task, today)[0], task.question, schemas, agent.tools.truncated_observation_chars)
         reqs.append(ChatRequest(messages=ctx.request_messages(), max_tokens=agent.max_tokens, temperature=agent.temperature,
                                 top_p=agent.top_p, seed=agent.seed + run, tools=schemas or None))
-    if shape is not None and shape.tokenizer is not None:
+    if shape is not None and shape.countable:
         kwargs = dict(agent.model.chat_template_kwargs)
         work.first = [generate_unit(shape, r, kwargs, out) for r in reqs]
         b = min(work.parallel, agent.batch.max_batch)
@@ -127,7 +127,7 @@ def judge_plan(cfg: JudgeConfig, tasks: Sequence[Task], reports: Sequence[Report
         plan.per_repetition.append(sum(len(p.rubrics) for p in work))  # type: ignore[union-attr]
         live = [p for p in work if not is_empty_report(p.report)]  # empty reports never reach the model
         plan.requests += sum(len(p.rubrics) for p in live)
-        if shape is None or shape.tokenizer is None:
+        if shape is None or not shape.countable:
             continue
         for i in range(0, len(live), cfg.groups_per_call):
             batch = live[i : i + cfg.groups_per_call]
@@ -135,7 +135,7 @@ def judge_plan(cfg: JudgeConfig, tasks: Sequence[Task], reports: Sequence[Report
                 plan.calls.append([choice_unit(shape, choice_group(p)[0], CHOICES) for p in batch])
             else:
                 plan.calls.append([_verdict_unit(shape, cfg, p) for p in batch])
-        if plan.sample is None and live:
+        if plan.sample is None and live and shape.tokenizer is not None:
             plan.sample = _choice_sample(shape, choice_group(live[0])[0], CHOICES)
     plan.decisions = sum(plan.per_repetition)  # type: ignore[arg-type]
     if cfg.mode == "generate":
@@ -198,9 +198,9 @@ def reporteval_plan(judge: JudgeConfig, rcfg: Any, items: Sequence[Any], recorde
                 continue
             plan.requests += sum(len(g.requests) for g in groups)
             plan.decisions += sum(len(g.requests) for g in groups)  # type: ignore[operator]
-            if shape is not None and shape.tokenizer is not None and groups:
+            if shape is not None and shape.countable and groups:
                 plan.calls.append([choice_unit(shape, g, SCORES) for g in groups])
-                if plan.sample is None:
+                if plan.sample is None and shape.tokenizer is not None:
                     plan.sample = _choice_sample(shape, groups[0], SCORES)
     if "factuality" in rcfg.metrics:
         plan.assumptions.append("factuality: one chunk per cited source, every source fetched; its prompts' tokens "

@@ -7,6 +7,9 @@ token counts match the engine's own counters; tests hold them to it.
 
 from __future__ import annotations
 
+import json
+import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +18,11 @@ from typing import Any
 VLLM_BLOCK = {"cpu": 128, "cuda": 16}
 # The packed kernel prefills a long prefix in chunks of this many tokens (PackedScorer's default).
 PREFILL_CHUNK = 1024
+# Approximate tokens where no tokenizer is at hand (a model not downloaded here): about 4 ASCII characters a
+# token and 0.7 tokens a CJK character for current BPE tokenizers, and a few tokens of chat template a message.
+CHARS_PER_TOKEN = 4.0
+CJK_TOKENS = 0.7
+TEMPLATE_TOKENS = 5
 
 
 @dataclass(frozen=True)
@@ -47,17 +55,23 @@ class Arch:
     intermediate: int
     vocab: int
     tied: bool
+    experts: int = 1
+    """MLP experts per layer (1: a dense model)."""
+    active_experts: int = 1
+    """Experts each token goes through."""
 
     @property
     def linear_params(self) -> int:
-        """Weights every token multiplies through (attention projections and the gated MLP of each layer)."""
+        """Weights every token multiplies through (attention projections and the gated MLP of each layer; of a
+        mixture of experts, the experts a token is routed to)."""
         attn = self.hidden * self.heads * self.head_dim * 2 + self.hidden * self.kv_heads * self.head_dim * 2
-        return self.layers * (attn + 3 * self.hidden * self.intermediate)
+        return self.layers * (attn + 3 * self.hidden * self.intermediate * self.active_experts)
 
     @property
     def params(self) -> int:
-        """All weights, embeddings (and an untied lm_head) included; norms are negligible."""
-        return self.linear_params + self.vocab * self.hidden * (1 if self.tied else 2)
+        """All weights (every expert), embeddings (and an untied lm_head) included; norms are negligible."""
+        idle = self.layers * 3 * self.hidden * self.intermediate * (self.experts - self.active_experts)
+        return self.linear_params + idle + self.vocab * self.hidden * (1 if self.tied else 2)
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
@@ -76,10 +90,14 @@ def arch_of(config: Any) -> Arch | None:
     try:
         heads = int(c.num_attention_heads)
         head_dim = int(getattr(c, "head_dim", None) or c.hidden_size // heads)
+        experts = int(getattr(c, "num_local_experts", None) or getattr(c, "num_experts", None) or 1)
+        active = int(getattr(c, "num_experts_per_tok", None) or getattr(c, "experts_per_token", None) or 1)
         return Arch(layers=int(c.num_hidden_layers), hidden=int(c.hidden_size), heads=heads,
                     kv_heads=int(getattr(c, "num_key_value_heads", None) or heads), head_dim=head_dim,
-                    intermediate=int(c.intermediate_size), vocab=int(c.vocab_size),
-                    tied=bool(getattr(c, "tie_word_embeddings", False)))
+                    intermediate=int(getattr(c, "moe_intermediate_size", None) or c.intermediate_size)
+                    if experts > 1 else int(c.intermediate_size), vocab=int(c.vocab_size),
+                    tied=bool(getattr(c, "tie_word_embeddings", False)), experts=experts,
+                    active_experts=min(active, experts))
     except (AttributeError, TypeError, ValueError):
         return None
 
@@ -167,7 +185,7 @@ class Shape:
     """What the estimate needs of one model: how it tokenizes and computes."""
 
     tokenizer: Any
-    """Its tokenizer (None: tokens unknown, e.g. an endpoint)."""
+    """Its tokenizer (None: tokens unknown, e.g. an endpoint, or approximated from characters where `arch` is known)."""
     arch: Arch | None
     """Its shape (None: FLOPs unknown)."""
     limit: int | None
@@ -185,12 +203,52 @@ class Shape:
     notes: list[str] = field(default_factory=list)
     """What could not be known, said once."""
 
+    @property
+    def countable(self) -> bool:
+        """Whether its work can be counted: real tokens, or approximate ones on a known shape."""
+        return self.tokenizer is not None or self.arch is not None
+
+
+def approx_tokens(text: str) -> int:
+    """Tokens of `text` where no tokenizer is at hand: CHARS_PER_TOKEN ASCII characters a token, CJK_TOKENS a
+    token for every other character (what BPE tokenizers of current models give on English and Chinese prose)."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return math.ceil(ascii_chars / CHARS_PER_TOKEN + (len(text) - ascii_chars) * CJK_TOKENS)
+
+
+def _text(messages: Sequence[dict], tail: str = "") -> tuple[str, int]:
+    """A request's data as one text, and the tokens its chat template adds (TEMPLATE_TOKENS a message)."""
+    return "\n".join(str(m.get("content") or "") for m in messages) + tail, TEMPLATE_TOKENS * (len(messages) + 1)
+
+
+def approx_choice_unit(shape: Shape, group: Any) -> Unit:
+    """`choice_unit` without a tokenizer: the rubric prompts' shared prefix and suffixes in approximate tokens,
+    a report longer than the context cut to fit as the engine cuts it; the same passes from those lengths."""
+    from serving.ray.pool import group_cost
+
+    texts = [_text(r.messages, r.prefill) for r in group.requests]
+    shared = len(os.path.commonprefix([t for t, _ in texts]))
+    widths = [approx_tokens(t[shared:]) + 1 for t, _ in texts]
+    prefix = approx_tokens(texts[0][0][:shared]) + texts[0][1]
+    if shape.limit:
+        prefix = max(1, min(prefix, shape.limit - max(widths) - 1))
+    if shape.form == "vllm":
+        cached = prefix // VLLM_BLOCK.get(shape.device, 16) * VLLM_BLOCK.get(shape.device, 16)
+        passes = [Pass(1, prefix + widths[0], 0, 1)] + [Pass(1, prefix + w - cached, cached, 1) for w in widths[1:]]
+    else:
+        passes = [Pass(1, prefix, 0, 1), Pass(len(widths), max(widths), prefix, len(widths), tuple(widths))]
+    flops = sum(shape.arch.flops(p) for p in passes) if shape.arch else 0.0
+    return Unit(flops=flops, tokens=sum(p.tokens for p in passes), prompt_tokens=sum(prefix + w for w in widths),
+                cost=group_cost(group), rows=len(widths), passes=len(passes))
+
 
 def choice_unit(shape: Shape, group: Any, choices: Sequence[str]) -> Unit:
     """One choice group's work: its items as the engine builds them (`choice_group_items`), its passes."""
     from serving.chat import choice_group_items
     from serving.ray.pool import group_cost
 
+    if shape.tokenizer is None:
+        return approx_choice_unit(shape, group)
     items, _ = choice_group_items(shape.tokenizer, group, choices, shape.limit)
     ids = [it.ids for it in items]
     if shape.form == "vllm":
@@ -208,7 +266,12 @@ def generate_unit(shape: Shape, request: Any, template_kwargs: dict[str, Any], o
     from serving.chat import chat_ids
     from serving.ray.pool import request_cost
 
-    ids, _, room = chat_ids(shape.tokenizer, request, shape.limit, template_kwargs)
+    if shape.tokenizer is None:  # approximate tokens: the messages, the tool schemas, the template
+        text, extra = _text(request.messages, json.dumps(request.tools) if request.tools else "")
+        n = min(approx_tokens(text) + extra, (shape.limit or 10**9) - 1)
+        ids, room = range(n), (shape.limit or 10**9) - n
+    else:
+        ids, _, room = chat_ids(shape.tokenizer, request, shape.limit, template_kwargs)
     out = max(1, min(output_tokens, room))
     flops = shape.arch.flops(Pass(1, len(ids), 0, 1)) if shape.arch else 0.0  # the prefill; decoding is timed per step
     return Unit(flops=flops, tokens=len(ids) + out, prompt_tokens=len(ids), cost=request_cost(request), rows=1,
