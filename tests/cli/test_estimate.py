@@ -75,3 +75,29 @@ def test_judge_dry_run_counts_only_the_chosen_tasks(tmp_path, profiles, capsys):
     one, out = decisions(["--task-ids", "sample-en-01"])
     assert "--task-ids: judging 1 of" in out
     assert 0 < one < everything
+
+
+def test_a_gpu_config_on_this_cpu_answers_with_numbers_and_names_its_device(tmp_path, monkeypatch, capsys):
+    from lifesearch_local.run import estimate
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the command sets it: no hub call, no retry loop
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr(estimate, "_cuda", lambda: False)
+    code, out, err = run_cli(["estimate", "--config", "configs/single_gpu.yaml", "--out", str(tmp_path / "r"), "--json"],
+                             capsys)
+    assert code == 0, err
+    est = json.loads(out)
+    assert est["device"]["device"] == "h100" and est["total_seconds"] > 0 and est["gpu_hours"] > 0
+    assert "Retry" not in err
+    code, out, err = run_cli(["estimate", "--config", "configs/single_gpu.yaml", "--out", str(tmp_path / "r"),
+                              "--device", "rtx4090", "--mfu", "0.5"], capsys)
+    assert code == 0, err
+    assert "device assumed for GPU phases: NVIDIA GeForce RTX 4090 24GB (165.2 TFLOP/s bf16 dense" in out
+    assert "0.5 of peak for prompts" in out and "unknown" not in out
+    code, _, err = run_cli(["estimate", "--config", "configs/single_gpu.yaml", "--device", "tpu"], capsys)
+    assert code == 2 and err.strip().splitlines() == [
+        "error: --device 'tpu': not a known GPU; known: h100, h100-pcie, h100-nvl, h200, a100-40, a100-80, l40s, "
+        "a10, l4, rtx4090"]
+    with pytest.raises(SystemExit) as e:
+        run_cli(["estimate", "--config", "configs/single_gpu.yaml", "--mfu", "1.5"], capsys)
+    assert e.value.code == 2 and "not a share of the peak in (0, 1]" in capsys.readouterr().err

@@ -141,3 +141,26 @@ def test_a_busy_machine_widens_the_cpu_phases_high_ends(monkeypatch):
     assert phases["judge/cpu"].seconds.high == 24.0 and phases["judge/cpu"].seconds.estimate == 10.0
     assert phases["judge/endpoint"].seconds.high == 12.0  # computed elsewhere: this machine's load is not its
     assert notes == ["the high ends of CPU phases are widened 2× for the load now"]
+
+
+def test_a_gpu_config_on_a_machine_without_one_is_priced_on_a_stated_device(tmp_path, monkeypatch):
+    from lifesearch_local.run import estimate
+    from lifesearch_local.run.config import load_run_config
+    from lifesearch_local.run.devices import GpuAssumption
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # the model is nowhere here: the built-in shape
+    monkeypatch.setattr(estimate, "_cuda", lambda: False)
+    cfg = load_run_config("configs/single_gpu.yaml").model_copy(update={"out": str(tmp_path / "run")})
+    est = estimate_run(cfg, calibrate="auto")
+    assert est.device is not None and est.device["label"] == "NVIDIA H100 SXM5 80GB" and est.device["mfu"] == 0.35
+    for p in est.phases.values():
+        assert p.seconds is not None and 0 < p.seconds.low < p.seconds.estimate < p.seconds.high
+        assert p.gpus == 1.0 and p.gpu_hours == round(p.seconds.estimate / 3600, 4) and p.tokens > 0
+        assert p.basis == "analytic, on the assumed NVIDIA H100 SXM5 80GB"
+    assert est.total_low_seconds < est.total_seconds < est.total_high_seconds and est.gpu_hours > 0
+    assert est.memory.fits is True and est.memory.device == "NVIDIA H100 SXM5 80GB (assumed)"
+    judge = est.phases["judge/qwen3-8b-choice"]
+    slower = estimate_run(cfg, calibrate="auto", gpu=GpuAssumption("a10", 0.35)).phases["judge/qwen3-8b-choice"]
+    assert slower.tokens == judge.tokens and slower.seconds.estimate > judge.seconds.estimate  # an A10's 125 TFLOP/s
+    assert not (tmp_path / "run").exists()
