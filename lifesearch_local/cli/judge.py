@@ -19,6 +19,7 @@ from lifesearch_local.cli.common import (
     print_caveats,
     ray_config,
     run_judgments,
+    runs_int,
     selected_task_ids,
 )
 from lifesearch_local.rundir.directory import JUDGMENTS
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral (random), smollm2-135m (real, needs the `real` extra), a local path or hub id")
     p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
     p.add_argument("--mode", choices=["choice", "generate"], help="override the judge mode")
-    p.add_argument("--runs", type=positive_int, help="judge repetitions (self-consistency)")
+    p.add_argument("--runs", type=runs_int, help="judge repetitions (self-consistency)")
     add_generate_options(p, "generate mode: token cap of each answer (default 512; the JSON verdict needs well under 200)")
     add_kernel(p)
     add_device(p)

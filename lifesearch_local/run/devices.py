@@ -130,8 +130,8 @@ def analytic_seconds(plan: PhasePlan, shape: Shape, gpu: GpuAssumption, replicas
     peak = d.bf16_tflops * 1e12
     opened = _open_s(weights)
     if plan.kind != "agent":
-        flops = sum(u.flops for call in plan.calls for u in call)
-        steps = sum(u.steps for call in plan.calls for u in call)
+        flops = sum(n * u.flops for call, n in plan.weighted() for u in call)
+        steps = sum(n * u.steps for call, n in plan.weighted() for u in call)
         work = [flops / (peak * m) / replicas + steps * weights / (d.bandwidth_gbs * GB * BANDWIDTH_USE) / replicas
                 for m in _mfus(gpu.mfu)]
         return tuple(round(o + w, 2) for o, w in zip(opened, work))  # type: ignore[return-value]

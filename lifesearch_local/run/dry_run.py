@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lifesearch_local.errors import LifesearchError
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Judgment, Report, Task
 from lifesearch_local.run.calibrate import (
@@ -64,6 +65,8 @@ from serving.config import ModelConfig, RayConfig
 
 log = logging.getLogger(__name__)
 PHASES = ("agent", "judge", "reporteval")
+# Agent runs an estimate plans one by one (each a stand-in report for the judge phases); more are refused.
+MAX_AGENT_RUNS = 1_000_000
 
 
 class _Shapes:
@@ -100,6 +103,8 @@ def estimate_run(cfg: RunConfig, *, phases: Sequence[str] = PHASES, calibrate: C
     if "agent" in phases:
         from lifesearch_local.agent.stage import pending_runs
 
+        _bounded(len(tasks), cfg.runs, len(cfg.agents))
+
         for agent in cfg.agents:
             pending = pending_runs({r.key for r in reports}, tasks, agent, cfg.runs)
             plans.append(agent_plan(agent, pending, shapes(agent.model), today))
@@ -129,6 +134,14 @@ def estimate_judge(out: str | Path, tasks: Sequence[Task], reports: Sequence[Rep
     plans = [judge_plan(j, tasks, reports, done, shapes(j.model)) for j in judges]
     remote = ray is not None and ray.address is not None
     return _estimate("judge", plans, shapes, ray, calibrate, judge_devices(judges), remote, gpu)
+
+
+def _bounded(tasks: int, runs: int, agents: int) -> None:
+    """Refuse, in one line, more agent runs than the estimate enumerates (each is a report the judge phases plan)."""
+    n = tasks * runs * agents
+    if n > MAX_AGENT_RUNS:
+        raise LifesearchError(f"estimate: {tasks:,} task(s) × {runs:,} run(s) × {agents} agent(s) = {n:,} agent runs, "
+                              f"more than the {MAX_AGENT_RUNS:,} an estimate plans; lower `runs` or select tasks")
 
 
 def _unique(*lists: Sequence[Report]) -> list[Report]:
@@ -217,7 +230,7 @@ def _widen_for_load(phases: dict[str, PhaseEstimate], cpu: set[str], notes: list
 
 def _phase(plan: PhasePlan, shape: Shape | None, prof: EngineProfile | None, basis: str, secs: Any,
            ray: RayConfig | None) -> PhaseEstimate:
-    units = [u for call in plan.calls for u in call]
+    units = [(u, n) for call, n in plan.weighted() for u in call]
     tokens = prompt = output = None
     if plan.agent is not None and plan.agent.first:
         n = plan.agent.calls_per_run[1]
@@ -225,8 +238,8 @@ def _phase(plan: PhasePlan, shape: Shape | None, prof: EngineProfile | None, bas
         output = n * plan.agent.output_tokens[1] * len(plan.agent.first)
         tokens = prompt + output
     elif units or (shape is not None and shape.countable):
-        tokens, prompt = sum(u.tokens for u in units), sum(u.prompt_tokens for u in units)
-        output = sum(u.steps * u.rows for u in units) or None
+        tokens, prompt = sum(n * u.tokens for u, n in units), sum(n * u.prompt_tokens for u, n in units)
+        output = sum(n * u.steps * u.rows for u, n in units) or None
     gpus = phase_gpus(plan.model, ray) if plan.needs_model else 0.0
     return PhaseEstimate(kind=plan.kind, model=plan.model.model, runs=plan.runs, decisions=plan.decisions,  # type: ignore[arg-type]
                          decisions_per_repetition=plan.per_repetition, records=plan.records, requests=plan.requests,

@@ -210,9 +210,9 @@ def choice_seconds(plan: PhasePlan, prof: EngineProfile, replicas: int, fast: bo
         return 0.0
     by_flops = prof.choice_flops > 0
     total = 0.0
-    for call in plan.calls:
+    for call, times in plan.weighted():
         secs = [(u.flops if by_flops else u.tokens) / rate + u.steps * (prof.step_s or 0.0) for u in call]
-        total += prof.call_s + replica_seconds([u.cost for u in call], secs, replicas)
+        total += times * (prof.call_s + replica_seconds([u.cost for u in call], secs, replicas))
     return total
 
 

@@ -164,3 +164,35 @@ def test_a_gpu_config_on_a_machine_without_one_is_priced_on_a_stated_device(tmp_
     slower = estimate_run(cfg, calibrate="auto", gpu=GpuAssumption("a10", 0.35)).phases["judge/qwen3-8b-choice"]
     assert slower.tokens == judge.tokens and slower.seconds.estimate > judge.seconds.estimate  # an A10's 125 TFLOP/s
     assert not (tmp_path / "run").exists()
+
+
+def test_repetitions_with_nothing_done_are_counted_not_enumerated(tmp_path):
+    from lifesearch_local.run.estimate_plan import judge_plan
+    from lifesearch_local.run.estimate_work import Arch, Shape
+
+    tasks = load_tasks(SAMPLE / "tasks.jsonl")
+    reports = read_records(SAMPLE / "reports.jsonl", Report)[:3]
+    arch = Arch(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128, vocab=1000, tied=True)
+    shape = Shape(tokenizer=None, arch=arch, limit=None, device="cuda", form="two_stage")
+    one = judge_plan(JudgeConfig(id="x", model=model_config(model="m")), tasks, reports, set(), shape)
+    # repetition 1 half done: it is planned on its own; the other 998 are the first one's work again
+    j = one.calls[0][0]
+    done = {("x", 1, reports[0].task_id, reports[0].agent, reports[0].run, r.id)
+            for r in next(t for t in tasks if t.id == reports[0].task_id).rubrics}
+    many = judge_plan(JudgeConfig(id="x", model=model_config(model="m"), runs=1000), tasks, reports, done, shape)
+    assert len(many.calls) == 2 * len(one.calls) and many.repeats[: len(one.calls)] == [999] * len(one.calls)
+    assert many.per_repetition[0] == many.per_repetition[2] == many.per_repetition[999] == one.decisions
+    assert many.per_repetition[1] < one.decisions and many.decisions == 999 * one.decisions + many.per_repetition[1]
+    assert sum(n * u.flops for call, n in many.weighted() for u in call) > 999 * j.flops
+
+
+def test_more_agent_runs_than_an_estimate_plans_are_refused_in_one_line(tmp_path, monkeypatch):
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.run import dry_run
+
+    monkeypatch.setattr(dry_run, "MAX_AGENT_RUNS", 50)
+    cfg = RunConfig(name="x", out=str(tmp_path / "run"), tasks=str(SAMPLE / "tasks.jsonl"), runs=6,
+                    agents=[AgentConfig(id="a", model=model_config(model="tiny-qwen3"))])
+    with pytest.raises(LifesearchError, match=r"^estimate: 10 task\(s\) × 6 run\(s\) × 1 agent\(s\) = 60 agent runs, "
+                                              r"more than the 50 an estimate plans; lower `runs` or select tasks$"):
+        estimate_run(cfg, calibrate="never")
