@@ -15,13 +15,16 @@ from __future__ import annotations
 import logging
 import math
 import os
+import statistics
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 WAIT = "OMP_WAIT_POLICY"
+SAMPLES = 5
 # Set by `plan_process_threads` so that later decisions in the process (and Ray actors it starts) know it decided.
 DECIDED = "LIFESEARCH_OMP_WAIT"
 
@@ -65,16 +68,27 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def others_busy(loadavg: str) -> float:
-    """Processes other than this one keeping CPUs busy, from /proc/loadavg's text: the larger of the 1-minute
-    load average and the processes runnable right now less this one (the average lags a new process by a minute)."""
-    fields = loadavg.split()
-    try:
-        one = float(fields[0])
-        running = int(fields[3].split("/")[0]) - 1
-    except (IndexError, ValueError):
-        return 0.0
-    return max(one, float(running), 0.0)
+def others_busy(samples: Sequence[str]) -> float:
+    """Processes other than this one keeping CPUs busy: the median, over a few samples of /proc/loadavg's text, of
+    the processes runnable at that moment less this one. Not the 1-minute average: it lags a new busy process by
+    a minute, and it still counts a command that ended seconds ago (the one before this, run back to back)."""
+    running = []
+    for text in samples:
+        try:
+            running.append(int(text.split()[3].split("/")[0]) - 1)
+        except (IndexError, ValueError):
+            continue
+    return float(max(0, statistics.median_low(running))) if running else 0.0
+
+
+def sample_loadavg(n: int = SAMPLES, gap_s: float = 0.02) -> list[str]:
+    """`n` readings of /proc/loadavg, `gap_s` apart (about 0.1 s in all: a short burst is not a busy machine)."""
+    out = []
+    for i in range(n):
+        if i:
+            time.sleep(gap_s)
+        out.append(_loadavg())
+    return out
 
 
 def is_busy(others: float, usable: int, threads: int) -> bool:
@@ -137,7 +151,7 @@ class Contention:
         if not self.busy:
             return None
         wait = os.environ.get(WAIT, "spinning (default)")
-        return (f"machine busy: load average {self.load_average[0]:g} and {self.others:g} other busy process(es) on "
+        return (f"machine busy: load average {self.load_average[0]:g}, {self.others:g} other busy process(es) on "
                 f"{self.usable} usable CPU(s) for {self.threads} thread(s); timings may be up to {self.factor:g}× "
                 f"an idle machine's (OpenMP wait: {wait})")
 
@@ -145,9 +159,9 @@ class Contention:
 def contention(threads: int | None = None, reserved: float | None = None) -> Contention:
     """The machine now, for `threads` of ours (default: the usable CPUs)."""
     usable = usable_cpus(read_limits(reserved=reserved))
-    text = _loadavg()
-    one, five, fifteen = (float(x) for x in text.split()[:3])
-    return Contention(usable=usable, threads=threads or usable, others=others_busy(text),
+    texts = sample_loadavg()
+    one, five, fifteen = (float(x) for x in texts[-1].split()[:3])
+    return Contention(usable=usable, threads=threads or usable, others=others_busy(texts),
                       load_average=(one, five, fifteen))
 
 
@@ -163,7 +177,7 @@ def plan_process_threads() -> str | None:
     """Called first by a command, before torch is imported: set OMP_WAIT_POLICY=PASSIVE where the machine is
     busier than this process's threads allow; returns the policy set (None: left as it was)."""
     usable = usable_cpus(read_limits())
-    policy = wait_policy(os.environ, others_busy(_loadavg()), usable, "torch" in sys.modules)
+    policy = wait_policy(os.environ, others_busy(sample_loadavg()), usable, "torch" in sys.modules)
     if policy:
         os.environ[WAIT] = policy
         os.environ[DECIDED] = policy

@@ -81,9 +81,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv_given, argv = argv, list(sys.argv[1:] if argv is None else argv)
-    from serving import plan_process_threads
-
-    plan_process_threads()  # before anything imports torch: OpenMP reads its wait policy once, at start
     unknown = unknown_command(argv)
     if unknown:
         print(f"error: {unknown}", file=sys.stderr)
@@ -93,6 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from serving import plan_process_threads
+
+    plan_process_threads()  # before anything imports torch: OpenMP reads its wait policy once, at start
     from serving.errors import EndpointError
     from serving.logs import log_to_stderr
     from serving.redact import install_log_redaction, redact

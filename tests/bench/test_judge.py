@@ -152,6 +152,6 @@ def test_a_busy_machine_is_said_in_one_line(bench, monkeypatch):
     r = bench(*ARGS, "--json", "--repeats", "1", "--baseline", "none")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["busy"].startswith("machine busy: load average 3 and 3 other busy process(es) on 2 usable CPU(s)")
+    assert out["busy"].startswith("machine busy: load average 3, 3 other busy process(es) on 2 usable CPU(s)")
     text = bench(*ARGS, "--repeats", "1", "--baseline", "none")
     assert out["busy"].split(";")[0] in text.stdout and out["busy"].split(";")[0] in text.stderr

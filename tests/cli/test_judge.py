@@ -36,7 +36,7 @@ def test_a_busy_machine_is_said_under_the_judges_rate(tmp_path, capsys, monkeypa
     local = JudgeConfig(id="tiny", model=model_config(model="tiny-llama"))
     remote = JudgeConfig(id="r", model=model_config(backend="openai", model="m", base_url="http://127.0.0.1:9/v1"))
     busy = busy_line([local])
-    assert busy is not None and busy.startswith("machine busy: load average 4 and 4 other busy process(es)")
+    assert busy is not None and busy.startswith("machine busy: load average 4, 4 other busy process(es)")
     assert busy_line([remote]) is None  # an endpoint computes elsewhere
     report(local, {"decisions": 6, "wall_s": 1.5, "decisions_per_s": 4.0}, RunDir(tmp_path), busy=busy)
     assert capsys.readouterr().out.splitlines()[1] == busy

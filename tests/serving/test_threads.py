@@ -45,11 +45,19 @@ def test_usable_cpus_without_any_bound_is_the_cpu_count() -> None:
     assert usable_cpus(CpuLimits(affinity=None, cpu_max=None, slurm_cpus=None)) == max(1, os.cpu_count() or 1)
 
 
-def test_others_busy_counts_the_average_or_the_processes_running_now_less_this_one() -> None:
-    assert others_busy("0.10 0.05 0.01 1/200 999") == 0.1  # only this process runs
-    assert others_busy("0.15 0.05 0.01 2/200 999") == 1.0  # a hog started seconds ago: the average lags
-    assert others_busy("3.50 2.00 1.00 2/200 999") == 3.5
-    assert others_busy("nonsense") == 0.0
+def test_others_busy_is_the_median_of_the_processes_running_now_less_this_one() -> None:
+    assert others_busy(["0.10 0.05 0.01 1/200 999"] * 5) == 0.0  # only this process runs
+    assert others_busy(["0.15 0.05 0.01 2/200 999"] * 5) == 1.0  # a hog started seconds ago: the average lags
+    assert others_busy(["3.50 2.00 1.00 1/200 999"] * 5) == 0.0  # a command that just ended: the average lags too
+    burst = ["0.5 0.5 0.5 1/200 9"] * 3 + ["0.5 0.5 0.5 6/200 9"] * 2
+    assert others_busy(burst) == 0.0  # a burst in two samples of five is not a busy machine
+    assert others_busy(["nonsense"]) == 0.0 and others_busy([]) == 0.0
+
+
+def test_sample_loadavg_reads_the_file_a_few_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = iter(f"0.1 0.1 0.1 {k}/100 9" for k in range(1, 10))
+    monkeypatch.setattr(threads, "_loadavg", lambda: next(reads))
+    assert [t.split()[3] for t in threads.sample_loadavg(3, 0.0)] == ["1/100", "2/100", "3/100"]
 
 
 def test_busy_and_slowdown_on_two_cores() -> None:
@@ -76,10 +84,10 @@ def test_plan_process_threads_sets_the_policy_on_a_busy_machine(monkeypatch: pyt
     monkeypatch.delenv(threads.DECIDED, raising=False)
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     monkeypatch.setattr(threads, "read_limits", lambda env=None, reserved=None: CpuLimits(2, None, None))
-    monkeypatch.setattr(threads, "_loadavg", lambda: "0.30 0.20 0.10 1/100 5")
+    monkeypatch.setattr(threads, "_loadavg", lambda: "3.30 0.20 0.10 1/100 5")  # only this process runs now
     assert threads.plan_process_threads() is None
     assert "OMP_WAIT_POLICY" not in os.environ
-    monkeypatch.setattr(threads, "_loadavg", lambda: "1.20 0.20 0.10 2/100 5")
+    monkeypatch.setattr(threads, "_loadavg", lambda: "0.20 0.20 0.10 2/100 5")
     assert threads.plan_process_threads() == "PASSIVE"
     assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
     assert actor_env(remote=False) == {"OMP_WAIT_POLICY": "PASSIVE"}  # the actors follow the driver's decision
@@ -99,7 +107,7 @@ def test_contention_line_names_the_load_the_cpus_and_the_slowdown() -> None:
     assert idle.line() is None
     busy = Contention(usable=2, threads=2, others=1.0, load_average=(1.0, 0.5, 0.2))
     line = busy.line()
-    assert line is not None and line.startswith("machine busy: load average 1 ")
+    assert line is not None and line.startswith("machine busy: load average 1, 1 other busy process(es) on ")
     assert "2 usable CPU(s)" in line and "up to 2×" in line and "\n" not in line
 
 
