@@ -89,13 +89,15 @@ def dry_run(args: argparse.Namespace, ids: set[str] | None) -> int:
     from lifesearch_local.cli.common import calibration
     from lifesearch_local.cli.estimate import show
     from lifesearch_local.run.dry_run import estimate_judge
+    from lifesearch_local.run.estimate import _cuda, model_device
     from lifesearch_local.run.preflight import preflight
     from lifesearch_local.run.standalone import judge_inputs
 
     judges, ray = judge_configs(args), ray_config(args)
     tasks, reports = judge_inputs(args.tasks, args.reports, args.limit, say=print, task_ids=ids)
-    if calibration(args) != "never":
-        preflight([(f"judge {c.id}", c.model) for c in judges], ray)
+    here = [(f"judge {c.id}", c.model) for c in judges if not (model_device(c.model) == "cuda" and not _cuda())]
+    if calibration(args) != "never" and here:  # a GPU judge on a machine without one is priced, not calibrated
+        preflight(here, ray)
     show(estimate_judge(args.out, tasks, reports, judges, ray=ray, calibrate=calibration(args)),
          f"`judge` of {len(reports)} reports into {args.out}")
     return 0
