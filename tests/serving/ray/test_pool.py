@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -270,3 +271,43 @@ def test_cli_judge_with_the_cpu_small_config_runs_on_ray_and_matches_in_process(
     fp = json.loads((out / "manifest.json").read_text())["fingerprints"]["tiny"]
     assert (fp["engine"], fp["dtype"]) == ("hf", "float32") and fp["weights_hash"]  # told by the replicas
     assert ray.is_initialized()  # the CLI reused this cluster and left it up
+
+
+class FakeRay:
+    """What `_create_actors` asks of ray: the cluster's resources, and actors created with options."""
+
+    def __init__(self):
+        self.options = []
+
+    def cluster_resources(self):
+        return {"CPU": 4.0, "GPU": 0.0}
+
+    def remote(self, cls):
+        fake = self
+
+        class Actor:
+            @staticmethod
+            def options(**kw):
+                fake.options.append(kw)
+                return SimpleNamespace(remote=lambda *a: SimpleNamespace(args=a))
+
+        return Actor
+
+
+@pytest.mark.parametrize(("given", "driver", "address", "expected"), [
+    ({}, {}, None, None),  # an idle machine: the default wait
+    ({}, {"OMP_WAIT_POLICY": "PASSIVE", "LIFESEARCH_OMP_WAIT": "PASSIVE"}, None, "PASSIVE"),  # the driver chose
+    ({}, {}, "10.0.0.1:6379", "PASSIVE"),  # a remote cluster's nodes are shared by design
+    ({"OMP_WAIT_POLICY": "ACTIVE"}, {}, "10.0.0.1:6379", "ACTIVE"),  # the config's own env_vars win
+])
+def test_cpu_actors_get_the_wait_policy_in_their_runtime_env(monkeypatch, given, driver, address, expected):
+    for k in ("OMP_WAIT_POLICY", "LIFESEARCH_OMP_WAIT"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in driver.items():
+        monkeypatch.setenv(k, v)
+    cfg = RayConfig(replicas=2, num_cpus_per_replica=2, env_vars=given, address=address)
+    pool = RayPool(MODEL, cfg, phase="test")
+    fake = FakeRay()
+    pool._create_actors(fake)
+    envs = [(o.get("runtime_env") or {}).get("env_vars", {}).get("OMP_WAIT_POLICY") for o in fake.options]
+    assert envs == [expected, expected] and [r.handle.args[1] for r in pool.replicas] == [2, 2]
