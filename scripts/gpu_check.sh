@@ -16,8 +16,9 @@
 #        weights are vLLM's dummy ones, so it gives speed, not agreement.
 #     Each prints decisions/s, the prefix pass's and the whole column's TFLOP/s, their fraction of the card's
 #     bf16 peak (MFU; `--peak-tflops` or the table in lifesearch_local/bench/judge.py) and of the matmul
-#     rate torch reaches on this card (measured by the bench first). Targets (issue 35): the prefix pass at
-#     least 0.5 of the bf16 peak; packed at least as fast as vLLM per decision.
+#     rate torch reaches on this card (measured by the bench first). Targets (what makes the packed kernel
+#     worth its own code on a GPU): the prefix pass at least 0.5 of the bf16 peak; packed at least as fast
+#     as vLLM per decision.
 # Needs torch with CUDA and transformers; the project's pure-Python deps (pydantic, …) either installed or
 # as wheels in .whl/ (installed here into /tmp/site, no index).
 # Results go to $OUT (default /tmp/gpu-check): gpu.txt, pytest.log, kernel.jsonl, bench-*.json, summary.txt.

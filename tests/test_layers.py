@@ -57,7 +57,7 @@ def _is(target: str, pkg: str) -> bool:
 def test_the_rules_see_every_module_and_its_imports():
     # a walker that found nothing would pass every rule below
     assert {"serving.engines.hf", "serving.ray.pool", "lifesearch_local.judge.stage", "lifesearch_local.cli"} <= set(MODULES)
-    assert ("serving.engines", True, 11) in _imports("serving.ray.actor", MODULES["serving.ray.actor"])
+    assert ("serving.engines", True, 13) in _imports("serving.ray.actor", MODULES["serving.ray.actor"])
 
 
 def test_the_library_loads_ray_and_vllm_only_inside_functions():
@@ -66,6 +66,21 @@ def test_the_library_loads_ray_and_vllm_only_inside_functions():
                        and any(_is(target, h) for h in heavy)) == []
 
 
+
+
+def test_the_library_meets_serving_at_its_front_door():
+    # lifesearch_local names only what serving/__init__ exports; the judge benchmark alone times internals
+    # (import-linter holds the same rule; this walker also sees an import it was told to ignore)
+    import serving
+
+    found = _violations(lambda name, target, top: _is(name, "lifesearch_local") and target.startswith("serving.")
+                        and not _is(name, "lifesearch_local.bench"))
+    assert found == []
+    front = [f"{name}:{line}" for name, path in MODULES.items() if _is(name, "lifesearch_local")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.ImportFrom) and node.module == "serving"
+             for line, a in [(node.lineno, a) for a in node.names] if a.name not in serving.__all__]
+    assert front == []
 
 
 def test_import_linter_holds_the_layer_contracts():
@@ -141,7 +156,7 @@ def test_test_modules_mirror_the_source_tree():
 def test_the_mirror_rule_names_the_module():
     assert _tested_module(ROOT / "tests/analysis/test_agreement_ci.py") == "lifesearch_local.analysis.agreement_ci"
     assert _tested_module(ROOT / "tests/run/test_pipeline_kill.py") == "lifesearch_local.run.pipeline"
-    assert _tested_module(ROOT / "tests/serving/engines/test_kernel.py") == "serving.engines.kernel"
+    assert _tested_module(ROOT / "tests/serving/kernels/test_kernel.py") == "serving.kernels.kernel"
     assert _tested_module(ROOT / "tests/cli/test_init.py") == "lifesearch_local.cli"
     assert _tested_module(ROOT / "tests/test_hardening3.py") is None
     assert _tested_module(ROOT / "tests/judge/test_judge_cli.py") is None

@@ -67,7 +67,7 @@ CONTROL = [
 
 @pytest.mark.parametrize("model,good,field,value", CONTROL, ids=[f"{m.__name__}.{f}={v!r}" for m, _, f, v in CONTROL])
 def test_an_id_with_a_control_character_or_nothing_visible_is_refused_at_load(tmp_path, model, good, field, value):
-    """C0, DEL and C1 controls (a \\r split a CSV row in two) and empty ids: file:line: field (issue 32, item 7)."""
+    """C0, DEL and C1 controls (a \\r split a CSV row in two) and empty ids: file:line: field."""
     path = write_jsonl(tmp_path / "records.jsonl", [good, {**good, field: value}])
     with pytest.raises(InputError) as e:
         read_records(path, model)

@@ -71,7 +71,7 @@ BAD = [
     ("surrogate_raw_bytes", 2, "question", "lone surrogate \\ud800"),
     ("deep_nesting", 2, None, "nested deeper than"),
     ("deep_field", 2, "extra", "nested deeper than"),
-    # what `validate` refuses, and the importers with it (issue 32, item 7 and "also seen")
+    # what `validate` refuses, and the importers with it
     ("cr_in_id", 2, "id", "control character U+000D at character 0"),
     ("nul_in_id", 2, "id", "control character U+0000"),
     ("c1_in_rubric_id", 2, "rubrics[0].id", "control character U+0085"),

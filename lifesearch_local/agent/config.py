@@ -5,8 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from lifesearch_local.records import Id
-from serving.affects import Execution, Result
-from serving.config import HFConfig, ModelConfig
+from serving import Execution, HFConfig, ModelConfig, Result
 
 
 class _Cfg(BaseModel):

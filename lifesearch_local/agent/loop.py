@@ -19,10 +19,7 @@ from lifesearch_local.agent.trajectory import TrajectoryLog, call_record, error_
 from lifesearch_local.errors import DiskFull
 from lifesearch_local.llm.prompts import render
 from lifesearch_local.records import Report, ReportStatus, Task
-from serving.errors import EndpointError
-from serving.protocol import ChatRequest, Generation
-from serving.redact import redact, redact_obj
-from serving.retry import RetryPolicy, aretry
+from serving import ChatRequest, EndpointError, Generation, RetryPolicy, aretry, redact, redact_obj
 
 Generate = Callable[[ChatRequest], Awaitable[Generation]]
 # Errors of the code, not of the task or the engine's moment: raised out of the stage, never kept as a report.
@@ -125,7 +122,7 @@ def _request(ctx: Context, cfg: AgentConfig, run: int, limit: str | None, record
 async def _decide(generate: Generate, request: ChatRequest, cfg: AgentConfig, record: dict[str, Any], state: _Run,
                   ctx: Context) -> Generation:
     t = time.monotonic()
-    # Only what can pass on another attempt (serving.retry.transient: a timeout, a lost connection,
+    # Only what can pass on another attempt (serving._util.retry.transient: a timeout, a lost connection,
     # a 429/5xx) is retried; a bug or a prompt over the context fails at once with its message.
     policy = RetryPolicy(attempts=cfg.model_retries + 1, base_delay=1.0, max_delay=20.0)
     gen = await aretry(lambda: generate(request), policy)

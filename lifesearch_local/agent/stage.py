@@ -22,8 +22,7 @@ from lifesearch_local.runtime.progress import progress_bar
 from lifesearch_local.runtime.signals import StopFlag
 from lifesearch_local.runtime.skeleton import OpenModel, open_stage
 from lifesearch_local.web.config import WebConfig
-from serving.config import RayConfig
-from serving.protocol import Engine
+from serving import Engine, RayConfig
 
 
 def pending_runs(done: set, tasks: Sequence[Task], cfg: AgentConfig, runs: int) -> list[tuple[Task, int]]:
@@ -70,7 +69,7 @@ def agent_stage(rd: RunDir, tasks: Sequence[Task], cfg: AgentConfig, backend: En
 
 async def _run_all(rd: RunDir, work: list[tuple[Task, int]], cfg: AgentConfig, backend: Engine, web: WebConfig,
                    stop: StopFlag, show: bool, handles: WebHandles | None, today: dt.date | None, already: int = 0):
-    from serving.batching import BatchingBackend
+    from serving import BatchingBackend
 
     if not work:
         return [], {}

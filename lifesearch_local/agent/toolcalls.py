@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifesearch_local.agent.tools import Tool, check_arguments
-from serving.jsonread import JSONError, loads
-from serving.protocol import Generation
+from serving import Generation, JSONError, loads
 
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 _OPEN = "<tool_call>"

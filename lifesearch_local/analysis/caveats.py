@@ -72,8 +72,7 @@ def random_weight_roles(judges: Sequence = (), agents: Sequence = (), manifest: 
                         judgments: Sequence[Judgment] = ()) -> list[str]:
     """`agent <id> (<model>)` / `judge <id> (<model>)` for each random-weight model behind the numbers,
     each once, in that order."""
-    from lifesearch_local.llm.models import random_weights
-    from serving.engines.tiny import TINY_MODELS
+    from lifesearch_local.llm.models import is_tiny, random_weights
 
     roles: dict[str, str] = {}
     for role, c in [("agent", a) for a in agents] + [("judge", j) for j in judges]:
@@ -89,7 +88,7 @@ def random_weight_roles(judges: Sequence = (), agents: Sequence = (), manifest: 
             roles.setdefault(f"{role} {who}", str(st.get("model", "?")))
     for judge in sorted(shown_judges):
         name = judge.split("/")[0]
-        if "/" in judge and name in TINY_MODELS:
+        if "/" in judge and is_tiny(name):
             roles.setdefault(f"judge {judge}", name)
     order = sorted(roles, key=lambda r: not r.startswith("agent "))  # agents first, each group as found
     return [f"{r} ({roles[r]})" for r in order]

@@ -226,9 +226,9 @@ def non_inferiority(items: Sequence[Item], reference: Mapping[Key, bool], margin
 
 
 # -- the whole study ------------------------------------------------------------------------------------
-def certify(tasks: Sequence[Task], items: Sequence[Item], *, category_field: str = "type",
+def certify(tasks: Sequence[Task], items: Sequence[Item], *, category_field: str, margin: float,
             human_items: Sequence[Item] | None = None, reference: Mapping[Key, bool] | None = None,
-            margin: float = 2.0, n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = stats.DEFAULT_SEED,
+            n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = stats.DEFAULT_SEED,
             names: tuple[str, str] = ("the judge", "the reference"),
             progress: Callable[[str], None] | None = None) -> dict:
     """The study of one candidate judge X against reference verdicts R (JSON-ready; verdict line aside).

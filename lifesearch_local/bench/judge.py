@@ -15,7 +15,7 @@ PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, 
 
 
 def make_groups(vocab: int, k: int, n: int, p: int, s: int, seed: int):
-    from serving.chat import Item
+    from serving import Item
 
     rng = random.Random(seed)
     lo = 16  # keep clear of special tokens
@@ -39,8 +39,7 @@ def real_groups(args: JudgeBench) -> tuple[list, dict, list]:
     from lifesearch_local.records import Report
     from lifesearch_local.rundir.jsonl import read_records
     from lifesearch_local.tasks import load_tasks
-    from serving.chat import choice_group_items, context_limit
-    from serving.engines.kernel import common_prefix_len
+    from serving import choice_group_items, common_prefix_len, context_limit
 
     tasks_path = args.tasks or str(Path(args.reports_from).parent / "tasks.jsonl")
     tasks = {t.id: t for t in load_tasks(tasks_path)}
@@ -77,7 +76,7 @@ def measure(args: JudgeBench, say: Callable[[str], None] | None = None) -> dict:
     """Every column on the same inputs: warm-up, repeats, min/median/max, the load average around it."""
     import torch
 
-    from lifesearch_local.judge.timing import load_average
+    from lifesearch_local.bench.timing import load_average
     from serving import contention, fit_torch_threads
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from serving.cpu_features import bf16_native
+from serving import bf16_native
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def spans(groups: Sequence[Sequence[Any]], how: str, block: int = 16) -> list[tu
     """The positions each column computes, per prompt: `packed` (a group's shared prefix once, then each
     suffix after it), `prefix` (the shared prefixes alone), `single` (every prompt whole) or `vllm` (a
     group's first prompt whole, every other one from the last `block` boundary inside the shared prefix)."""
-    from serving.engines.kernel import common_prefix_len
+    from serving import common_prefix_len
 
     out: list[tuple[int, int]] = []
     for items in groups:
@@ -107,7 +107,7 @@ def matmul_rate(dtype_name: str, device: str, sizes: Sequence[tuple[int, int]], 
 
 def _products(a: Any, b: Any, device: str) -> list[Any]:
     """`a @ b` as torch's matmul, and on CPU through oneDNN on `b` packed once (where torch has that path)."""
-    from serving.engines.packed_rows import Linear
+    from serving.kernels.packed_rows import Linear
 
     out = [lambda: a @ b]
     if device == "cpu":
@@ -170,6 +170,6 @@ def column_rates(res: dict, shape: Shape, groups: Sequence[Sequence[Any]], matmu
 
 def prefix_fields(seconds: Sequence[float]) -> dict[str, Any]:
     """The prefix pass's timed runs: `prefix_s` (the median) and every run."""
-    from lifesearch_local.judge.timing import spread
+    from lifesearch_local.bench.timing import spread
 
     return {"prefix_s": spread(seconds)["median"], "prefix_runs": [round(x, 4) for x in seconds]}

@@ -90,12 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from serving import plan_process_threads
+    from serving import EndpointError, install_log_redaction, log_to_stderr, plan_process_threads, redact
 
     plan_process_threads()  # before anything imports torch: OpenMP reads its wait policy once, at start
-    from serving.errors import EndpointError
-    from serving.logs import log_to_stderr
-    from serving.redact import install_log_redaction, redact
 
     install_log_redaction()
     # The library logs; here its notices and warnings become stderr lines, worded as they are

@@ -11,6 +11,7 @@ from lifesearch_local.cli.common import (
     manifest_beside,
     positive_int,
     print_caveats,
+    reference,
     selected_task_ids,
 )
 from lifesearch_local.cli.score import add_bootstrap_options
@@ -53,51 +54,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def load_labels(args: argparse.Namespace) -> tuple[dict, str]:
-    """The reference labels by key, and a description of where they came from."""
-    from lifesearch_local.analysis.labels import label_index, labels_from_judgments
-    from lifesearch_local.errors import LifesearchError
-    from lifesearch_local.records import Judgment
-    from lifesearch_local.rundir.jsonl import read_records
-
-    if args.labels:
-        labels = read_labels(args.labels)
-        index = label_index(labels, args.label_source)
-        return index, args.label_source or ", ".join(sorted({lab.source for lab in labels}))
-    if not args.label_judge:
-        raise LifesearchError("--labels-from-judgments needs --label-judge ID (the judge to use as reference)")
-    labels, skipped = labels_from_judgments(read_records(args.labels_from_judgments, Judgment), args.label_judge)
-    if skipped:
-        print(f"reference judge {args.label_judge}: {skipped} ungraded judgment(s) skipped", file=sys.stderr)
-    return label_index(labels), args.label_judge
-
-
-def read_labels(path: str) -> list:
-    """The Label records of --labels; a judgments file there is named as such, with the option that takes it."""
-    from lifesearch_local.errors import InputError, LifesearchError
-    from lifesearch_local.records import Judgment, Label
-    from lifesearch_local.rundir.jsonl import iter_json_lines, read_records
-
-    try:
-        return read_records(path, Label)
-    except InputError:
-        first = next(iter_json_lines(path, skip_tail=True), (0, None))[1]
-        if isinstance(first, dict) and "judge" in first and _is(Judgment, first):
-            raise LifesearchError(f"{path} holds judgments (judge {first['judge']!r}), not labels: use it as the "
-                                  f"reference with --labels-from-judgments {path} --label-judge {first['judge']}") from None
-        raise
-
-
-def _is(model: type, obj: dict) -> bool:
-    from pydantic import ValidationError
-
-    try:
-        model.model_validate(obj)
-    except ValidationError:
-        return False
-    return True
-
-
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.analysis.agreement import agreement
     from lifesearch_local.analysis.agreement_ci import agreement_uncertainty
@@ -108,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     from lifesearch_local.tasks import check_known_tasks, chosen_tasks, load_tasks
 
     tasks = load_tasks(args.tasks)
-    labels, source = load_labels(args)
+    ref = reference(args)
+    labels, source = ref.index, ref.source
     judgments = read_records(args.judgments, Judgment)
     manifest = manifest_beside(args.judgments)  # before any output: a damaged one stops the command
     check_known_tasks(tasks, (j.task_id for j in judgments), args.tasks)

@@ -23,8 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from lifesearch_local.bench.fetch import format_report, run_bench, summarize
     from lifesearch_local.errors import LifesearchError
-    from lifesearch_local.web.bench import format_report, run_bench, summarize
 
     if args.pages < 1 or args.concurrency < 1 or args.latency_ms < 0:
         raise LifesearchError("--pages and --concurrency must be positive, --latency-ms not negative")

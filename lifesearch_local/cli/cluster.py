@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def wait(args: argparse.Namespace) -> int:
     from lifesearch_local.errors import LifesearchError
-    from serving.ray.session import ClusterGone, wait_for_nodes
+    from serving import ClusterGone, wait_for_nodes
 
     # A batch script stopping (preemption) must not wait for Ray's connection attempts: the main
     # thread only sleeps in short steps, so this runs at once and skips Ray's exit handlers.
@@ -85,7 +85,7 @@ def last_line(path: Path, limit: int = 200) -> str:
 
 
 def info(args: argparse.Namespace) -> int:
-    from serving.ray.session import node_resources
+    from serving import node_resources
 
     for address, resources in node_resources(args.address):
         print(f"{address}: {resources}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def int_at_least(lo: int):
@@ -96,14 +97,14 @@ def add_generate_options(p: argparse.ArgumentParser, max_tokens_help: str) -> No
 
 def add_kernel(p: argparse.ArgumentParser, default: str | None = None) -> None:
     """--kernel: the hf engine's choice-scoring form (None leaves the config's)."""
-    from serving.config import KERNEL_FORMS
+    from serving import KERNEL_FORMS
 
     p.add_argument("--kernel", default=default, choices=KERNEL_FORMS, help="hf engine: choice-scoring form (default auto)")
 
 
 def add_device(p: argparse.ArgumentParser, default: str | None = None) -> None:
     """--device: where the hf engine runs (None leaves the config's)."""
-    from serving.config import DEVICES
+    from serving import DEVICES
 
     p.add_argument("--device", default=default, choices=DEVICES, help="hf engine device (default auto)")
 
@@ -136,7 +137,7 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
 def judge_configs(args: argparse.Namespace):
     from lifesearch_local.judge.config import JudgeConfig
     from lifesearch_local.run.config import load_judge_configs
-    from serving.config import model_config
+    from serving import model_config
 
     if args.config:
         cfgs = load_judge_configs(args.config)
@@ -153,7 +154,7 @@ def judge_configs(args: argparse.Namespace):
 def ray_config(args: argparse.Namespace):
     """The Ray settings for this command: the config's top-level `ray:` block unless --no-ray."""
     from lifesearch_local.configfile import load_yaml, validate_config
-    from serving.config import RayConfig
+    from serving import RayConfig
 
     if args.ray is False:
         return None
@@ -209,6 +210,22 @@ def run_judgments(run_dir, judges) -> list:
 
     ids = {j.id for j in judges}
     return [j for j in RunDir(run_dir).load("judgments.jsonl", Judgment) if j.judge in ids]
+
+
+def result_default(cls: type, name: str) -> Any:
+    """The default of an option that changes a result: declared once, on the marked field `name` of the settings
+    class `cls` (serving's Result), as every config field is; the CLI never writes its own copy."""
+    return cls.model_fields[name].default
+
+
+def reference(args: argparse.Namespace):
+    """The reference verdicts of `agree` / `certify` (run.reference), saying on stderr what it left out."""
+    from lifesearch_local.run.reference import load_reference
+
+    ref = load_reference(args.labels, args.labels_from_judgments, args.label_judge, args.label_source)
+    if ref.skipped:
+        print(f"reference judge {args.label_judge}: {ref.skipped} ungraded judgment(s) skipped", file=sys.stderr)
+    return ref
 
 
 def manifest_beside(path) -> dict | None:

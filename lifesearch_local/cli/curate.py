@@ -57,7 +57,7 @@ def curate_config(args: argparse.Namespace):
     """The CurateConfig of this command: the YAML or --model, with the flags over it."""
     from lifesearch_local.configfile import validate_config
     from lifesearch_local.curate.config import CurateConfig, load_curate_config
-    from serving.config import model_config
+    from serving import model_config
 
     cfg = load_curate_config(args.config) if args.config else CurateConfig(model=model_config(model=args.model))
     data = cfg.model_dump()

@@ -68,7 +68,7 @@ def demo_config(args: argparse.Namespace):
     from lifesearch_local.run.config import RunConfig
     from lifesearch_local.tasks import load_tasks
     from lifesearch_local.web.config import WebConfig
-    from serving.config import model_config
+    from serving import model_config
 
     sample = resource_path("data", "sample")
     agents = [] if args.no_agent else [AgentConfig(

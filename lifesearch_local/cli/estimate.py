@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lifesearch_local.cli.common import add_calibration, calibration
-from lifesearch_local.run.devices import DEFAULT_DEVICE, DEFAULT_MFU, DEVICES
+from lifesearch_local.estimate.devices import DEFAULT_DEVICE, DEFAULT_MFU, DEVICES
 
 DEVICE_NAMES = list(DEVICES)
 
@@ -53,8 +53,8 @@ def fraction(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     import os
 
+    from lifesearch_local.estimate.devices import GpuAssumption, device
     from lifesearch_local.run.config import load_run_config
-    from lifesearch_local.run.devices import GpuAssumption, device
 
     if not args.online:  # before the hub client is imported: no network call, no retry loop
         os.environ["HF_HUB_OFFLINE"] = "1"
@@ -76,8 +76,8 @@ def print_run_estimate(cfg, source: str, calibrate: str, *, phases=None, fresh: 
     """The estimate of a run config (`estimate`, `run --dry-run`), after the preflight of the models it may
     calibrate here (not those priced on an assumed GPU); `fresh`: as if its run directory were deleted first."""
     from lifesearch_local.cli.common import phase_models
-    from lifesearch_local.run.dry_run import PHASES, estimate_run
-    from lifesearch_local.run.estimate import _cuda, model_device
+    from lifesearch_local.estimate.cost import _cuda, model_device
+    from lifesearch_local.estimate.dry_run import PHASES, estimate_run
     from lifesearch_local.run.preflight import preflight
 
     phases = phases or PHASES

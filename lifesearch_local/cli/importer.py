@@ -60,6 +60,9 @@ def run_drb(args: argparse.Namespace) -> int:
 
 
 def register_drb2(kinds: argparse._SubParsersAction) -> None:
+    from lifesearch_local.cli.common import result_default
+    from lifesearch_local.importers.config import Drb2ImportConfig
+
     d = kinds.add_parser(
         "drb2",
         help="DeepResearch Bench II: tasks_and_rubrics.jsonl (+ reports, + evaluator results as labels)",
@@ -81,8 +84,9 @@ def register_drb2(kinds: argparse._SubParsersAction) -> None:
                    "others (images, broken files) in import.json, instead of refusing them all")
     d.add_argument("--agent", metavar="NAME", help="agent name of a single --reports folder or file; must equal the "
                    "results' `model` for the labels to meet the reports")
-    d.add_argument("--max-chars", metavar="N", type=int, default=150_000, help="cut each report at N characters, as the "
-                   "evaluator does before grading (its MAX_PAPER_CHARS, default 150000); 0 keeps it whole")
+    max_chars = result_default(Drb2ImportConfig, "max_chars")
+    d.add_argument("--max-chars", metavar="N", type=int, default=max_chars, help="cut each report at N characters, as "
+                   f"the evaluator does before grading (its MAX_PAPER_CHARS, default {max_chars}); 0 keeps it whole")
     d.add_argument("--results", metavar="FILE", nargs="+", help="results JSONL written by the upstream run_evaluation.py")
     d.add_argument("--judge-name", metavar="NAME", default="gemini", help="who graded the results: the labels' source and "
                    "the judgments' judge (default gemini; the evaluator does not write its model)")

@@ -66,15 +66,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.run.standalone import judge_run
 
-    ids = selected_task_ids(args)
-    if ids is not None:
-        no_limit_with_ids(args)
+    inv = invocation(args)
     if args.dry_run:
-        return dry_run(args, ids)
-    judges = judge_configs(args)
-    busy = busy_line(judges)  # the machine as the judge finds it, said beside its rate
-    judge_run(args.out, args.tasks, args.reports, judges, after=functools.partial(report, busy=busy), say=print, ray=ray_config(args),
-              limit=args.limit, show=not args.quiet, force_config=args.force_config, task_ids=ids)
+        return dry_run(args, inv)
+    busy = busy_line(inv.judges)  # the machine as the judge finds it, said beside its rate
+    judge_run(inv, after=functools.partial(report, busy=busy), say=print)
     return 0
 
 
@@ -85,21 +81,25 @@ def busy_line(judges) -> str | None:
     return contention().line() if any(j.model.backend != "openai" for j in judges) else None
 
 
-def dry_run(args: argparse.Namespace, ids: set[str] | None) -> int:
+def invocation(args: argparse.Namespace):
+    """The arguments as the library takes them, read once: files, judge configs, Ray settings, cuts."""
+    from lifesearch_local.run.standalone import JudgeInvocation
+
+    ids = selected_task_ids(args)
+    if ids is not None:
+        no_limit_with_ids(args)
+    return JudgeInvocation(out=args.out, tasks=args.tasks, reports=args.reports, judges=judge_configs(args),
+                           ray=ray_config(args), limit=args.limit, task_ids=ids, force_config=args.force_config,
+                           show=not args.quiet)
+
+
+def dry_run(args: argparse.Namespace, inv) -> int:
     from lifesearch_local.cli.common import calibration
     from lifesearch_local.cli.estimate import show
-    from lifesearch_local.run.dry_run import estimate_judge
-    from lifesearch_local.run.estimate import _cuda, model_device
-    from lifesearch_local.run.preflight import preflight
-    from lifesearch_local.run.standalone import judge_inputs
+    from lifesearch_local.run.standalone import judge_estimate
 
-    judges, ray = judge_configs(args), ray_config(args)
-    tasks, reports = judge_inputs(args.tasks, args.reports, args.limit, say=print, task_ids=ids)
-    here = [(f"judge {c.id}", c.model) for c in judges if not (model_device(c.model) == "cuda" and not _cuda())]
-    if calibration(args) != "never" and here:  # a GPU judge on a machine without one is priced, not calibrated
-        preflight(here, ray)
-    show(estimate_judge(args.out, tasks, reports, judges, ray=ray, calibrate=calibration(args)),
-         f"`judge` of {len(reports)} reports into {args.out}")
+    est, n_reports = judge_estimate(inv, calibration(args), say=print)
+    show(est, f"`judge` of {n_reports} reports into {inv.out}")
     return 0
 
 

@@ -43,10 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from lifesearch_local.analysis.leaderboard import leaderboard, leaderboard_json, select_tasks
     from lifesearch_local.cli.common import selected_task_ids
-    from lifesearch_local.importers.task_scores import read_source
     from lifesearch_local.output.csv_rows import to_csv
     from lifesearch_local.output.leaderboard import LEADERBOARD_COLUMNS, leaderboard_rows, renderables
     from lifesearch_local.output.terminal import console
+    from lifesearch_local.run.task_scores import read_source
 
     ids = selected_task_ids(args)
     tables = [t for s in args.sources for t in read_source(s, tasks_path=args.tasks, allow_missing=args.allow_missing,

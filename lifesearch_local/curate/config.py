@@ -8,8 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lifesearch_local.configfile import load_yaml, validate_config
 from lifesearch_local.curate.records import QualityLevel
-from serving.affects import Execution, Result
-from serving.config import HFConfig, ModelConfig
+from serving import Execution, HFConfig, ModelConfig, Result
 
 
 class StageTokens(BaseModel):

@@ -23,7 +23,7 @@ from lifesearch_local.rundir.jsonl import write_records
 from lifesearch_local.rundir.manifest import config_hash, resume_config
 from lifesearch_local.runtime.progress import progress_bar
 from lifesearch_local.runtime.skeleton import OpenModel, Stage, open_stage
-from serving.protocol import Engine
+from serving import Engine
 
 RECORDS = CURATION  # the name other modules import
 DRAFTS = "tasks.draft.jsonl"

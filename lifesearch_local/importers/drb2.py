@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, StrictInt
 
 from lifesearch_local.errors import InputError, LifesearchError
 from lifesearch_local.importers.common import check_id, check_text, located, read_rows, unique_by
+from lifesearch_local.importers.config import Drb2ImportConfig
 from lifesearch_local.importers.drb import DEFAULT_DOMAIN_MAP, load_domain_map
 from lifesearch_local.importers.report_files import (
     REPORT_NAME,
@@ -37,7 +38,7 @@ RUBRIC_TYPE = {"info_recall": "Objective", "analysis": "Objective", "presentatio
 NECESSITY = "Implicit"
 PRIORITY = "Must Have"
 QuestionField = Literal["prompt", "task"]
-UPSTREAM_MAX_CHARS = 150_000  # run_evaluation.py's MAX_PAPER_CHARS default: the text Gemini read
+UPSTREAM_MAX_CHARS: int = Drb2ImportConfig.model_fields["max_chars"].default  # the text Gemini read
 
 
 class _Drb2(BaseModel):

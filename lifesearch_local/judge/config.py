@@ -11,8 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from lifesearch_local.records import Id
-from serving.affects import ChoiceOnly, Execution, GenerateOnly, Result, result_settings
-from serving.config import HFConfig, ModelConfig
+from serving import ChoiceOnly, Execution, GenerateOnly, HFConfig, ModelConfig, Result, result_settings
 
 MAX_RUNS = 1000
 """The most runs a config may ask for (agent runs per task, judge repetitions): the paper uses 1 to 3, and a

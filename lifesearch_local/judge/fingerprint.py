@@ -10,7 +10,7 @@ from lifesearch_local.llm.prompts import load_template
 from lifesearch_local.records import JudgeIdentity
 from lifesearch_local.rundir.directory import RunDir
 from lifesearch_local.rundir.manifest import ConfigChanged
-from serving.protocol import Engine
+from serving import Engine
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from lifesearch_local.judge.verdict import VERDICT_SCHEMA
 from lifesearch_local.llm.generate import generate_parsed_fitted, judge_template_kwargs, parse_object
 from lifesearch_local.llm.prompts import render_span
 from lifesearch_local.records import Judgment, Report, Rubric, Task, is_blank
-from serving.protocol import ChoiceGroup, ChoiceRequest, Engine, Span
+from serving import ChoiceGroup, ChoiceRequest, Engine, Span
 
 # Choice mode pre-fills the assistant turn up to the decision of the paper's JSON answer.
 PREFILL = '{"satisfied": '

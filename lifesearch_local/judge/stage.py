@@ -17,10 +17,7 @@ from lifesearch_local.rundir.directory import JUDGMENTS, RunDir
 from lifesearch_local.rundir.manifest import ConfigChanged, config_hash, resume_config, settings_hash
 from lifesearch_local.runtime.progress import progress_bar
 from lifesearch_local.runtime.skeleton import OpenModel, Stage, open_stage
-from serving.config import RayConfig
-from serving.progress_hook import reporting
-from serving.protocol import Engine
-from serving.stop import until_stopped
+from serving import Engine, RayConfig, reporting, until_stopped
 
 log = logging.getLogger(__name__)
 

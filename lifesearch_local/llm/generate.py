@@ -7,8 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
-from serving.config import ModelConfig
-from serving.protocol import ChatRequest, Engine, Span
+from serving import ChatRequest, Engine, ModelConfig, Span
 
 T = TypeVar("T")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lifesearch_local.resources import resource_path
-from serving.config import ModelConfig
+from serving import ModelConfig
 
 # The files a tiny model learns from, named: a new prompt or sample file must not silently change
 # every tiny model (and every figure and test made with one).
@@ -49,7 +49,7 @@ def _strings(obj: Any) -> list[str]:
 
 def tiny_model_dir(name: str, seed: int = 0) -> Path:
     """The directory of the tiny random model `name` (built on first use, then cached)."""
-    from serving.engines.tiny import build_tiny
+    from serving import build_tiny
 
     return build_tiny(name, tiny_training_texts(), seed=seed)
 
@@ -57,7 +57,7 @@ def tiny_model_dir(name: str, seed: int = 0) -> Path:
 def engine_config(cfg: ModelConfig) -> ModelConfig:
     """`cfg` as an engine takes it: a tiny-* name becomes its built directory (on a multi-node
     Ray cluster, LIFESEARCH_CACHE must then be a shared directory)."""
-    from serving.engines.tiny import TINY_MODELS
+    from serving import TINY_MODELS
 
     if cfg.model not in TINY_MODELS:
         return cfg
@@ -66,15 +66,20 @@ def engine_config(cfg: ModelConfig) -> ModelConfig:
 
 def resolved_path(name: str, seed: int = 0) -> str:
     """The directory (or hub id) a model name loads from: tiny-* built here, smollm2-135m converted."""
-    from serving.engines.real_models import resolve_model_path
-    from serving.engines.tiny import TINY_MODELS
+    from serving import TINY_MODELS, resolve_model_path
 
     return resolve_model_path(str(tiny_model_dir(name, seed)) if name in TINY_MODELS else name)
 
 
+def is_tiny(name: str) -> bool:
+    """Whether `name` is a built-in tiny random-weight model (tiny-llama, …)."""
+    from serving import TINY_MODELS
+
+    return name in TINY_MODELS
+
+
 def random_weights(cfg: ModelConfig) -> bool:
     """Whether the model serves random weights: a built-in tiny model, or vLLM's `dummy` load format."""
-    from serving.config import VLLMConfig
-    from serving.engines.tiny import TINY_MODELS
+    from serving import VLLMConfig
 
-    return cfg.model in TINY_MODELS or (isinstance(cfg, VLLMConfig) and cfg.load_format == "dummy")
+    return is_tiny(cfg.model) or (isinstance(cfg, VLLMConfig) and cfg.load_format == "dummy")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from lifesearch_local.reporteval.records import METRICS, Metric
-from serving.affects import Result
+from serving import Result
 
 
 class ReportEvalConfig(BaseModel):

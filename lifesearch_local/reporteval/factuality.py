@@ -21,7 +21,7 @@ from lifesearch_local.reporteval.claims import extract_claims
 from lifesearch_local.reporteval.items import ReportItem, argmax, as_int, evaluation, expected, user
 from lifesearch_local.reporteval.records import Claim, ClaimSource, FactualityResult, ReportEvaluation
 from lifesearch_local.reporteval.sources import Source, SourceKey, source_key
-from serving.protocol import ChoiceGroup, Engine
+from serving import ChoiceGroup, Engine
 
 LABELS = (1, 0, -1)
 CHOICES = ("1", "0", "-1")

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Report
 from lifesearch_local.reporteval.records import Metric, ReportEvaluation
-from serving.protocol import ChoiceRequest, Span
+from serving import ChoiceRequest, Span
 
 T = TypeVar("T")
 SCORES = ("0", "1", "2", "3", "4")

@@ -19,7 +19,7 @@ from lifesearch_local.reporteval.items import (
     user,
 )
 from lifesearch_local.reporteval.records import DimensionScore, QualityResult, ReportEvaluation
-from serving.protocol import ChoiceGroup, ChoiceRequest, Engine, Span
+from serving import ChoiceGroup, ChoiceRequest, Engine, Span
 
 # (key in the JSON answer, how the prompt names it), in the paper's order.
 DIMENSIONS: tuple[tuple[str, str], ...] = (

@@ -27,7 +27,7 @@ from lifesearch_local.reporteval.records import (
     SectionInfo,
 )
 from lifesearch_local.reporteval.sections import Section, pair_seed, sample_pairs, split_sections
-from serving.protocol import ChoiceGroup, Engine
+from serving import ChoiceGroup, Engine
 
 _VALUES = tuple(range(5))
 

@@ -26,9 +26,7 @@ from lifesearch_local.rundir.manifest import resume_config, settings_hash, sha25
 from lifesearch_local.runtime.progress import progress_bar
 from lifesearch_local.runtime.skeleton import OpenModel, open_stage
 from lifesearch_local.web.config import WebConfig
-from serving.config import RayConfig
-from serving.protocol import Engine
-from serving.stop import Stopped
+from serving import Engine, RayConfig, Stopped
 
 RECORDS, SUMMARY = REPORTEVAL, REPORTEVAL_SUMMARY  # the names other modules import
 PROMPTS = ("reporteval_quality", "reporteval_quality_all", "reporteval_quality_one", "reporteval_redundancy",

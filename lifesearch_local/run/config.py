@@ -11,8 +11,7 @@ from lifesearch_local.configfile import load_yaml, validate_config
 from lifesearch_local.judge.config import MAX_RUNS, JudgeConfig
 from lifesearch_local.reporteval.config import ReportEvalConfig
 from lifesearch_local.web.config import WebConfig
-from serving.affects import Execution, Result
-from serving.config import RayConfig
+from serving import Execution, RayConfig, Result
 
 
 def load_judge_configs(path: str | Path) -> list[JudgeConfig]:
@@ -75,3 +74,15 @@ class RunConfig(BaseModel):
 def load_run_config(path: str | Path) -> RunConfig:
     """Validate a run YAML (unknown keys are errors naming the field)."""
     return validate_config(RunConfig, load_yaml(path), path)
+
+
+class CertifySettings(BaseModel):
+    """What `lifesearch certify` takes beside its files that changes the study: declared once here, marked as the
+    config fields are; the CLI's defaults read these fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    margin: Result[float] = Field(2.0, ge=0, le=100)
+    """Non-inferiority / equivalence margin in points of accuracy."""
+    category_field: Result[str] = "type"
+    """The rubric attribute the per-category view groups by (analysis.certify.CATEGORY_FIELDS)."""

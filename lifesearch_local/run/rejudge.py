@@ -28,8 +28,7 @@ from lifesearch_local.rundir.directory import CONFIG, JUDGMENTS, REPORTS, TASKS,
 from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.rundir.manifest import resume_config
 from lifesearch_local.runtime.skeleton import OpenModel, default_open
-from serving.config import ModelConfig, RayConfig
-from serving.protocol import Engine
+from serving import Engine, ModelConfig, RayConfig
 
 log = logging.getLogger(__name__)
 

@@ -8,13 +8,14 @@ modules only parse arguments and print.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Judgment, Label, Report, Task
 from lifesearch_local.rundir.directory import AGREEMENT, JUDGMENTS, REPORTEVAL, WEB_CACHE, RunDir, open_run
-from serving.config import RayConfig
+from serving import RayConfig
 
 # After each judge: (its config, its stats, the run directory) -> False to stop (a signal stopped it).
 AfterJudge = Callable[[JudgeConfig, dict[str, Any], RunDir], bool]
@@ -22,10 +23,41 @@ AfterJudge = Callable[[JudgeConfig, dict[str, Any], RunDir], bool]
 Say = Callable[[str], None]
 
 
-def limit_work(tasks: list[Task], reports: list[Report], limit: int | None, say: Say) -> tuple[list[Task], list[Report]]:
-    """The first `limit` tasks (file order) and only their reports; said whenever a limit is given."""
-    from lifesearch_local.tasks import first_tasks
+@dataclass(frozen=True)
+class JudgeInvocation:
+    """One `lifesearch judge`: where it writes, what it reads, its judges, and what it is cut to."""
 
+    out: str | Path
+    """The run directory."""
+    tasks: str | Path
+    """Tasks JSONL."""
+    reports: str | Path
+    """Reports JSONL."""
+    judges: Sequence[JudgeConfig]
+    """The judge configs, run one after another."""
+    ray: RayConfig | None = None
+    """Ray settings (None: in-process)."""
+    limit: int | None = None
+    """Only the first `limit` tasks of the file (and their reports)."""
+    task_ids: set[str] | None = None
+    """Only these tasks (and their reports)."""
+    force_config: bool = False
+    """Add to judgments another config made."""
+    show: bool = True
+    """Progress bars."""
+
+
+def judge_inputs(inv: JudgeInvocation, say: Say) -> tuple[list[Task], list[Report]]:
+    """The tasks and reports a `judge` invocation works on (its task ids, then its limit, applied and said)."""
+    from lifesearch_local.rundir.jsonl import read_records
+    from lifesearch_local.tasks import chosen_tasks, first_tasks, load_tasks
+
+    tasks, reports = load_tasks(inv.tasks), read_records(inv.reports, Report)
+    if inv.task_ids is not None:
+        kept, mine = chosen_tasks(tasks, inv.task_ids, inv.tasks, reports)
+        say(f"--task-ids: judging {len(kept)} of {len(tasks)} tasks and their {len(mine)} of {len(reports)} reports")
+        tasks, reports = kept, mine
+    limit = inv.limit
     if limit is None:
         return tasks, reports
     if limit >= len(tasks):
@@ -37,41 +69,40 @@ def limit_work(tasks: list[Task], reports: list[Report], limit: int | None, say:
     return kept, mine
 
 
-def judge_inputs(tasks_path: str | Path, reports_path: str | Path, limit: int | None, say: Say,
-                 task_ids: set[str] | None = None) -> tuple[list[Task], list[Report]]:
-    """The tasks and reports a `judge` invocation works on (`task_ids` and `--limit` applied, and said)."""
-    from lifesearch_local.rundir.jsonl import read_records
-    from lifesearch_local.tasks import chosen_tasks, load_tasks
+def judge_estimate(inv: JudgeInvocation, calibrate: str, say: Say) -> tuple[Any, int]:
+    """`lifesearch judge --dry-run`: the invocation's estimate (models checked first unless `calibrate` is never),
+    and how many reports it covers."""
+    from lifesearch_local.estimate.cost import _cuda, model_device
+    from lifesearch_local.estimate.dry_run import estimate_judge
+    from lifesearch_local.run.preflight import preflight
 
-    tasks, reports = load_tasks(tasks_path), read_records(reports_path, Report)
-    if task_ids is not None:
-        kept, mine = chosen_tasks(tasks, task_ids, tasks_path, reports)
-        say(f"--task-ids: judging {len(kept)} of {len(tasks)} tasks and their {len(mine)} of {len(reports)} reports")
-        tasks, reports = kept, mine
-    return limit_work(tasks, reports, limit, say)
+    tasks, reports = judge_inputs(inv, say)
+    # a GPU judge on a machine without one is priced on an assumed GPU, not calibrated: nothing to check here
+    here = [(f"judge {c.id}", c.model) for c in inv.judges if not (model_device(c.model) == "cuda" and not _cuda())]
+    if calibrate != "never" and here:
+        preflight(here, inv.ray)
+    return estimate_judge(inv.out, tasks, reports, inv.judges, ray=inv.ray, calibrate=calibrate), len(reports)
 
 
-def judge_run(out: str | Path, tasks_path: str | Path, reports_path: str | Path, judges: Sequence[JudgeConfig], *,
-              after: AfterJudge, say: Say, ray: RayConfig | None = None, limit: int | None = None, show: bool = True,
-              force_config: bool = False, task_ids: set[str] | None = None) -> None:
-    """`lifesearch judge`: every judge config over the reports (resumable), in `out`. Models are
-    checked before the directory exists; `say` gets what --limit or `task_ids` (--task-ids) cut. The manifest
+def judge_run(inv: JudgeInvocation, *, after: AfterJudge, say: Say) -> None:
+    """`lifesearch judge`: every judge config over the reports (resumable), in `inv.out`. Models are
+    checked before the directory exists; `say` gets what --limit or --task-ids cut. The manifest
     gets the invocation's estimate (stored profiles only) at its start and what it actually took at its end."""
     import time
 
+    from lifesearch_local.estimate.dry_run import record_actual, record_judge_estimate
     from lifesearch_local.judge.stage import judge_stage
-    from lifesearch_local.run.dry_run import record_actual, record_judge_estimate
     from lifesearch_local.run.preflight import preflight
-    from serving.ray.session import ray_session
+    from serving import ray_session
 
-    tasks, reports = judge_inputs(tasks_path, reports_path, limit, say, task_ids)
-    preflight([(f"judge {c.id}", c.model) for c in judges], ray)  # before the run directory exists
-    with open_run(out, "judge", inputs={"tasks": tasks_path, "reports": reports_path}, keep=(JUDGMENTS,)) as rd, \
-            ray_session(ray):
+    tasks, reports = judge_inputs(inv, say)
+    preflight([(f"judge {c.id}", c.model) for c in inv.judges], inv.ray)  # before the run directory exists
+    with open_run(inv.out, "judge", inputs={"tasks": inv.tasks, "reports": inv.reports}, keep=(JUDGMENTS,)) as rd, \
+            ray_session(inv.ray):
         t0, done = time.perf_counter(), {}
-        est = record_judge_estimate(rd, tasks, reports, judges, ray)
-        for cfg in judges:
-            stats = judge_stage(rd, tasks, reports, cfg, show=show, ray=ray, force_config=force_config)
+        est = record_judge_estimate(rd, tasks, reports, inv.judges, inv.ray)
+        for cfg in inv.judges:
+            stats = judge_stage(rd, tasks, reports, cfg, show=inv.show, ray=inv.ray, force_config=inv.force_config)
             done[f"judge/{cfg.id}"] = stats
             if not after(cfg, stats, rd):
                 break
@@ -112,7 +143,7 @@ def sweep_run(config_path: str, *, out: str | None = None, reports: str | None =
     from lifesearch_local.judge.stage import judge_stage
     from lifesearch_local.run.preflight import preflight
     from lifesearch_local.rundir.files import write_atomic
-    from serving.ray.session import ray_session
+    from serving import ray_session
 
     cfg, tasks, reports_, labels = sweep_inputs(config_path, reports)
     judges, ids = cfg.all_judges(), {t.id for t in tasks}

@@ -12,8 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from lifesearch_local.errors import InputError
 from lifesearch_local.rundir.files import append_bytes, cut_to, open_plain, write_atomic
-from serving.jsonread import JSONError, loads
-from serving.redact import redact_obj
+from serving import JSONError, loads, redact_obj
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -47,7 +46,7 @@ def iter_json_lines(
 
 
 def parse_json(raw: bytes | str, path: str, lineno: int | None) -> Any:
-    """One JSON text through the one strict reader (serving/jsonread.py): malformed JSON, bytes
+    """One JSON text through the one strict reader (serving/_util/jsonread.py): malformed JSON, bytes
     that are not UTF-8, duplicate keys, NaN/Infinity, integers beyond Python's digit limit, deep
     nesting and lone surrogates are InputErrors naming path:line (and the field), never tracebacks
     (every reader of a user's or a run directory's file goes through here)."""

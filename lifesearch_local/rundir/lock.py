@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.rundir.files import disk_full, is_disk_full
-from serving.jsonread import loads
+from serving import loads
 
 LOCK_FILE = ".lifesearch.lock"
 

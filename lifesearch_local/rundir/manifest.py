@@ -22,7 +22,7 @@ from lifesearch_local.records import Manifest
 from lifesearch_local.rundir.files import refuse_link, write_atomic
 from lifesearch_local.rundir.jsonl import read_json_file, validation_field
 from lifesearch_local.rundir.lock import hold
-from serving.affects import result_settings
+from serving import result_settings
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"

@@ -11,9 +11,17 @@ from typing import Any
 
 from lifesearch_local.rundir.directory import RunDir
 from lifesearch_local.runtime.signals import StopFlag, graceful_stop
-from serving.config import ModelConfig, RayConfig
-from serving.protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
-from serving.stop import honoured
+from serving import (
+    ChatRequest,
+    ChoiceGroup,
+    ChoiceResult,
+    Engine,
+    EngineInfo,
+    Generation,
+    ModelConfig,
+    RayConfig,
+    honoured,
+)
 
 # (model, ray) -> a context manager yielding the engine: serving.hosting.host_engine, or a test's fake
 OpenModel = Callable[[ModelConfig, "RayConfig | None"], AbstractContextManager[Engine]]
@@ -143,6 +151,6 @@ def open_stage(rd: RunDir, name: str, *, command: str, settings: dict[str, Any],
 def default_open(model: ModelConfig, ray: RayConfig | None, name: str) -> AbstractContextManager[Engine]:
     """The stage `name`'s model as serving hosts it: in-process, or Ray actors with `ray`."""
     from lifesearch_local.llm.models import engine_config
-    from serving.hosting import host_engine
+    from serving import host_engine
 
     return host_engine(engine_config(model), ray, phase=name.replace("/", "-"))

@@ -1,6 +1,6 @@
 """The web cache's row MACs: a per-cache secret key file, keyed row checksums, the index's format marker.
 
-Threat model (docs/reliability.md): a plain checksum guards against accidents only, since whoever
+Threat model (docs/security.md): a plain checksum guards against accidents only, since whoever
 edits a row can recompute it. Rows are therefore keyed (HMAC-SHA256) with a 32-byte secret kept
 outside the database, in `<cache>/cache.key` (mode 0600). Someone who can write index.sqlite but
 cannot read that file cannot make a row that passes. Someone who controls the whole cache

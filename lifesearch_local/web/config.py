@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from serving.affects import Execution, Result
+from serving import Execution, Result
 
 CacheMode = Literal["live", "record", "replay", "replay-or-live"]
 

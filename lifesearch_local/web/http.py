@@ -37,7 +37,7 @@ from lifesearch_local.web.ssrf import (
     UnsafeAddressError,
     check_scheme,
 )
-from serving.retry import RetryableError, RetryPolicy, aretry, retryable_status
+from serving import RetryableError, RetryPolicy, aretry, retryable_status
 
 REDIRECTS = (301, 302, 303, 307, 308)
 STATUS_KINDS: dict[int, FailureKind] = {401: "blocked", 403: "blocked", 451: "blocked", 402: "paywall", 404: "not_found", 410: "not_found"}

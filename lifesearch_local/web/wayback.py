@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 from lifesearch_local.web.extract import supported
 from lifesearch_local.web.http import HttpClient, RawResponse
 from lifesearch_local.web.records import FetchError
-from serving.jsonread import JSONError, loads
+from serving import JSONError, loads
 
 _CAPTURE_TS = re.compile(r"/web/(\d{8,14})id_/")
 

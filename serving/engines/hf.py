@@ -8,7 +8,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import stop
+from .._util import stop
+from .._util.threads import fit_torch_threads
 from ..chat import (
     Item,
     chat_ids,
@@ -21,17 +22,16 @@ from ..chat import (
 )
 from ..config import HFConfig
 from ..decoding import decode_generated, json_object_end
+from ..kernels.kernel import PackedScorer
+from ..models.real_models import resolve_model_path
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
-from ..threads import fit_torch_threads
-from .kernel import PackedScorer
-from .real_models import resolve_model_path
 
 log = logging.getLogger(__name__)
 
 
 def attn_implementation(device: str) -> str:
-    """Our GQA-preserving SDPA on CPU (see serving.engines.attention), stock SDPA elsewhere."""
-    from .attention import register
+    """Our GQA-preserving SDPA on CPU (see serving.kernels.attention), stock SDPA elsewhere."""
+    from ..kernels.attention import register
 
     return register() if device == "cpu" else "sdpa"
 
@@ -78,7 +78,7 @@ class HFEngine(Engine):
         self.decoder = None
         self.masks = None  # serving.grammar.SchemaMasks for the padded path, built on first use
         if cfg.generate_form == "shared_prefix":
-            from .prefix_decode import PrefixDecoder, supported
+            from ..kernels.prefix_decode import PrefixDecoder, supported
 
             if supported(self.model):
                 self.decoder = PrefixDecoder(self.model, self.tokenizer, token_budget=cfg.token_budget)
@@ -141,8 +141,8 @@ class HFEngine(Engine):
         return [g for g in out if g is not None]
 
     def _generate_shared(self, reqs: Sequence[ChatRequest]) -> list[Generation]:
-        """Requests of one sampling setting through serving.engines.prefix_decode (shared prefixes prefilled once)."""
-        from .prefix_decode import Row
+        """Requests of one sampling setting through serving.kernels.prefix_decode (shared prefixes prefilled once)."""
+        from ..kernels.prefix_decode import Row
 
         r0 = reqs[0]
         fitted = [chat_ids(self.tokenizer, r, self.max_positions, self.cfg.chat_template_kwargs) for r in reqs]
@@ -222,11 +222,11 @@ class HFEngine(Engine):
 
 def _warn_if_emulated(dtype: str) -> None:
     """bf16 on CPU is an opt-in that pays only with bf16 matrix instructions; say so where they are missing."""
-    from ..cpu_features import BF16_FLAGS, bf16_native
+    from .._util.cpu_features import BF16_FLAGS, bf16_native
 
     if bf16_native() is False:
         log.warning("dtype %s on a CPU without %s: torch emulates its matrix multiplies, tens of times slower "
-                    "than float32 (docs/benchmarks.md); float32 is the faster choice here", dtype, "/".join(BF16_FLAGS))
+                    "than float32 (docs/history.md); float32 is the faster choice here", dtype, "/".join(BF16_FLAGS))
 
 
 def _stop_criteria():

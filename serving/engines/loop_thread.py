@@ -3,7 +3,7 @@
 A blocking socket read cannot be interrupted from another thread; a coroutine can be cancelled.
 The openai engine runs its requests here: a deadline cancels a request whatever it is waiting for
 (a connection, headers, a body dripping a byte a second), and a stop request (SIGTERM, see
-serving/stop.py) cancels the calls in flight within `POLL_S`, as in-process engines stop between
+serving/_util/stop.py) cancels the calls in flight within `POLL_S`, as in-process engines stop between
 chunks.
 """
 
@@ -16,7 +16,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from .. import stop
+from .._util import stop
 
 T = TypeVar("T")
 POLL_S = 0.1  # how often a waiting caller looks for a stop request

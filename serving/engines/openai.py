@@ -15,14 +15,14 @@ Requests are retried (bounded, `max_retries` attempts) on 429, 5xx, timeouts and
 errors, honouring Retry-After. A failure is an EndpointError naming the endpoint URL and the HTTP
 status (401/403/404 and redirects, which are not followed, are configuration errors). The API key
 is read from the environment variable named by `api_key_env`; it is never kept in the config or
-shown in reprs, and every encoding of it is redacted (serving.redact) from errors and from what
+shown in reprs, and every encoding of it is redacted (serving._util.redact) from errors and from what
 the endpoint answers.
 
 The endpoint is not trusted. Requests run on the engine's own event loop (loop_thread.py), so
 `timeout_s` is a deadline for a whole attempt (a body dripping a byte a second is abandoned at
 it) and a stop request (SIGTERM) abandons the calls in flight within a tenth of a second. A body
 is read a chunk at a time up to `max_response_mib`, then parsed by the one bounded JSON reader
-(serving/jsonread.py) and validated (openai_response.py) before any of it is used.
+(serving/_util/jsonread.py) and validated (openai_response.py) before any of it is used.
 """
 
 from __future__ import annotations
@@ -35,14 +35,14 @@ from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from .._util.jsonread import JSONError, loads
+from .._util.redact import redact, redact_obj, secret_from_env
 from ..chat import softmax
 from ..config import OpenAIConfig
 from ..decoding import json_stopped
 from ..errors import CONFIG_STATUSES, EndpointError
 from ..grammar import thinks
-from ..jsonread import JSONError, loads
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceRequest, ChoiceResult, Engine, EngineInfo, Generation
-from ..redact import redact, redact_obj, secret_from_env
 from .loop_thread import LoopThread
 from .openai_response import Usage, chat_response
 
@@ -255,7 +255,7 @@ class OpenAIEngine(Engine):
                 t.cancel()
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
-        from serving.retry import RetryableError, RetryPolicy, aretry
+        from serving._util.retry import RetryableError, RetryPolicy, aretry
 
         policy = RetryPolicy(attempts=self.cfg.max_retries, base_delay=self.cfg.retry_base_delay_s, max_delay=60.0)
         try:
@@ -268,7 +268,7 @@ class OpenAIEngine(Engine):
         """One attempt, within a total deadline of timeout_s: connecting, waiting and reading all count."""
         import httpx
 
-        from serving.retry import RetryableError
+        from serving._util.retry import RetryableError
 
         try:
             async with asyncio.timeout(self.cfg.timeout_s):
@@ -282,7 +282,7 @@ class OpenAIEngine(Engine):
             raise RetryableError(redact(f"connection error: {type(e).__name__}: {e}")) from None
 
     async def _exchange(self, path: str, body: dict[str, Any]) -> Any:
-        from serving.retry import RetryableError, retryable_status
+        from serving._util.retry import RetryableError, retryable_status
 
         cap = self.cfg.max_response_mib << 20
         async with self.client.stream("POST", path, json=body) as resp:

@@ -1,7 +1,7 @@
 """The shape an OpenAI-compatible /chat/completions answer must have, checked before any of it is used.
 
 The endpoint is outside this process: its body is read by the one bounded JSON reader
-(serving/jsonread.py), then validated here. Content must be text, log-probs finite numbers, token
+(serving/_util/jsonread.py), then validated here. Content must be text, log-probs finite numbers, token
 counts non-negative integers; anything else is one `EndpointError` line naming the field and what
 was wrong, never the value (it may be huge, or echo the API key).
 """

@@ -33,10 +33,10 @@ from typing import Any
 from ..chat import Item, chat_ids, choice_group_items, render_chat, softmax
 from ..config import VLLMConfig
 from ..decoding import json_stopped
+from ..kernels.plan import common_prefix_len
+from ..kernels.prefix_decode import plan_groups
+from ..models.real_models import resolve_model_path
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
-from .kernel import common_prefix_len
-from .prefix_decode import plan_groups
-from .real_models import resolve_model_path
 
 
 def clear_stray_vllm_env(environ: dict[str, str] | None = None) -> list[str]:

@@ -106,6 +106,26 @@ def kv_cache_plan(per_token: int, max_len: int, free: int) -> tuple[int, str]:
                   "set kv_cache_gib to choose")
 
 
+def kv_cache_problem(model: Any) -> str | None:
+    """Why the KV cache vLLM's CPU build would give `model` (a vllm block without kv_cache_gib) cannot hold one
+    sequence of max_model_len tokens in the memory free now (vLLM would fail after a traceback); None when it can,
+    or when the model's config is not readable here (the engine says why when it loads)."""
+    from ..models.real_models import resolve_model_path
+
+    try:
+        from transformers import AutoConfig
+
+        hf = AutoConfig.from_pretrained(resolve_model_path(model.model), revision=model.revision,
+                                        trust_remote_code=model.trust_remote_code)
+        dtype_bytes = 2 if model.dtype in ("bfloat16", "float16") else 4
+        kv_cache_plan(kv_bytes_per_token(hf, dtype_bytes), model_max_len(hf, model.max_model_len), free_memory())
+    except CPUSetupError as e:
+        return str(e)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def free_memory() -> int:
     """Bytes of memory available now (MemAvailable: free plus reclaimable caches)."""
     with open("/proc/meminfo") as f:

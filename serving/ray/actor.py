@@ -7,12 +7,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .._util.logs import log_to_stderr
+from .._util.threads import fit_torch_threads
 from ..config import ModelConfig
 from ..engines import open_engine
 from ..engines.vllm import clear_stray_vllm_env
-from ..logs import log_to_stderr
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Generation
-from ..threads import fit_torch_threads
 
 
 class EngineHost:

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._util.threads import actor_env
 from ..config import ModelConfig, RayConfig
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
-from ..threads import actor_env
 from .session import cluster_address, connect, in_session, replica_resources
 
 log = logging.getLogger(__name__)
@@ -233,9 +233,9 @@ class RayPool(Engine):
 
     # dispatch ---------------------------------------------------------------------
     def _run(self, method: str, items: list, costs: list[float], args: Callable[[list], tuple]) -> list:
-        from serving.retry import RetryableError, RetryPolicy, retry
+        from serving._util.retry import RetryableError, RetryPolicy, retry
 
-        from ..stop import check
+        from .._util.stop import check
 
         results: dict[int, Any] = {}
         attempts = 1 + self.ray_cfg.max_task_retries
@@ -297,7 +297,7 @@ class RayPool(Engine):
         at once) still flushes what it has and exits before Slurm's KillWait."""
         import time
 
-        from ..stop import check
+        from .._util.stop import check
 
         deadline = time.monotonic() + self.ray_cfg.call_timeout_s
         done: list = []

@@ -18,7 +18,7 @@ def test_tool_calls_and_results_round_trip_through_the_template():
     # The function tokenizer.apply_chat_template renders with (importing a tokenizer costs seconds).
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from serving.engines.tiny import CHAT_TEMPLATE
+    from serving.models.tiny import CHAT_TEMPLATE
 
     settings = ToolsConfig()
     tools = {"web_fetch": WebFetchTool(settings, None), "python": PythonTool(settings)}

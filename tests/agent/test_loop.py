@@ -13,13 +13,13 @@ from lifesearch_local.agent.observation import Observation
 from lifesearch_local.agent.tools import WebHandles, build_tools
 from lifesearch_local.agent.trajectory import TrajectoryLog, trajectory_name
 from lifesearch_local.output.report.data import fetch_stats
+from serving._util.retry import RetryPolicy
 from serving.batching import BatchingBackend
 from serving.chat import ContextOverflowError
 from serving.config import model_config
 from serving.engines.openai import OpenAIEngine
 from serving.errors import EndpointError
 from serving.protocol import ChatRequest, Generation
-from serving.retry import RetryPolicy
 from tests.helpers.agent import Script, agent_config, call, turn, web_config
 from tests.helpers.doubles import ScriptedBackend
 

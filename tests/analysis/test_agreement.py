@@ -43,7 +43,7 @@ def test_majority_decision_and_ties():
 
 
 def test_chance_accuracy_is_the_majority_class_rate_of_the_labels():
-    """Issue 33: the chance baseline beside each judge (a constant judge can score "fair" accuracy)."""
+    """Found in use: the chance baseline beside each judge (a constant judge can score "fair" accuracy)."""
     m = ag.item_metrics(items([(T, [F]), (F, [F]), (F, [F]), (F, [T])]))
     assert m["chance_accuracy"] == 0.75 and m["accuracy_mean"] == 0.5  # worse than always answering "false"
     assert ag.item_metrics(items([(T, [T]), (T, [T]), (F, [F])]))["chance_accuracy"] == pytest.approx(2 / 3)

@@ -76,7 +76,7 @@ def test_html_paragraphs():
 
 
 def test_an_agent_whose_reports_made_no_tool_call_did_no_research():
-    """Issue 33: the demo's tiny agents answered at iteration 1 with 0 tool calls and one ranked first."""
+    """Found in use: the demo's tiny agents answered at iteration 1 with 0 tool calls and one ranked first."""
     from lifesearch_local.records import Report
 
     def reports(agent, calls):

@@ -26,6 +26,7 @@ from tests.helpers.inputs import AGREE, rubric, task
 
 B = 2000
 N_TASKS = 8  # 8 tasks: a constant paired difference has exact sign-flip p = 2/2^8, significant after Holm
+SETTINGS = {"category_field": "type", "margin": 2.0}  # certify's own defaults live in run.config.CertifySettings
 
 
 def tasks_(n: int = N_TASKS) -> list[Task]:
@@ -52,7 +53,7 @@ def items_of(judge: dict, labels: dict, tasks=None):
 
 @pytest.fixture(scope="module")
 def study():
-    return certify(tasks_(), items_of(JUDGE, REF), n_resamples=B, names=("x", "ref"))
+    return certify(tasks_(), items_of(JUDGE, REF), n_resamples=B, names=("x", "ref"), **SETTINGS)
 
 
 def test_shifts_and_bias_index_are_exact_on_a_hand_computed_case(study):
@@ -90,7 +91,7 @@ def test_ranking_tau_and_the_flip_that_holds_under_the_reference(study):
 def test_a_flip_on_few_tasks_is_not_significant():
     tasks = tasks_(4)
     keep = lambda d: {k: v for k, v in d.items() if int(k[0][1:]) < 4}  # noqa: E731
-    out = certify(tasks, items_of(keep(JUDGE), keep(REF), tasks), n_resamples=B)
+    out = certify(tasks, items_of(keep(JUDGE), keep(REF), tasks), n_resamples=B, **SETTINGS)
     (flip,) = out["ranking"]["flips"]
     assert flip["significant_under_reference"] is False  # 4 tasks: exact p = 2/16 = 0.125
 
@@ -124,7 +125,7 @@ def test_agreement_and_tau_intervals_are_agree_s(study):
     ref = label_index(read_records(AGREE / "labels.jsonl", Label))
     js = [j for j in read_records(AGREE / "judgments.jsonl", Judgment) if j.judge == "choice-a"]
     items, _ = collect_items(tasks, js, ref)
-    out = certify(tasks, items, n_resamples=B)
+    out = certify(tasks, items, n_resamples=B, **SETTINGS)
     ci = judge_ci(items, n_resamples=B)
     assert out["agreement"]["ci95"] == {"accuracy": ci["accuracy_mean"], "kappa": ci["kappa"]}
     # τ's interval: the fixture's two tasks give τ = 1 on every resample (no interval); 20 random tasks, 4 agents
@@ -134,7 +135,7 @@ def test_agreement_and_tau_intervals_are_agree_s(study):
            for k in range(4)}  # fmt: skip
     synthetic = items_of({k: v ^ bool(rng.random() < 0.25) for k, v in ref.items()}, ref, ts)
     tau = rank_ci(ts, synthetic, n_resamples=B)["rank_kendall"]
-    assert certify(ts, synthetic, n_resamples=B)["ranking"]["ci95"] == tau and tau[0] < tau[1]
+    assert certify(ts, synthetic, n_resamples=B, **SETTINGS)["ranking"]["ci95"] == tau and tau[0] < tau[1]
 
 
 # -- non-inferiority ---------------------------------------------------------------------------------

@@ -145,7 +145,7 @@ def test_json_stdout_moves_what_child_processes_write_to_stderr(tmp_path):
 
 
 def test_a_busy_machine_is_said_in_one_line(bench, monkeypatch):
-    from serving import threads
+    from serving._util import threads
 
     monkeypatch.setattr(threads, "_loadavg", lambda: "3.00 2.00 1.00 4/300 9")
     monkeypatch.setattr(threads, "read_limits", lambda env=None, reserved=None: threads.CpuLimits(2, None, None))

@@ -167,7 +167,7 @@ def test_agree_json_csv_and_disagreements(capsys):
 
 def test_agree_csv_and_disagreements_csv_neutralise_formula_cells(tmp_path, capsys):
     """`agree --csv` and `agree --disagreements --csv` wrote judge ids, agent names and reasons that start
-    with = + - @ verbatim (issue 32, item 6): they now start with a quote; numbers are left alone."""
+    with = + - @ verbatim: they now start with a quote; numbers are left alone."""
     import csv
     import io
 
@@ -187,7 +187,7 @@ def test_agree_csv_and_disagreements_csv_neutralise_formula_cells(tmp_path, caps
 
 
 def test_cli_chance_baseline_beside_each_judge_and_the_run_majority_named_as_such(capsys):
-    """Issue 33: no chance baseline, and "Maj%" (majority over judge runs) read as the majority-class rate."""
+    """Found in use: no chance baseline, and "Maj%" (majority over judge runs) read as the majority-class rate."""
     base = ["agree", "--tasks", str(AGREE / "tasks.jsonl"), "--judgments", str(AGREE / "judgments.jsonl"),
             "--labels", str(AGREE / "labels.jsonl")]
     assert cli(*base) == 0
@@ -216,7 +216,7 @@ def test_cli_a_judgments_file_as_labels_names_the_option_that_takes_it(capsys):
 
 
 def test_cli_judgments_of_tasks_the_tasks_file_lacks_name_that_file(tmp_path, capsys):
-    """Issue 33: this was an error about the labels and --label-source."""
+    """Found in use: this was an error about the labels and --label-source."""
     one = tmp_path / "tasks.jsonl"
     one.write_text((AGREE / "tasks.jsonl").read_text().splitlines()[0] + "\n")
     labels = tmp_path / "labels.jsonl"
@@ -236,7 +236,7 @@ def test_cli_task_ids_keep_those_tasks_their_judgments_and_labels(tmp_path, caps
 
 
 def test_one_report_gives_no_zero_width_interval(tmp_path, capsys):
-    """Issue 32 item 9: on one labelled report `agree` printed `[21.4, 21.4]`; one report resamples to
+    """Found in review: on one labelled report `agree` printed `[21.4, 21.4]`; one report resamples to
     itself, so there is no interval, and the table, JSON and CSV say why."""
     import csv
     import io

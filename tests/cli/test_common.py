@@ -178,7 +178,7 @@ SEEDED = {
 @pytest.mark.parametrize("command", SEEDED)
 @pytest.mark.parametrize("seed", ["-1", str(2**64)])
 def test_every_seed_outside_its_range_is_refused_in_one_line(command, seed, capsys, tmp_path, monkeypatch):
-    """`score --seed -1` ended in a numpy traceback (issue 32, item 10): every --seed is an integer
+    """`score --seed -1` ended in a numpy traceback: every --seed is an integer
     from 0 to 2^64 - 1, refused by the argument parser in one line naming the flag."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exc:
@@ -189,7 +189,7 @@ def test_every_seed_outside_its_range_is_refused_in_one_line(command, seed, caps
 
 
 def test_every_seed_flag_of_every_command_is_checked():
-    """A command added later with `--seed` of type int took -1 (rejudge did, after issue 32 item 10):
+    """A command added later with `--seed` of type int took -1 (rejudge did, after every other --seed was fixed):
     every --seed of every subcommand goes through seed_int."""
     import argparse
 
@@ -258,7 +258,7 @@ def test_judge_task_ids_judge_only_those_tasks_reports(inputs, engine, tmp_path,
 
 
 def test_demo_like_agents_without_tool_calls_get_the_no_research_caveat_in_run_and_report(inputs, engine, tmp_path, capsys):
-    """Issue 33: the demo's agents made no tool call and nothing said their reports were not research."""
+    """Found in use: the demo's agents made no tool call and nothing said their reports were not research."""
     rows = [{**json.loads(line), "tool_calls": 0 if '"alpha"' in line else 5, "pages_read": 0}
             for line in inputs["reports"].read_text().splitlines()]
     write_jsonl(inputs["reports"], rows)
@@ -269,3 +269,34 @@ def test_demo_like_agents_without_tool_calls_get_the_no_research_caveat_in_run_a
     page = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
     assert 'class="warn caveat no-research">No research: agent alpha' in page
     assert ">Tool calls</th>" in page and ">Pages read</th>" in page
+
+
+def _option(parser, path: list[str], dest: str):
+    for action in parser._actions:
+        if action.dest == dest and not path:
+            return action
+        if path and hasattr(action, "choices") and isinstance(action.choices, dict) and path[0] in action.choices:
+            return _option(action.choices[path[0]], path[1:], dest)
+    raise AssertionError(f"no option {dest} under {path}")
+
+
+@pytest.mark.parametrize(("path", "dest", "cls", "field", "other"), [
+    (["certify"], "margin", "lifesearch_local.run.config:CertifySettings", "margin", 3.5),
+    (["certify"], "category_field", "lifesearch_local.run.config:CertifySettings", "category_field", "dimension"),
+    (["import", "drb2"], "max_chars", "lifesearch_local.importers.config:Drb2ImportConfig", "max_chars", 999),
+])
+def test_an_option_that_changes_a_result_takes_its_default_from_the_marked_field(monkeypatch, path, dest, cls, field,
+                                                                                 other):
+    # one declaration: the CLI reads the default off the settings field (marked Result, as every config field is),
+    # so changing the field changes the option; a copy written into the parser would not follow
+    import importlib
+
+    from lifesearch_local.cli import build_parser
+    from serving.affects import affects
+
+    module, name = cls.split(":")
+    settings = getattr(importlib.import_module(module), name)
+    assert affects(settings, field).what == "result"
+    assert _option(build_parser(), path, dest).default == settings.model_fields[field].default
+    monkeypatch.setattr(settings.model_fields[field], "default", other)
+    assert _option(build_parser(), path, dest).default == other

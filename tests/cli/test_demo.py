@@ -46,7 +46,7 @@ def test_demo_runs_offline_and_writes_a_complete_run_directory(demo):
     warning = next(line for line in tail.splitlines() if line.startswith("WARNING: random weights: "))
     assert f"judge {JUDGE} (tiny-qwen3)" in warning and "agent tiny-qwen3-agent (tiny-qwen3)" in warning
     assert tail.index("WARNING: random weights") < tail.index("demo finished")
-    # issue 33: the tiny agent answers at iteration 1 without a tool call, and may still rank first
+    # seen in use: the tiny agent answers at iteration 1 without a tool call, and may still rank first
     [lazy] = [line for line in tail.splitlines() if line.startswith("WARNING: no research: ")]
     assert lazy.startswith("WARNING: no research: agent tiny-qwen3-agent made no tool call in any of its")
     assert "sample-thorough" not in lazy  # the sample reports record no tool calls: nothing said of them
@@ -102,7 +102,7 @@ def test_demo_report_in_a_real_browser(demo, tmp_path):
 
 
 def test_demo_real_without_the_model_package_is_one_line_naming_the_install(tmp_path, capsys, monkeypatch):
-    import serving.engines.real_models as rm
+    import serving.models.real_models as rm
     from lifesearch_local.cli import main
 
     def missing():

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from lifesearch_local.run import calibrate
+from lifesearch_local.estimate import calibrate
 from tests.helpers.cli import run_cli
 from tests.helpers.inputs import SAMPLE
 
@@ -78,11 +78,12 @@ def test_judge_dry_run_counts_only_the_chosen_tasks(tmp_path, profiles, capsys):
 
 
 def test_a_gpu_config_on_this_cpu_answers_with_numbers_and_names_its_device(tmp_path, monkeypatch, capsys):
-    from lifesearch_local.run import estimate
+    from lifesearch_local.estimate import cost, dry_run
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the command sets it: no hub call, no retry loop
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.setattr(estimate, "_cuda", lambda: False)
+    for module in (cost, dry_run):  # as on a machine without a GPU
+        monkeypatch.setattr(module, "_cuda", lambda: False)
     code, out, err = run_cli(["estimate", "--config", "configs/single_gpu.yaml", "--out", str(tmp_path / "r"), "--json"],
                              capsys)
     assert code == 0, err

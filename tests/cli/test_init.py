@@ -15,7 +15,7 @@ import pytest
 from lifesearch_local.cli import main
 from lifesearch_local.records import Judgment
 from lifesearch_local.rundir.jsonl import read_records
-from serving.logs import StderrLines
+from serving._util.logs import StderrLines
 from tests.helpers.inputs import ROOT, SAMPLE, J, judge_inputs, rubric, task, write_jsonl
 
 KEY = "sk-judge-KEY-0123456789abcdef"

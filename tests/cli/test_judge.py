@@ -28,7 +28,7 @@ def test_a_busy_machine_is_said_under_the_judges_rate(tmp_path, capsys, monkeypa
     from lifesearch_local.cli.judge import busy_line, report
     from lifesearch_local.judge.config import JudgeConfig
     from lifesearch_local.rundir.directory import RunDir
-    from serving import threads
+    from serving._util import threads
     from serving.config import model_config
 
     monkeypatch.setattr(threads, "_loadavg", lambda: "4.00 3.00 2.00 5/300 9")
@@ -73,7 +73,7 @@ def _judged(path) -> list[Judgment]:
 def test_judge_on_a_full_disk_is_one_line_exit_1_and_resumes_clean(tmp_path, capsys):
     """`judge` on a real tmpfs filled up mid-run (no injection): one line naming the file and "no space
     left on device", exit 1, no *.tmp left; after space is freed the same command finishes with
-    nothing lost, nothing twice, no torn line (issue 32, item 8)."""
+    nothing lost, nothing twice, no torn line."""
     from lifesearch_local.cli import main
     from tests.helpers.diskfull import PAGE, fill, small_tmpfs
     from tests.helpers.inputs import rubric, task, write_jsonl
@@ -107,7 +107,7 @@ def test_judge_on_a_full_disk_is_one_line_exit_1_and_resumes_clean(tmp_path, cap
 
 def test_judge_refuses_a_symlinked_judgments_file_and_leaves_its_target_alone(tmp_path, capsys):
     """The issue's case: `x/judgments.jsonl -> /some/file` made `judge --out x` append 28 records to that
-    file; now one line refuses it and the file is as it was (issue 32, item 11)."""
+    file; now one line refuses it and the file is as it was."""
     from lifesearch_local.cli import main
     from tests.helpers.cli import judge_sample_args
 
@@ -125,7 +125,7 @@ def test_judge_refuses_a_symlinked_judgments_file_and_leaves_its_target_alone(tm
 @pytest.mark.parametrize("command", [["judge", "--tasks", "t", "--reports", "r", "--model", "tiny-llama", "--out", "o"],
                                      ["agent", "--config", "c", "--out", "o"], ["sweep", "--config", "c"]])
 def test_runs_0_is_refused_not_run_once(command, capsys):
-    """Issue 33: `--runs 0` silently ran once."""
+    """Found in use: `--runs 0` silently ran once."""
     from lifesearch_local.cli import main
 
     with pytest.raises(SystemExit) as e:

@@ -24,7 +24,7 @@ def test_report_cli(tmp_path, capsys):
 def test_report_after_a_real_judge_out(tmp_path, capsys):
     """The issue's case: `lifesearch judge --out DIR` then `lifesearch report DIR`, no other flag. The
     judge saw one of the two tasks (--task-ids): the report of the whole tasks file is refused as
-    `score` refuses it (issue 33: 9,376 missing judgments read as failures), that task's report is not."""
+    `score` refuses it (9,376 missing judgments were once read as failures), that task's report is not."""
     from lifesearch_local.cli import main
 
     out = tmp_path / "judged"
@@ -41,7 +41,7 @@ def test_report_after_a_real_judge_out(tmp_path, capsys):
 
 def test_report_on_a_full_disk_leaves_no_temporary(tmp_path, capsys):
     """`report` on a real tmpfs with no room for report.html (no injection): one line naming it and
-    "no space left on device", exit 1, no report.html.tmp; once space is freed it is written (issue 32, item 8)."""
+    "no space left on device", exit 1, no report.html.tmp; once space is freed it is written."""
     from lifesearch_local.cli import main
     from tests.helpers.diskfull import fill, small_tmpfs
 

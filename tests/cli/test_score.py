@@ -133,7 +133,7 @@ def formula_inputs(tmp_path):
 
 
 def test_score_csv_neutralises_formula_cells(tmp_path, capsys):
-    """`score --csv` wrote `=cmd|' /C calc'!A0` verbatim (issue 32, item 6): every text cell that starts
+    """`score --csv` wrote `=cmd|' /C calc'!A0` verbatim: every text cell that starts
     with = + - @ now starts with a quote, and the numbers (negative differences too) stay numbers."""
     import csv
     import io
@@ -149,7 +149,7 @@ def test_score_csv_neutralises_formula_cells(tmp_path, capsys):
 
 
 def test_cli_score_task_ids_score_those_tasks_as_a_tasks_file_of_them_would(tmp_path):
-    """Issue 33: no way to select tasks (a user filtered the JSONL by hand, and a grep missed)."""
+    """Found in use: no way to select tasks (a user filtered the JSONL by hand, and a grep missed)."""
     only_t2 = tmp_path / "t2.jsonl"
     only_t2.write_text(TASKS.read_text().splitlines(keepends=True)[1])
     by_hand = tmp_path / "j2.jsonl"
@@ -179,7 +179,7 @@ def test_cli_score_judgments_of_tasks_the_tasks_file_lacks_name_that_file(tmp_pa
 
 
 def test_cli_score_shows_tool_calls_and_says_when_an_agent_did_no_research(tmp_path):
-    """Issue 33: the demo's agents made no tool call, yet one ranked first and nothing said so."""
+    """Found in use: the demo's agents made no tool call, yet one ranked first and nothing said so."""
     reports = tmp_path / "reports.jsonl"
     rows = [{"task_id": t, "agent": "alpha", "run": r, "text": "x", "tool_calls": 0, "pages_read": 0}
             for t in ("t1", "t2") for r in range(3)]
@@ -196,7 +196,7 @@ def test_cli_score_shows_tool_calls_and_says_when_an_agent_did_no_research(tmp_p
 
 
 def test_one_task_prints_no_zero_width_interval(capsys):
-    """Issue 32 item 9 / 33: on one task `score --compare` printed `17.9 [17.9, 17.9]` and
+    """Found in review and in use: on one task `score --compare` printed `17.9 [17.9, 17.9]` and
     `+12.8 [+12.8, +12.8]`; below 2 tasks there is no interval, and every output says why."""
     import csv
     import io

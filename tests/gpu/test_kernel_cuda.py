@@ -69,7 +69,7 @@ def p_true(lps) -> list[float]:
 
 
 def score(model, form: str, gs, budget: int = 4096):
-    from serving.engines.kernel import PackedScorer
+    from serving.kernels.kernel import PackedScorer
 
     return PackedScorer(model, form=form, token_budget=budget).score(gs)
 

@@ -14,7 +14,7 @@ same vLLM engine at 2 threads in process against a 1-CPU Ray actor, |Δ p_true| 
 2-core machine, AMD EPYC, 2026-12-02, where a bound of 1e-6 failed). The bounds below leave 20-35×
 over those, for other CPUs' instruction sets, and stay far below what a real mistake costs: a
 decision read one token early moves p_true by more than 1e-2 (tests/vllm_cpu/test_engine.py), a
-mask that lets suffixes see each other too (tests/serving/engines/test_kernel.py).
+mask that lets suffixes see each other too (tests/serving/kernels/test_kernel.py).
 
 Where a computation is the same by construction (one process, one kernel, one batch, one thread
 count), tests compare exactly instead.

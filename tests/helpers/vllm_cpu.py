@@ -51,7 +51,7 @@ def start_server(port: int, key: str, log):
 
     import httpx
 
-    from serving.engines.real_models import smollm2_dir
+    from serving.models.real_models import smollm2_dir
 
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(smollm2_dir()),
            "--served-model-name", "smollm2-135m", "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",

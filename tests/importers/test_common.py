@@ -1,5 +1,5 @@
 """What every importer shares: the output directory written whole or not at all, even on a full disk or
-after `kill -9` (issue 32, item 8 and "also seen")."""
+after `kill -9`."""
 
 from __future__ import annotations
 

@@ -212,7 +212,7 @@ def test_bad_criteria_records(tmp_path, change, field, msg):
 ])
 def test_what_validate_refuses_is_refused_at_import(tmp_path, prompt, qid, field, msg):
     """An empty or invisible question and control characters in an id are refused where they stand
-    (file:line: field), as `lifesearch validate` refuses them in a tasks file (issue 32)."""
+    (file:line: field), as `lifesearch validate` refuses them in a tasks file."""
     q = [{"id": qid, "topic": "Finance & Business", "language": "en", "prompt": prompt}]
     c = [{"id": qid, "prompt": prompt, "dimension_weight": {"insight": 1.0}, "criterions": {"insight": [crit("depth", 1.0)]}}]
     qp, cp, _ = drb_files(tmp_path, queries=q, criteria=c)

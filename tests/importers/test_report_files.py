@@ -122,7 +122,7 @@ def real_reports(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_the_six_real_reports_import_in_all_four_formats_and_judge_on_their_tasks(tmp_path, capsys):
-    """Issue 33 item 5, done when: the six DRB II reports import (md, html, pdf, docx) and judge with --task-ids."""
+    """The six DRB II reports import (md, html, pdf, docx) and judge with --task-ids."""
     folder = real_reports(tmp_path)
     out = tmp_path / "drb2"
     assert main(["import", "drb2", "--tasks", str(DRB2_DIR / "tasks_and_rubrics.jsonl"), "--reports-dir", str(folder),

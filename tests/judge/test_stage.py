@@ -120,8 +120,8 @@ class SignalsWithCall(ScriptedBackend):
 
 
 def test_a_signal_during_the_last_report_leaves_a_finished_stage_not_a_stopped_one(tmp_path):
-    """SIGTERM while the last report is judged: every record is then written, so the stage is finished
-    (issue 32, item 12): not `stopped_early`, which makes `judge` say "rerun the same command to finish"."""
+    """SIGTERM while the last report is judged: every record is then written, so the stage is finished,
+    not `stopped_early`, which makes `judge` say "rerun the same command to finish"."""
     rd = RunDir(tmp_path)
     stats = judge_stage(rd, TASKS, REPORTS, JudgeConfig(id="j", groups_per_call=1), SignalsWithCall(len(REPORTS)),
                         show=False)

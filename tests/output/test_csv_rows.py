@@ -1,5 +1,5 @@
 """CSV rows: text cells a spreadsheet would run as formulas are neutralised, numbers stay numbers, and a
-line break in a cell is quoted (issue 32, items 6 and 7)."""
+line break in a cell is quoted."""
 
 from __future__ import annotations
 

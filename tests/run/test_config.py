@@ -38,7 +38,7 @@ def test_unknown_keys_are_errors(tmp_path):
     ("tasks_ids: [a]\n", "tasks_ids", "task_ids"),
 ])
 def test_a_misspelt_key_gets_did_you_mean(tmp_path, yaml, where, guess):
-    """Issue 33: `max_iteration` got "Extra inputs are not permitted" and no hint."""
+    """Found in use: `max_iteration` got "Extra inputs are not permitted" and no hint."""
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml)
     with pytest.raises(InputError) as e:

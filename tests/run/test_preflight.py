@@ -81,7 +81,7 @@ def test_a_model_in_the_local_cache_passes_without_network(tmp_path, monkeypatch
 
 
 def test_a_misspelt_built_in_model_gets_did_you_mean(tmp_path, capsys):
-    """Issue 33: `--model tiny-lama` said only that it is no directory and no repo id."""
+    """Found in use: `--model tiny-lama` said only that it is no directory and no repo id."""
     from lifesearch_local.cli import main
 
     assert weights_problem("tiny-lama").endswith("(org/name); did you mean 'tiny-llama'?")
@@ -116,7 +116,7 @@ def test_single_gpu_config_on_a_cpu_box_says_so_before_starting_ray(tmp_path, hu
                         env={**hub_offline, "HF_HUB_OFFLINE": "1"})
     # every problem in one go, each once for both roles: no GPU for Ray, no vLLM, no weights
     vllm = [] if importlib.util.find_spec("vllm") else ["(2) agent qwen3-8b-agent, judge qwen3-8b-choice: backend vllm",
-                                                         "needs vLLM", "scripts/vllm_cpu_env.sh"]
+                                                         "needs vLLM", "scripts/ci/vllm_cpu_env.sh"]
     assert_setup_error(rc, err, s, f"{3 if vllm else 2} problems: (1) agent qwen3-8b-agent, judge qwen3-8b-choice: "
                        "1 Ray replica(s) × 1 GPU", "has 0 GPU(s)", *vllm, "HF_HUB_OFFLINE")
     assert not out.exists()
@@ -130,7 +130,7 @@ def test_single_gpu_config_without_ray_names_the_vllm_extra(tmp_path):
     rc, _, err, s = cli("run", "--config", "configs/single_gpu.yaml", "--out", str(out), "--no-ray")
     assert_setup_error(rc, err, s, "backend vllm", 'pip install -e ".[vllm]"')
     if gpu_count() == 0:  # the CPU route, first
-        assert err.index("scripts/vllm_cpu_env.sh") < err.index('pip install -e ".[vllm]"')
+        assert err.index("scripts/ci/vllm_cpu_env.sh") < err.index('pip install -e ".[vllm]"')
     assert not out.exists()
 
 

@@ -105,7 +105,7 @@ def test_new_dir_or_nothing(tmp_path):
 
 @pytest.mark.parametrize("name", ["judgments.jsonl", "manifest.json"])
 def test_a_file_of_the_run_planted_as_a_symlink_is_refused_and_its_target_untouched(tmp_path, name):
-    """The lock file's rule for every file a run directory writes (issue 32, item 11): the writer that
+    """The lock file's rule for every file a run directory writes: the writer that
     holds the directory refuses the link before it reads, cuts or appends anything."""
     from lifesearch_local.rundir.files import NotAPlainFile
 

@@ -1,5 +1,5 @@
 """Writing a run directory's files: a planted symlink is refused (never followed), a full disk is one
-error naming the path with nothing half-written left behind (issue 32, items 8 and 11)."""
+error naming the path with nothing half-written left behind."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """SIGTERM over a command: stages share one stop flag, and a signal after the last record finds a
-finished command, which exits 0 (issue 32, item 12), while one before any work still ends the process."""
+finished command, which exits 0, while one before any work still ends the process."""
 
 from __future__ import annotations
 

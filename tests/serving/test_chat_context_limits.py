@@ -12,7 +12,7 @@ from lifesearch_local.llm.models import engine_config  # noqa: E402
 from lifesearch_local.records import Report, Task  # noqa: E402
 from serving.config import model_config  # noqa: E402
 from serving.engines.hf import HFEngine  # noqa: E402
-from serving.engines.kernel import common_prefix_len  # noqa: E402
+from serving.kernels.plan import common_prefix_len  # noqa: E402
 from serving.protocol import ChatRequest  # noqa: E402
 from tests.helpers.inputs import rubric, task  # noqa: E402
 from tests.helpers.tolerances import P_TOL  # noqa: E402

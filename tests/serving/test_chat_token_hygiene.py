@@ -15,9 +15,9 @@ from lifesearch_local.llm.models import engine_config  # noqa: E402
 from lifesearch_local.records import Report, Task  # noqa: E402
 from serving.config import model_config  # noqa: E402
 from serving.engines.hf import HFEngine  # noqa: E402
-from serving.engines.real_models import real_model_problem  # noqa: E402
-from serving.engines.tiny import TINY_MODELS  # noqa: E402
 from serving.engines.vllm import VLLMEngine  # noqa: E402
+from serving.models.real_models import real_model_problem  # noqa: E402
+from serving.models.tiny import TINY_MODELS  # noqa: E402
 from serving.protocol import ChatRequest  # noqa: E402
 from tests.helpers.doubles import ScriptedBackend  # noqa: E402
 from tests.helpers.inputs import rubric, task  # noqa: E402

@@ -10,7 +10,7 @@ from lifesearch_local.llm.models import engine_config  # noqa: E402
 from serving.config import model_config  # noqa: E402
 from serving.decoding import JsonObjectEnd, _byte_decoder, cut_after_json, decode_generated, json_object_end  # noqa: E402  # noqa: E402
 from serving.engines.hf import HFEngine  # noqa: E402
-from serving.engines.tiny import train_tokenizer, wrap_tokenizer  # noqa: E402
+from serving.models.tiny import train_tokenizer, wrap_tokenizer  # noqa: E402
 from serving.protocol import (
     ChatRequest,  # noqa: E402
     )

@@ -11,9 +11,9 @@ from lifesearch_local.judge.verdict import REASON_MAX_CHARS, VERDICT_SCHEMA
 from lifesearch_local.llm.models import tiny_model_dir
 from serving.config import model_config
 from serving.engines.openai import chat_body
-from serving.engines.prefix_decode import Row
 from serving.engines.vllm import sampling_kwargs
 from serving.grammar import in_thinking, thinks
+from serving.kernels.prefix_decode import Row
 from serving.protocol import ChatRequest
 
 pytest.importorskip("llguidance")

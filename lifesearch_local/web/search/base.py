@@ -8,10 +8,16 @@ from typing import Any, Protocol
 from lifesearch_local.errors import LifesearchError
 from lifesearch_local.web.config import SearchConfig
 from lifesearch_local.web.records import SearchResult
-from serving.errors import CONFIG_STATUSES
-from serving.jsonread import JSONError, loads
-from serving.redact import redact
-from serving.retry import RetryableError, RetryPolicy, aretry, retryable_status
+from serving import (
+    CONFIG_STATUSES,
+    JSONError,
+    RetryableError,
+    RetryPolicy,
+    aretry,
+    loads,
+    redact,
+    retryable_status,
+)
 
 
 class SearchError(LifesearchError):

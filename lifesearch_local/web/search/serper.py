@@ -7,7 +7,7 @@ import datetime as dt
 from lifesearch_local.web.config import WebConfig
 from lifesearch_local.web.records import SearchResult
 from lifesearch_local.web.search.base import SearchError, ranked, request_json
-from serving.redact import secret_from_env
+from serving import secret_from_env
 
 
 class SerperBackend:

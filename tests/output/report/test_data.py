@@ -49,7 +49,7 @@ def test_report_on_a_judge_out_directory(tmp_path, capsys):
 
 
 def test_missing_judgments_are_refused_as_score_refuses_them_unless_allowed(tmp_path):
-    """Issue 33: `report` on a partial DRB II judge run counted 9,376 missing judgments as failures."""
+    """Found in use: `report` on a partial DRB II judge run counted 9,376 missing judgments as failures."""
     from lifesearch_local.errors import IncompleteRunError
     from lifesearch_local.output.report.data import load_run
 

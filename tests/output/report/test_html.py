@@ -57,7 +57,7 @@ class Tags(HTMLParser):
 
 
 def test_every_id_on_the_page_is_unique(tmp_path):
-    """Every report.html said id="agreement" and id="failures" twice, the heading and its table (issue 32):
+    """Every report.html said id="agreement" and id="failures" twice, the heading and its table:
     a link to #agreement, or a script, found the wrong one."""
     from collections import Counter
 
@@ -106,7 +106,7 @@ def test_report_is_self_contained(tmp_path):
 
 
 def test_agreement_tables_show_the_chance_baseline_and_name_the_run_majority(tmp_path):
-    """Issue 33: "Maj%" (majority over judge runs) read as the majority-class baseline, which was not shown."""
+    """Found in use: "Maj%" (majority over judge runs) read as the majority-class baseline, which was not shown."""
     page = write_report(make_run_dir(tmp_path / "run")).read_text()
     agreement = page[page.index('id="agreement"'):page.index('id="by-language"')]
     assert ">Chance: majority-class acc. (%)</th>" in agreement and ">Majority over judge runs (%)</th>" in agreement
@@ -295,7 +295,7 @@ LAYOUT_JS = """JSON.stringify({
 
 def test_report_layout_at_1400_px(browser, tmp_path):
     """At 1400 px, nothing widens the page, the Table 3 / CI / comparison tables fit without their own
-    scrollbar, and no chart label leaves its chart or overlaps another (issue 28, item 4)."""
+    scrollbar, and no chart label leaves its chart or overlaps another."""
     run = make_wide_run(tmp_path / "wide")
     page = browser.open(write_report(run).as_uri(), width=1400, height=1200)
     assert page.errors() == []

@@ -11,7 +11,7 @@ from lifesearch_local.llm.models import engine_config, tiny_training_texts
 from lifesearch_local.records import Task
 from serving.config import model_config
 from serving.engines.hf import choice_items
-from serving.engines.tiny import train_tokenizer, wrap_tokenizer
+from serving.models.tiny import train_tokenizer, wrap_tokenizer
 from tests.helpers.judging import tiny_inputs
 from tests.helpers.tolerances import P_TOL
 

@@ -342,7 +342,7 @@ def test_a_redirect_is_named_with_its_location_and_not_followed():
         b.close()
     assert e.value.config_error and e.value.status == 307 and ep.seen == 1
 def test_a_stop_request_abandons_a_call_in_flight():
-    from serving.stop import Stopped, honoured
+    from serving._util.stop import Stopped, honoured
     with Endpoint(lambda n, b: json_reply(chat_reply("late"), stall_s=60)) as ep:
         b = real(ep.url, timeout_s=60)
         event = threading.Event()

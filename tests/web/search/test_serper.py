@@ -19,7 +19,7 @@ KEY = "serper-KEY_0123456789abcdef"
 
 @pytest.fixture
 def key(monkeypatch):
-    from serving import redact
+    from serving._util import redact
 
     monkeypatch.setattr(redact, "_secrets", set())
     monkeypatch.setattr(redact, "_pattern", None)
