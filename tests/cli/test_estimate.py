@@ -43,7 +43,8 @@ def test_estimate_calibrates_once_and_prints_the_fields(tmp_path, profiles, caps
     # the stored profile answers the next estimate: no model loaded, the same figures
     code, out, _ = run_cli(["estimate", "--config", config, "--json", "--no-calibrate"], capsys)
     again = json.loads(out)
-    assert "stored profile" in again["phases"]["judge/tiny"]["basis"]
+    basis = again["phases"]["judge/tiny"]["basis"]
+    assert basis.startswith(f"stored profile {profiles}/") and ".json measured 20" in basis  # where it lives, when
     assert again["phases"]["judge/tiny"]["seconds"] == judge["seconds"] and again["total_seconds"] == est["total_seconds"]
 
 

@@ -232,7 +232,7 @@ print(f"CHUNKS {calls[0]} of at least {chunks}", flush=True)
 """
 
 
-def test_sigterm_during_a_long_prefill_stops_within_seconds(tmp_path):
+def test_sigterm_during_a_long_prefill_stops_at_a_chunk_boundary(tmp_path):
     """A ~31k-token report: one whole-prefix forward takes tens of seconds on CPU; chunked, SIGTERM
     is honoured at the next chunk boundary and the stage exits 0 with nothing half-written."""
     import signal
