@@ -121,25 +121,27 @@ def _open_s(weights: float) -> tuple[float, float, float]:
 def analytic_seconds(plan: PhasePlan, shape: Shape, gpu: GpuAssumption, replicas: int) -> tuple[float, float, float]:
     """A phase's wall time (low, point, high) on the assumed GPU: opening the engine, then its prompts' FLOPs at
     the assumed utilisation (judge, ReportEval, an agent's prompts) and its decoding steps at the bandwidth
-    (each step reads the weights and the batch's KV cache once), shared by `replicas` replicas."""
+    (each step reads the weights and the batch's KV cache once), shared by `replicas` replicas of
+    `tensor_parallel_size` GPUs each (counted as that many times one GPU's peak and bandwidth)."""
     if not plan.needs_model:
         return 0.0, 0.0, 0.0
     a, d = shape.arch, gpu.dev
     assert a is not None
     weights = a.params * shape.dtype_bytes
-    peak = d.bf16_tflops * 1e12
+    tp = max(1, int(getattr(plan.model, "tensor_parallel_size", 1) or 1))  # a replica's GPUs share its work
+    peak, bandwidth = d.bf16_tflops * 1e12 * tp, d.bandwidth_gbs * GB * tp
     opened = _open_s(weights)
     if plan.kind != "agent":
         flops = sum(n * u.flops for call, n in plan.weighted() for u in call)
         steps = sum(n * u.steps for call, n in plan.weighted() for u in call)
-        work = [flops / (peak * m) / replicas + steps * weights / (d.bandwidth_gbs * GB * BANDWIDTH_USE) / replicas
+        work = [flops / (peak * m) / replicas + steps * weights / (bandwidth * BANDWIDTH_USE) / replicas
                 for m in _mfus(gpu.mfu)]
         return tuple(round(o + w, 2) for o, w in zip(opened, work))  # type: ignore[return-value]
-    return tuple(round(o + _agent_s(plan, a, shape.dtype_bytes, peak, d, m, which, replicas), 2)  # type: ignore[return-value]
+    return tuple(round(o + _agent_s(plan, a, shape.dtype_bytes, peak, bandwidth, m, which, replicas), 2)  # type: ignore[return-value]
                  for which, (o, m) in enumerate(zip(opened, _mfus(gpu.mfu))))
 
 
-def _agent_s(plan: PhasePlan, a: Arch, dtype_bytes: int, peak: float, d: Device, mfu: float, which: int,
+def _agent_s(plan: PhasePlan, a: Arch, dtype_bytes: int, peak: float, bandwidth: float, mfu: float, which: int,
              replicas: int) -> float:
     """Waves of `parallel` runs; each run's calls one after another; a call prefills its prompt (compute-bound)
     and decodes its output tokens in steps that serve the whole wave at once (bandwidth-bound)."""
@@ -151,7 +153,7 @@ def _agent_s(plan: PhasePlan, a: Arch, dtype_bytes: int, peak: float, d: Device,
     batch = max(1, math.ceil(w.parallel / replicas))
     prefill = batch * a.flops(Pass(1, int(prompt), 0, 1)) / (peak * mfu)
     kv = batch * a.kv_bytes_per_token(dtype_bytes) * (prompt + out / 2)
-    step = max((a.params * dtype_bytes + kv) / (d.bandwidth_gbs * GB * BANDWIDTH_USE),
+    step = max((a.params * dtype_bytes + kv) / (bandwidth * BANDWIDTH_USE),
                2.0 * a.linear_params * batch / (peak * mfu))
     waves = math.ceil(plan.runs / (batch * replicas))
     return waves * w.calls_per_run[which] * (prefill + out * step)

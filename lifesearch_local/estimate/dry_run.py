@@ -195,11 +195,12 @@ def _estimate(command: str, plans: list[PhasePlan], shapes: _Shapes, ray: RayCon
                                     and p.name not in analytic}, notes)
     parts = [p.seconds for p in phases.values()]
     start = (session.startup_s,) * 3 if session else STARTUP_S
-    if session is None and analytic:
+    assumed = session is None and all(s is not None for s in parts)  # every phase has a time: only start-up missing
+    if assumed:
         notes.append(f"start-up assumed {STARTUP_S[1]:g} s ({STARTUP_S[0]:g}–{STARTUP_S[2]:g} s): no session "
                      "profile measured here")
     finish = session.ray_stop_s if session and ray else 0.0
-    est = Estimate(command=command, phases=phases, startup_seconds=start[1] if session or analytic else None,
+    est = Estimate(command=command, phases=phases, startup_seconds=start[1] if session or assumed else None,
                    finish_seconds=finish, gpu_hours=round(sum(p.gpu_hours or 0.0 for p in phases.values()), 4),
                    memory=memory_estimate(phases, devices, remote), load_average=[round(x, 2) for x in os.getloadavg()],
                    busy=busy, device=gpu.record() if analytic else None, notes=notes)

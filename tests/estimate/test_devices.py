@@ -76,3 +76,14 @@ def test_an_agent_phase_decodes_at_the_bandwidth():
     prefill = 2 * big.flops(Pass(1, 1000, 0, 1)) / (d.bf16_tflops * 1e12 * 0.35)
     opened = OPEN_FIXED_S[1] + big.params * 2 / LOAD_BYTES_PER_S[1]
     assert mid == pytest.approx(opened + 2 * 2 * (prefill + 100 * step), abs=0.01)  # 2 waves × 2 calls (rounded)
+
+
+def test_tensor_parallel_gpus_share_a_replicas_work():
+    calls = [[Unit(flops=6e15, tokens=10, prompt_tokens=10, cost=1.0, rows=4)]]
+    one = PhasePlan("judge/j", "judge", model_config(backend="vllm", model="m"), requests=4, calls=calls)
+    two = PhasePlan("judge/j", "judge", model_config(backend="vllm", model="m", tensor_parallel_size=2), requests=4,
+                    calls=calls)
+    gpu = GpuAssumption("h100", 0.3)
+    compute = 6e15 / (989.4e12 * 0.3)
+    assert analytic_seconds(one, _shape(ARCH), gpu, 1)[1] - analytic_seconds(two, _shape(ARCH), gpu, 1)[1] == \
+        pytest.approx(compute / 2, abs=0.02)
