@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import sys
 
 from lifesearch_local.cli.common import (
     add_calibration,
@@ -115,7 +116,7 @@ def report(cfg, stats: dict, rd, busy: str | None = None) -> bool:
     where = f", {stats['ray_replicas']} Ray replicas" if "ray_replicas" in stats else ""
     print(f"judge {cfg.id}: {stats['decisions']} decisions in {stats['wall_s']} s{rate}{form}{where} -> {rd.file(JUDGMENTS)}")
     if busy and stats["decisions"]:
-        print(busy)
+        print(busy, file=sys.stderr)  # a notice about the timing, beside the summary, not part of it
     if stats.get("stopped_early"):
         print("stopped by signal; rerun the same command to finish")
         return False

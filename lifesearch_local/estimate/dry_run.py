@@ -21,11 +21,11 @@ from lifesearch_local.estimate.calibrate import (
     EngineProfile,
     GenerateSample,
     SessionProfile,
-    cache_dir,
     calibrate_engine,
     engine_key,
     load_profile,
     machine,
+    profile_path,
     session_calibration,
     session_key,
 )
@@ -293,7 +293,7 @@ def _profiles(plans: list[PhasePlan], ray: RayConfig | None, calibrate: Calibrat
     todo = [k for k in needs if calibrate == "always" or (calibrate == "auto" and not _complete(found[k], needs[k]))]
     session_ray = ray if any(p.model.backend != "openai" for p in live) else None
     session = load_profile(SessionProfile, session_key(session_ray, where))
-    basis = {k: (f"stored profile {cache_dir() / f'{k}.json'} measured {p.measured_at} (load {p.load_average[0]}, "
+    basis = {k: (f"stored profile {profile_path(k)} measured {p.measured_at} (load {p.load_average[0]}, "
                  f"{p.where})" if p else "no profile: `lifesearch estimate` calibrates one") for k, p in found.items()}
     notes = []
     if todo or (calibrate == "always") or (session is None and calibrate != "never"):
@@ -302,7 +302,7 @@ def _profiles(plans: list[PhasePlan], ray: RayConfig | None, calibrate: Calibrat
                 n = needs[k]
                 found[k] = calibrate_engine(n["model"], ray, phase=n["phase"], choice=n["choice"], generate=n["generate"])
                 basis[k] = (f"calibrated now (load {found[k].load_average[0]}, {found[k].where}; "  # type: ignore[union-attr]
-                            f"kept as {cache_dir() / f'{k}.json'})")
+                            f"kept as {profile_path(k)})")
         notes.append(f"calibrated now: {len(todo)} engine(s) and the session (interpreter start"
                      f"{', Ray' if session_ray else ''})")
     if session is None:

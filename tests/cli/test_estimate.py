@@ -14,6 +14,7 @@ from tests.helpers.inputs import SAMPLE
 
 @pytest.fixture
 def profiles(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # `estimate` sets it for the process: undone after the test
     d = tmp_path / "profiles"
     monkeypatch.setattr(calibrate, "cache_dir", lambda: d)
     return d

@@ -39,7 +39,8 @@ def test_a_busy_machine_is_said_under_the_judges_rate(tmp_path, capsys, monkeypa
     assert busy is not None and busy.startswith("machine busy: load average 4, 4 other busy process(es)")
     assert busy_line([remote]) is None  # an endpoint computes elsewhere
     report(local, {"decisions": 6, "wall_s": 1.5, "decisions_per_s": 4.0}, RunDir(tmp_path), busy=busy)
-    assert capsys.readouterr().out.splitlines()[1] == busy
+    said = capsys.readouterr()
+    assert said.out.startswith("judge tiny: 6 decisions in 1.5 s") and said.err.strip() == busy
 
 
 def test_generate_mode_answer_cap_and_retries_from_the_command_line(tmp_path, capsys):
