@@ -13,6 +13,7 @@ from ._util.logs import log_to_stderr
 from ._util.redact import install_log_redaction, redact, redact_obj, secret_from_env
 from ._util.retry import RetryableError, RetryPolicy, aretry, retry, retryable_status
 from ._util.stop import Stopped, honoured, until_stopped
+from ._util.threads import contention, fit_torch_threads, plan_process_threads, usable_cpus
 from .affects import ChoiceOnly, Execution, GenerateOnly, Result, result_settings
 from .batching import BatchingBackend
 from .chat import Item, chat_ids, choice_group_items, context_limit
@@ -79,4 +80,6 @@ __all__ = [
     "loads", "JSONError", "redact", "redact_obj", "secret_from_env", "install_log_redaction",
     "RetryPolicy", "RetryableError", "retry", "aretry", "retryable_status", "Stopped", "honoured", "until_stopped",
     "log_to_stderr",
+    # compute threads that fit the CPUs a process may use, and how busy the machine is
+    "usable_cpus", "fit_torch_threads", "plan_process_threads", "contention",
 ]

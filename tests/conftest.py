@@ -49,6 +49,15 @@ def library_logs_on_stderr():
     log_to_stderr()
 
 
+@pytest.fixture(autouse=True)
+def an_idle_machine(monkeypatch):
+    """Commands called in this process see an idle machine (no busy line, no widened estimate), whatever the
+    load beside the suite: a test of the busy case fakes /proc/loadavg itself."""
+    from serving._util import threads
+
+    monkeypatch.setattr(threads, "_loadavg", lambda: "0.00 0.00 0.00 1/100 1")
+
+
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
     """SmolLM2-135M-Instruct as a local HF directory: converted into the model cache at most once

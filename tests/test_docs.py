@@ -1,9 +1,11 @@
-"""docs/compare-judges.md, run as written: its `bash` blocks in order (a third agent, the sweep of
-smollm2-135m and two tiny judges over three agents' reports of two tasks with Table 3 against the
-sample labels, human labels on a random half of the tasks, the certify study of tiny-llama against
-smollm2-135m and its report section, `score --ppi`), in a scratch directory holding the
-repository's data and configs, with `lifesearch` on PATH. Its Gemini judge YAML is checked as a config, not run; its
-`shell` blocks (downloads and a GPU) are parsed by the real CLI."""
+"""docs/compare-judges.md, run on a smaller setup: its `bash` blocks in order (a third agent, the sweep of
+three judges over three agents' reports of two tasks with Table 3 against the sample labels, human labels
+on a random half of the tasks, the certify study of tiny-llama against the reference judge and its report
+section, `score --ppi`), in a scratch directory holding the repository's data and configs, with
+`lifesearch` on PATH; the reference judge smollm2-135m (minutes of CPU on one worker) is played by the
+random-weight tiny-mistral, its id replaced in the commands. The walkthrough exactly as written, with
+smollm2-135m, is `python scripts/ci/compare_judges.py`. Its Gemini judge YAML is checked as a config, not
+run; its `shell` blocks (downloads and a GPU) are parsed by the real CLI."""
 
 from __future__ import annotations
 
@@ -47,11 +49,27 @@ def table_rows(text: str, title: str) -> dict[str, list[str]]:
     return rows
 
 
+REFERENCE, STAND_IN = "smollm2-135m", "tiny-mistral"
+
+
+def small_configs(work: Path) -> Path:
+    """The repository's configs, compare_judges.yaml with the stand-in for the reference judge."""
+    (work / "configs").mkdir()
+    for path in (ROOT / "configs").iterdir():
+        if path.name != "compare_judges.yaml":
+            (work / "configs" / path.name).symlink_to(path)
+    text = (ROOT / "configs/compare_judges.yaml").read_text(encoding="utf-8")
+    small = work / "configs/compare_judges.yaml"
+    small.write_text(text.replace(f"model: {REFERENCE},", f"model: {STAND_IN},"), encoding="utf-8")
+    return small
+
+
 @pytest.fixture(scope="module")
-def walkthrough(smollm2_path, tmp_path_factory) -> tuple[Path, list[str]]:
+def walkthrough(tmp_path_factory) -> tuple[Path, list[str], dict[str, str]]:
     work = tmp_path_factory.mktemp("compare")
-    for name in ("data", "configs"):
-        (work / name).symlink_to(ROOT / name)
+    (work / "data").symlink_to(ROOT / "data")
+    ids = judge_ids(small_configs(work))
+    assert ids[STAND_IN] != judge_ids()[REFERENCE]
     bin_dir = work / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "lifesearch"
@@ -61,20 +79,21 @@ def walkthrough(smollm2_path, tmp_path_factory) -> tuple[Path, list[str]]:
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     outs = []
     for script in blocks("bash"):
+        script = script.replace(judge_ids()[REFERENCE], ids[STAND_IN])
         r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=work, env=env, capture_output=True,
-                           text=True, timeout=600)
+                           text=True, timeout=110)
         assert r.returncode == 0, f"{script}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
         outs.append(r.stdout)
-    return work, outs
+    return work, outs, ids
 
 
-def judge_ids() -> dict[str, str]:
-    """model → the judge id configs/compare_judges.yaml derives for it."""
-    return {j.model.model: j.id for j in load_run_config(ROOT / "configs/compare_judges.yaml").all_judges()}
+def judge_ids(config: Path = ROOT / "configs/compare_judges.yaml") -> dict[str, str]:
+    """model → the judge id a compare-judges config derives for it."""
+    return {j.model.model: j.id for j in load_run_config(config).all_judges()}
 
 
 def test_the_doc_runs_five_steps_on_three_agents(walkthrough):
-    work, outs = walkthrough
+    work, outs, _ = walkthrough
     assert len(outs) == 5  # agent, sweep, human subset, certify + report, score --ppi
     reports = read_records(work / "runs/compare/agents/reports.jsonl", Report)
     assert sorted({r.agent for r in reports}) == ["sample-shallow", "sample-thorough", "tiny-qwen3-agent"]
@@ -85,9 +104,9 @@ TASKS = ["sample-en-01", "sample-zh-01"]
 
 
 def test_table3_compares_every_judge_with_the_human_labels(walkthrough):
-    work, outs = walkthrough
-    ids = list(judge_ids().values())
-    assert ids[0].startswith("smollm2-135m/choice/") and len(set(ids)) == 3
+    work, outs, by_model = walkthrough
+    ids = list(by_model.values())
+    assert ids[0].startswith(f"{STAND_IN}/choice/") and len(set(ids)) == 3
     judgments = read_records(work / "runs/compare/sweep/judgments.jsonl", Judgment)
     tasks = {t.id: t for t in load_tasks(ROOT / "data/sample/tasks.jsonl")}
     rubrics = sum(1 for t in TASKS for r in tasks[t].rubrics if r.weight > 0)
@@ -100,11 +119,12 @@ def test_table3_compares_every_judge_with_the_human_labels(walkthrough):
         m = saved[judge]
         assert m["n"] == labels and rows[judge][2] == f"{100 * m['accuracy_mean']:.2f}"  # Acc% as computed
         assert rows[judge][12] == "2" and rows[judge][10] == rows[judge][11] == "—"  # two labelled agents: no ρ/τ
-    assert "WARNING: random weights: judge tiny-llama/choice/" in outs[1]  # said next to the table
+    warning = next(line for line in outs[1].splitlines() if line.startswith("WARNING: random weights: "))
+    assert f"judge {by_model['tiny-llama']}" in warning  # said next to the table, naming each random judge
 
 
 def test_the_human_labels_are_the_sample_labels_of_a_random_half(walkthrough):
-    work, outs = walkthrough
+    work, outs, _ = walkthrough
     human = read_records(work / "runs/compare/human.jsonl", Label)
     drawn = sorted({lab.task_id for lab in human})
     assert len(drawn) == 1 and set(drawn) <= set(TASKS) and outs[2].strip() == f"human labels on {', '.join(drawn)}"
@@ -113,12 +133,12 @@ def test_the_human_labels_are_the_sample_labels_of_a_random_half(walkthrough):
 
 
 def test_certify_studies_the_candidate_against_the_reference_with_the_humans(walkthrough):
-    work, outs = walkthrough
-    ids = judge_ids()
+    work, outs, ids = walkthrough
+    doc_ids = judge_ids()
     (cmd,) = [b for b in blocks("bash") if "lifesearch certify" in b]
-    assert f"--judge {ids['tiny-llama']}" in cmd and f"--label-judge {ids['smollm2-135m']}" in cmd  # the doc's ids
+    assert f"--judge {doc_ids['tiny-llama']}" in cmd and f"--label-judge {doc_ids[REFERENCE]}" in cmd  # the doc's ids
     study = json.loads((work / "runs/compare/sweep/certify.json").read_text())
-    assert study["judge"] == ids["tiny-llama"] and study["reference"] == ids["smollm2-135m"]
+    assert study["judge"] == ids["tiny-llama"] and study["reference"] == ids[STAND_IN]
     assert set(study["agents"]) == {"sample-shallow", "sample-thorough", "tiny-qwen3-agent"}
     assert study["ranking"]["n_agents"] == 3 and "kendall_tau" in study["ranking"]
     assert study["non_inferiority"]["n"] == len(read_records(work / "runs/compare/human.jsonl", Label))
@@ -132,13 +152,12 @@ def test_certify_studies_the_candidate_against_the_reference_with_the_humans(wal
     assert "fingerprints: two different judges (their fingerprints differ in weights_hash)" in outs[3]
     page = (work / "runs/compare/sweep/report.html").read_text()
     assert 'id="certify"' in page and f'data-decision="{study["decision"]}"' in page
-    # the page quotes the decision this run made
-    assert f"verdict ({study['decision']})" in DOC.read_text(encoding="utf-8")
+    # (that the doc quotes the decision its own run makes is checked by scripts/ci/compare_judges.py)
 
 
 def test_score_ppi_corrects_the_reference_judge(walkthrough):
-    work, outs = walkthrough
-    assert f"Prediction-powered scores — judge {judge_ids()['smollm2-135m']}" in outs[4]
+    work, outs, ids = walkthrough
+    assert f"Prediction-powered scores — judge {ids[STAND_IN]}" in outs[4]
     assert "random subset" in outs[4]
 
 

@@ -366,4 +366,6 @@ def text(r: dict) -> str:
             lines.append(f"{r['gpu']}: {label} {r[name + '_gflops'] / 1e3:,.1f} TFLOP/s = "
                          f"{100 * r[name + '_of_peak']:.1f}% of the bf16 peak ({r['peak_tflops']:,.0f} TFLOP/s)")
     lines.append(f"load average (1, 5, 15 min) before {r['load_average_before']}, after {r['load_average_after']}")
+    if r.get("busy"):
+        lines.append(r["busy"])
     return "\n".join(lines)

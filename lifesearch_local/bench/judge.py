@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable
 
@@ -76,13 +77,17 @@ def measure(args: JudgeBench, say: Callable[[str], None] | None = None) -> dict:
     import torch
 
     from lifesearch_local.bench.timing import load_average
+    from serving import contention, fit_torch_threads
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    busy = contention(fit_torch_threads()).line() if device == "cpu" else None
     real = real_groups(args) if args.reports_from else None  # bad input fails before the model loads
     shape = real[1] if real else {"prefix_tokens": args.prefix_tokens, "rubrics": args.rubrics,
                                   "suffix_tokens": args.suffix_tokens, "reports": args.reports}
     decisions = real[1]["rubrics_total"] if real else args.reports * args.rubrics
     load_before = load_average()
+    if say and busy:
+        say(busy)
     if say:  # before minutes of loading and scoring: what is measured, then each form as it runs
         say(columns.inputs({**shape, "decisions": decisions}) + f"; model {args.model} ({device}); forms: "
             f"{args.form}, then {args.baseline}; {args.repeats} timed run(s) each after a warm-up; load average "
@@ -94,7 +99,7 @@ def measure(args: JudgeBench, say: Callable[[str], None] | None = None) -> dict:
                                               args.prefix_tokens, args.suffix_tokens, args.seed)
     res = {"model": args.model, "device": device, "dtype": str(next(hf.model.parameters()).dtype).replace("torch.", ""),
            "threads": torch.get_num_threads(), **shape, "decisions": decisions, "repeats": args.repeats,
-           "judge_path": judge_path is not None}
+           "judge_path": judge_path is not None, "busy": busy, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
     matmul = rates.machine_rates(hf.model, device, _rate_dtypes(device, res["dtype"]))
     res["matmul_gflops"], work_shape = matmul, rates.Shape.of(hf.model)
     if device == "cpu":

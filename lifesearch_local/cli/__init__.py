@@ -99,7 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lifesearch_local.output import terminal
 
         terminal.WIDE = wide  # per command: an in-process caller's earlier --wide does not stick
-    from serving import EndpointError, install_log_redaction, log_to_stderr, redact
+    from serving import EndpointError, install_log_redaction, log_to_stderr, plan_process_threads, redact
+
+    plan_process_threads()  # before anything imports torch: OpenMP reads its wait policy once, at start
 
     install_log_redaction()
     # The library logs; here its notices and warnings become stderr lines, worded as they are

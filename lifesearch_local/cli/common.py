@@ -21,6 +21,19 @@ def int_at_least(lo: int):
 
 
 positive_int = int_at_least(1)
+
+
+def runs_int(value: str) -> int:
+    """argparse type of every --runs: 1 to MAX_RUNS (a larger count is refused, not enumerated)."""
+    from lifesearch_local.judge.config import MAX_RUNS
+
+    n = positive_int(value)
+    if n > MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_RUNS:,} runs, got {n:,}")
+    return n
+
+
+runs_int.__name__ = "int"
 SEED_MAX = 2**64 - 1
 
 

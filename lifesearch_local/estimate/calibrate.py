@@ -150,9 +150,14 @@ def session_key(ray: RayConfig | None, where: dict[str, Any]) -> str:
     return _hash({"v": PROFILE_VERSION, "session": ray_shape(ray), "machine": where})
 
 
+def profile_path(key: str) -> Path:
+    """Where the profile of `key` lives (named in an estimate's basis)."""
+    return cache_dir() / f"{key}.json"
+
+
 def load_profile(kind: type[BaseModel], key: str) -> Any:
     """A stored profile, or None (missing, or written by another version)."""
-    p = cache_dir() / f"{key}.json"
+    p = profile_path(key)
     try:
         prof = kind.model_validate_json(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):

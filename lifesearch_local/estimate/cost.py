@@ -114,6 +114,10 @@ class Estimate(BaseModel):
     """Memory against this machine's free memory."""
     load_average: list[float]
     """1/5/15-minute load averages now (a loaded machine runs slower than a profile measured idle)."""
+    device: dict[str, Any] | None = None
+    """The GPU its analytic phases assume (a profile from a vendor's datasheet) and the utilisation; None: none."""
+    busy: str | None = None
+    """A line saying the machine is busier than the engine's threads allow (its CPU phases' high ends widened)."""
     notes: list[str] = Field(default_factory=list)
     """What was calibrated now, what could not be known."""
 
@@ -135,13 +139,42 @@ def model_shape(model: ModelConfig, *, local_only: bool) -> Shape | None:
         tok = AutoTokenizer.from_pretrained(path, **kw)
         config = AutoConfig.from_pretrained(path, **kw)
     except Exception as e:  # noqa: BLE001 - an estimate without tokens is still an estimate
-        log.info("estimate: no tokenizer for %s (%s: %s)", model.model, type(e).__name__, str(e)[:200])
-        return None
+        log.debug("estimate: no tokenizer for %s (%s: %s)", model.model, type(e).__name__, str(e)[:200])
+        return shape_without_tokenizer(model, local_only)
     device = model_device(model)
     form = "vllm" if model.backend == "vllm" else choice_form(model.kernel, config, device)
     return Shape(tokenizer=tok, arch=arch_of(config), limit=context_limit(config, model.max_model_len), device=device,
                  form=form, budget=getattr(model, "token_budget", None), dtype_bytes=_dtype_bytes(model, device),
                  rows_loop=form == "shared" and rows_loop(config, device))
+
+
+def shape_without_tokenizer(model: ModelConfig, local_only: bool) -> Shape | None:
+    """A model not downloaded here: its shape from its config.json where one is at hand (a local path, the hub
+    cache), else from the built-in table (estimate/devices.py); tokens approximated from characters. None: unknown."""
+    from lifesearch_local.estimate.devices import known_arch
+    from lifesearch_local.estimate.work import arch_of
+    from serving import context_limit
+
+    arch, limit, source = None, None, ""
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model.model, revision=model.revision, local_files_only=local_only,
+                                            trust_remote_code=model.trust_remote_code)
+        arch, limit, source = arch_of(config), context_limit(config, model.max_model_len), "its config.json"
+    except Exception:  # noqa: BLE001 - not at hand: the built-in table below
+        known = known_arch(model.model)
+        if known is not None:
+            arch, limit = known[0], min(known[1], model.max_model_len or known[1])
+            source = "the built-in table of model shapes (estimate/devices.py)"
+    if arch is None:
+        return None
+    device = model_device(model)
+    form = "vllm" if model.backend == "vllm" else "two_stage" if device == "cuda" else "shared"
+    note = (f"{model.model}: no tokenizer here; shape from {source}, tokens approximated from characters "
+            "(about 4 ASCII characters or 1.4 CJK characters a token)")
+    return Shape(tokenizer=None, arch=arch, limit=limit, device=device, form=form,
+                 budget=getattr(model, "token_budget", 8192), dtype_bytes=_dtype_bytes(model, device), notes=[note])
 
 
 def model_device(model: ModelConfig) -> str:
@@ -176,9 +209,9 @@ def choice_seconds(plan: PhasePlan, prof: EngineProfile, replicas: int, fast: bo
         return 0.0
     by_flops = prof.choice_flops > 0
     total = 0.0
-    for call in plan.calls:
+    for call, times in plan.weighted():
         secs = [(u.flops if by_flops else u.tokens) / rate + u.steps * (prof.step_s or 0.0) for u in call]
-        total += prof.call_s + replica_seconds([u.cost for u in call], secs, replicas)
+        total += times * (prof.call_s + replica_seconds([u.cost for u in call], secs, replicas))
     return total
 
 

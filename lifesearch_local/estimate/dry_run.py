@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lifesearch_local.agent.config import AgentConfig
+from lifesearch_local.errors import LifesearchError
 from lifesearch_local.estimate.calibrate import (
     ChoiceSample,
     EngineProfile,
@@ -24,6 +25,7 @@ from lifesearch_local.estimate.calibrate import (
     engine_key,
     load_profile,
     machine,
+    profile_path,
     session_calibration,
     session_key,
 )
@@ -31,6 +33,8 @@ from lifesearch_local.estimate.cost import (
     Calibrate,
     Estimate,
     PhaseEstimate,
+    Seconds,
+    _cuda,
     judge_devices,
     memory_estimate,
     model_device,
@@ -38,6 +42,14 @@ from lifesearch_local.estimate.cost import (
     phase_gpus,
     phase_memory_gib,
     phase_seconds,
+)
+from lifesearch_local.estimate.devices import (
+    DEFAULT_DEVICE,
+    DEFAULT_MFU,
+    STARTUP_S,
+    GpuAssumption,
+    analytic_assumptions,
+    analytic_seconds,
 )
 from lifesearch_local.estimate.plan import (
     PhasePlan,
@@ -54,6 +66,8 @@ from serving import ModelConfig, RayConfig
 
 log = logging.getLogger(__name__)
 PHASES = ("agent", "judge", "reporteval")
+# Agent runs an estimate plans one by one (each a stand-in report for the judge phases); more are refused.
+MAX_AGENT_RUNS = 1_000_000
 
 
 class RunConfig(Protocol):
@@ -88,7 +102,8 @@ class _Shapes:
 
 
 def estimate_run(cfg: RunConfig, *, phases: Sequence[str] = PHASES, calibrate: Calibrate = "auto",
-                 local_only: bool = False, today: dt.date | None = None, fresh: bool = False) -> Estimate:
+                 local_only: bool = True, today: dt.date | None = None, fresh: bool = False,
+                 gpu: GpuAssumption | None = None) -> Estimate:
     """What `lifesearch run` (its `phases`) would do with `cfg` now: the pending work of its run directory
     if one exists (read, never created) and not `fresh` (as `--fresh` deletes it first), else all of it."""
     from lifesearch_local.reporteval.records import ReportEvaluation
@@ -106,6 +121,7 @@ def estimate_run(cfg: RunConfig, *, phases: Sequence[str] = PHASES, calibrate: C
     if "agent" in phases:
         from lifesearch_local.agent.stage import pending_runs
 
+        _bounded(len(tasks), cfg.runs, len(cfg.agents))
         for agent in cfg.agents:
             pending = pending_runs({r.key for r in reports}, tasks, agent, cfg.runs)
             plans.append(agent_plan(agent, pending, shapes(agent.model), today))
@@ -121,11 +137,12 @@ def estimate_run(cfg: RunConfig, *, phases: Sequence[str] = PHASES, calibrate: C
         plans += [reporteval_plan(j, cfg.reporteval, items, recorded, shapes(j.model), unwritten) for j in cfg.all_judges()]
     devices = [d for d in (model_device(p.model) for p in plans if p.needs_model) if d != "remote"]
     remote = cfg.ray is not None and cfg.ray.address is not None
-    return _estimate("run", plans, shapes, cfg.ray, calibrate, devices, remote)
+    return _estimate("run", plans, shapes, cfg.ray, calibrate, devices, remote, gpu)
 
 
 def estimate_judge(out: str | Path, tasks: Sequence[Task], reports: Sequence[Report], judges: Sequence[JudgeConfig], *,
-                   ray: RayConfig | None = None, calibrate: Calibrate = "auto", local_only: bool = False) -> Estimate:
+                   ray: RayConfig | None = None, calibrate: Calibrate = "auto", local_only: bool = True,
+                   gpu: GpuAssumption | None = None) -> Estimate:
     """What `lifesearch judge` would do now: every judge over the reports, less what `out` already holds."""
     from lifesearch_local.rundir.directory import JUDGMENTS, RunDir
 
@@ -133,7 +150,15 @@ def estimate_judge(out: str | Path, tasks: Sequence[Task], reports: Sequence[Rep
     shapes = _Shapes(local_only)
     plans = [judge_plan(j, tasks, reports, done, shapes(j.model)) for j in judges]
     remote = ray is not None and ray.address is not None
-    return _estimate("judge", plans, shapes, ray, calibrate, judge_devices(judges), remote)
+    return _estimate("judge", plans, shapes, ray, calibrate, judge_devices(judges), remote, gpu)
+
+
+def _bounded(tasks: int, runs: int, agents: int) -> None:
+    """Refuse, in one line, more agent runs than the estimate enumerates (each is a report the judge phases plan)."""
+    n = tasks * runs * agents
+    if n > MAX_AGENT_RUNS:
+        raise LifesearchError(f"estimate: {tasks:,} task(s) × {runs:,} run(s) × {agents} agent(s) = {n:,} agent runs, "
+                              f"more than the {MAX_AGENT_RUNS:,} an estimate plans; lower `runs` or select tasks")
 
 
 def _unique(*lists: Sequence[Report]) -> list[Report]:
@@ -146,44 +171,93 @@ def _unique(*lists: Sequence[Report]) -> list[Report]:
 
 
 def _estimate(command: str, plans: list[PhasePlan], shapes: _Shapes, ray: RayConfig | None, calibrate: Calibrate,
-              devices: Sequence[str], remote: bool) -> Estimate:
-    profiles, session, notes = _profiles(plans, ray, calibrate)
+              devices: Sequence[str], remote: bool, gpu: GpuAssumption | None = None) -> Estimate:
+    named = gpu is not None
+    gpu = gpu or GpuAssumption(DEFAULT_DEVICE, DEFAULT_MFU)
+    analytic = {p.name for p in plans if is_analytic(p, shapes(p.model), named)}
+    profiles, session, notes = _profiles([p for p in plans if p.name not in analytic], ray, calibrate)
     phases: dict[str, PhaseEstimate] = {}
     ray_start = session.ray_start_s if session and ray else 0.0
     for plan in plans:
         prof, basis = profiles.get(plan.name, (None, "no model loaded: nothing left to do"))
-        first_ray = ray is not None and plan.needs_model and ray_start and plan.model.backend != "openai"
-        secs = phase_seconds(plan, prof, ray, extra_s=ray_start if first_ray else 0.0)
-        if first_ray:
-            ray_start = 0.0  # Ray starts with the first pool
+        if plan.name in analytic:
+            lo, mid, hi = analytic_seconds(plan, shapes(plan.model), gpu, ray.replicas if ray else 1)
+            secs, basis = Seconds(estimate=mid, low=lo, high=hi), f"analytic, on the assumed {gpu.dev.label}"
+        else:
+            first_ray = ray is not None and plan.needs_model and ray_start and plan.model.backend != "openai"
+            secs = phase_seconds(plan, prof, ray, extra_s=ray_start if first_ray else 0.0)
+            if first_ray:
+                ray_start = 0.0  # Ray starts with the first pool
         phases[plan.name] = _phase(plan, shapes(plan.model), prof, basis, secs, ray)
+        if plan.name in analytic:
+            phases[plan.name].assumptions += analytic_assumptions(shapes(plan.model))
+    busy = _widen_for_load(phases, {p.name for p in plans if p.needs_model and model_device(p.model) == "cpu"
+                                    and p.name not in analytic}, notes)
     parts = [p.seconds for p in phases.values()]
-    known = all(s is not None for s in parts) and session is not None
-    start = session.startup_s if session else None
+    start = (session.startup_s,) * 3 if session else STARTUP_S
+    assumed = session is None and all(s is not None for s in parts)  # every phase has a time: only start-up missing
+    if assumed:
+        notes.append(f"start-up assumed {STARTUP_S[1]:g} s ({STARTUP_S[0]:g}–{STARTUP_S[2]:g} s): no session "
+                     "profile measured here")
     finish = session.ray_stop_s if session and ray else 0.0
-    est = Estimate(command=command, phases=phases, startup_seconds=start, finish_seconds=finish,
-                   gpu_hours=round(sum(p.gpu_hours or 0.0 for p in phases.values()), 4),
+    est = Estimate(command=command, phases=phases, startup_seconds=start[1] if session or assumed else None,
+                   finish_seconds=finish, gpu_hours=round(sum(p.gpu_hours or 0.0 for p in phases.values()), 4),
                    memory=memory_estimate(phases, devices, remote), load_average=[round(x, 2) for x in os.getloadavg()],
-                   notes=notes)
-    if known:
-        est.total_seconds = round(start + finish + sum(s.estimate for s in parts), 2)  # type: ignore[operator,union-attr]
-        est.total_low_seconds = round(start + finish + sum(s.low for s in parts), 2)  # type: ignore[operator,union-attr]
-        est.total_high_seconds = round(start + finish + sum(s.high for s in parts), 2)  # type: ignore[operator,union-attr]
+                   busy=busy, device=gpu.record() if analytic else None, notes=notes)
+    if analytic:
+        assumed_memory(est, gpu, [phases[n] for n in analytic])
+    if all(s is not None for s in parts) and est.startup_seconds is not None:
+        est.total_seconds = round(start[1] + finish + sum(s.estimate for s in parts), 2)  # type: ignore[union-attr]
+        est.total_low_seconds = round(start[0] + finish + sum(s.low for s in parts), 2)  # type: ignore[union-attr]
+        est.total_high_seconds = round(start[2] + finish + sum(s.high for s in parts), 2)  # type: ignore[union-attr]
     return est
+
+
+def is_analytic(plan: PhasePlan, shape: Shape | None, named: bool) -> bool:
+    """Whether a phase is priced on an assumed GPU: it computes on a GPU, its model's shape is known, and either
+    this machine has none or a device was named."""
+    if not plan.needs_model or plan.model.backend == "openai" or shape is None or shape.arch is None:
+        return False
+    return model_device(plan.model) == "cuda" and (named or not _cuda())
+
+
+def assumed_memory(est: Estimate, gpu: GpuAssumption, phases: Sequence[PhaseEstimate]) -> None:
+    """The GPU phases' memory against the assumed device's (its memory times the GPUs a phase holds)."""
+    fits = [p.memory_gib <= gpu.dev.memory_gib * max(1.0, p.gpus) for p in phases if p.memory_gib is not None]
+    est.memory = est.memory.model_copy(update={"free_gib": gpu.dev.memory_gib, "device": f"{gpu.dev.label} (assumed)",
+                                               "fits": all(fits) if fits else None})
+
+
+def _widen_for_load(phases: dict[str, PhaseEstimate], cpu: set[str], notes: list[str]) -> str | None:
+    """On a machine busier than the engine's threads allow, each local phase's high end times the slowdown a
+    shared core can cause (serving._util.threads.slowdown); the line saying so, or None."""
+    from serving import contention
+
+    now = contention()
+    line = now.line()
+    if line is None:
+        return None
+    for name in cpu:
+        secs = phases[name].seconds
+        if secs is not None:
+            secs.high = round(secs.high * now.factor, 2)
+    if cpu:
+        notes.append(f"the high ends of CPU phases are widened {now.factor:g}× for the load now")
+    return line if cpu else None
 
 
 def _phase(plan: PhasePlan, shape: Shape | None, prof: EngineProfile | None, basis: str, secs: Any,
            ray: RayConfig | None) -> PhaseEstimate:
-    units = [u for call in plan.calls for u in call]
+    units = [(u, n) for call, n in plan.weighted() for u in call]
     tokens = prompt = output = None
     if plan.agent is not None and plan.agent.first:
         n = plan.agent.calls_per_run[1]
         prompt = n * sum(u.prompt_tokens for u in plan.agent.first)
         output = n * plan.agent.output_tokens[1] * len(plan.agent.first)
         tokens = prompt + output
-    elif units or (shape is not None and shape.tokenizer is not None):
-        tokens, prompt = sum(u.tokens for u in units), sum(u.prompt_tokens for u in units)
-        output = sum(u.steps * u.rows for u in units) or None
+    elif units or (shape is not None and shape.countable):
+        tokens, prompt = sum(n * u.tokens for u, n in units), sum(n * u.prompt_tokens for u, n in units)
+        output = sum(n * u.steps * u.rows for u, n in units) or None
     gpus = phase_gpus(plan.model, ray) if plan.needs_model else 0.0
     return PhaseEstimate(kind=plan.kind, model=plan.model.model, runs=plan.runs, decisions=plan.decisions,  # type: ignore[arg-type]
                          decisions_per_repetition=plan.per_repetition, records=plan.records, requests=plan.requests,
@@ -219,15 +293,16 @@ def _profiles(plans: list[PhasePlan], ray: RayConfig | None, calibrate: Calibrat
     todo = [k for k in needs if calibrate == "always" or (calibrate == "auto" and not _complete(found[k], needs[k]))]
     session_ray = ray if any(p.model.backend != "openai" for p in live) else None
     session = load_profile(SessionProfile, session_key(session_ray, where))
-    basis = {k: (f"stored profile of {p.measured_at} (load {p.load_average[0]}, {p.where})" if p else
-                 "no profile: `lifesearch estimate` calibrates one") for k, p in found.items()}
+    basis = {k: (f"stored profile {profile_path(k)} measured {p.measured_at} (load {p.load_average[0]}, "
+                 f"{p.where})" if p else "no profile: `lifesearch estimate` calibrates one") for k, p in found.items()}
     notes = []
     if todo or (calibrate == "always") or (session is None and calibrate != "never"):
         with session_calibration(session_ray) as session:
             for k in todo:
                 n = needs[k]
                 found[k] = calibrate_engine(n["model"], ray, phase=n["phase"], choice=n["choice"], generate=n["generate"])
-                basis[k] = f"calibrated now (load {found[k].load_average[0]}, {found[k].where})"  # type: ignore[union-attr]
+                basis[k] = (f"calibrated now (load {found[k].load_average[0]}, {found[k].where}; "  # type: ignore[union-attr]
+                            f"kept as {profile_path(k)})")
         notes.append(f"calibrated now: {len(todo)} engine(s) and the session (interpreter start"
                      f"{', Ray' if session_ray else ''})")
     if session is None:

@@ -9,7 +9,7 @@ depend on the rubrics), their tokens are an assumption, said in the phase's `ass
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,10 +61,18 @@ class PhasePlan:
     """Model requests: choice prompts, or chat requests (an agent's: its first calls only)."""
     calls: list[list[Unit]] = field(default_factory=list)
     """Engine calls, each the units (groups or requests) it carries."""
+    repeats: list[int] = field(default_factory=list)
+    """How many times each call is made (a judge's repetitions with nothing done are counted once, not
+    enumerated); a call without an entry is made once."""
     agent: AgentWork | None = None
     sample: ChoiceSample | GenerateSample | None = None
     """Real prompts for the engine's calibration."""
     assumptions: list[str] = field(default_factory=list)
+
+    def weighted(self) -> Iterator[tuple[list[Unit], int]]:
+        """Each call with the times it is made."""
+        for i, call in enumerate(self.calls):
+            yield call, self.repeats[i] if i < len(self.repeats) else 1
 
     @property
     def needs_model(self) -> bool:
@@ -101,14 +109,19 @@ def agent_plan(agent: AgentConfig, pending: Sequence[tuple[Task, int]], shape: S
         "each later call's prompt: the first one's (tool results not counted); tool calls' own time not counted",
     ]
     schemas = [t.schema for t in build_tools(agent, None).values()]
+    by_task: dict[str, Any] = {}  # a task's first request is the same for each of its runs (but the seed)
     reqs = []
     for task, run in pending:
-        ctx = Context(system_prompt(task, today)[0], task.question, schemas, agent.tools.truncated_observation_chars)
-        reqs.append(ChatRequest(messages=ctx.request_messages(), max_tokens=agent.max_tokens, temperature=agent.temperature,
-                                top_p=agent.top_p, seed=agent.seed + run, tools=schemas or None))
-    if shape is not None and shape.tokenizer is not None:
+        if task.id not in by_task:
+            ctx = Context(system_prompt(task, today)[0], task.question, schemas, agent.tools.truncated_observation_chars)
+            by_task[task.id] = ChatRequest(messages=ctx.request_messages(), max_tokens=agent.max_tokens,
+                                           temperature=agent.temperature, top_p=agent.top_p, seed=agent.seed + run,
+                                           tools=schemas or None)
+        reqs.append(by_task[task.id])
+    if shape is not None and shape.countable:
         kwargs = dict(agent.model.chat_template_kwargs)
-        work.first = [generate_unit(shape, r, kwargs, out) for r in reqs]
+        units = {k: generate_unit(shape, r, kwargs, out) for k, r in by_task.items()}
+        work.first = [units[task.id] for task, _ in pending]
         b = min(work.parallel, agent.batch.max_batch)
         plan.sample = GenerateSample(requests=reqs[:b], prompt_tokens=sum(u.prompt_tokens for u in work.first[:b]))
     plan.agent, plan.requests = work, len(reqs)
@@ -124,26 +137,55 @@ def judge_plan(cfg: JudgeConfig, tasks: Sequence[Task], reports: Sequence[Report
     plan = PhasePlan(f"judge/{cfg.id}", "judge", cfg.model, per_repetition=[])
     # a generate-mode report: its rubric prompts prefilled as one shared-prefix group, then the verdicts decoded together
     steps = min(VERDICT_TOKENS, cfg.max_tokens) if cfg.mode == "generate" else None
+    started = {k[1] for k in done if k[0] == cfg.id}
+    fresh: tuple[int, int, range] | None = None  # a repetition with nothing done: decisions, requests, its calls
+    units: dict[tuple, Unit] = {}
     for judge_run in range(cfg.runs):
+        if fresh is not None and judge_run not in started:  # the same work again: counted, not enumerated
+            plan.per_repetition.append(fresh[0])  # type: ignore[union-attr]
+            plan.requests += fresh[1]
+            for i in fresh[2]:
+                plan.repeats[i] += 1
+            continue
         work = pending_work(by_id, reports, done, cfg.id, judge_run)
         plan.per_repetition.append(sum(len(p.rubrics) for p in work))  # type: ignore[union-attr]
         live = [p for p in work if not is_empty_report(p.report)]  # empty reports never reach the model
-        plan.requests += sum(len(p.rubrics) for p in live)
-        if shape is None or shape.tokenizer is None:
-            continue
-        groups = [choice_group(p)[0] for p in live]
-        units = [choice_unit(shape, g, CHOICES) for g in groups]
-        if steps is not None:
-            for u in units:
-                u.steps = steps
-        plan.calls += [units[i : i + cfg.groups_per_call] for i in range(0, len(units), cfg.groups_per_call)]
-        if plan.sample is None and groups:
-            plan.sample = _choice_sample(shape, groups[0], CHOICES)
+        requests, first_call = sum(len(p.rubrics) for p in live), len(plan.calls)
+        plan.requests += requests
+        if shape is not None and shape.countable:
+            for i in range(0, len(live), cfg.groups_per_call):
+                plan.calls.append([_unit(shape, cfg, p, units) for p in live[i : i + cfg.groups_per_call]])
+                plan.repeats.append(1)
+            if plan.sample is None and live and shape.tokenizer is not None:
+                plan.sample = _choice_sample(shape, choice_group(live[0])[0], CHOICES)
+        if judge_run not in started:
+            fresh = (plan.per_repetition[-1], requests, range(first_call, len(plan.calls)))  # type: ignore[index]
     plan.decisions = sum(plan.per_repetition)  # type: ignore[arg-type]
     if cfg.mode == "generate":
         plan.assumptions.append(f"generate mode: {steps} output tokens per verdict "
                                 f"(high: max_tokens {cfg.max_tokens}); retries after unparseable answers not counted")
     return plan
+
+
+def _unit(shape: Shape, cfg: JudgeConfig, p: Any, seen: dict[tuple, Unit]) -> Unit:
+    """A report's work, computed once for every report with the same task, text and rubrics (the stand-ins for
+    the runs an agent has yet to do are alike)."""
+    from lifesearch_local.judge.rubric import CHOICES, choice_group
+
+    key = (p.task.id, hash(p.report.text), tuple(r.id for r in p.rubrics))
+    if key not in seen:
+        seen[key] = choice_unit(shape, choice_group(p)[0], CHOICES) if cfg.mode == "choice" else \
+            _verdict_unit(shape, cfg, p)
+    return seen[key]
+
+
+def _verdict_unit(shape: Shape, cfg: JudgeConfig, p: Any) -> Unit:
+    """A generate-mode report: its rubric prompts prefilled as one shared-prefix group, then the verdicts decoded together."""
+    from lifesearch_local.judge.rubric import CHOICES, choice_group
+
+    u = choice_unit(shape, choice_group(p)[0], CHOICES)
+    u.steps = min(VERDICT_TOKENS, cfg.max_tokens)
+    return u
 
 
 def _choice_sample(shape: Shape, group: Any, choices: Sequence[str]) -> ChoiceSample:
@@ -178,23 +220,21 @@ def reporteval_plan(judge: JudgeConfig, rcfg: Any, items: Sequence[Any], recorde
     from lifesearch_local.reporteval.items import SCORES
 
     plan = PhasePlan(f"reporteval/{judge.id}", "reporteval", judge.model, records=0, decisions=0)
+    seen: dict[tuple, tuple[int, list[Unit], Any]] = {}  # reports alike (an agent's stand-ins) counted once
     for metric in rcfg.metrics:
         todo = [it for it in items if (judge.id, metric, *it.report.key) not in recorded]
         plan.records += len(todo)  # type: ignore[operator]
         for i in range(0, len(todo), judge.groups_per_call):
-            batch = todo[i : i + judge.groups_per_call]
-            groups = _metric_groups(metric, judge, rcfg, batch)
-            if metric == "factuality":
-                n = _cited_pairs(batch)
+            units: list[Unit] = []
+            for it in todo[i : i + judge.groups_per_call]:
+                n, us, first = _item_work(metric, judge, rcfg, it, shape, seen)
                 plan.requests += n
                 plan.decisions += n  # type: ignore[operator]
-                continue
-            plan.requests += sum(len(g.requests) for g in groups)
-            plan.decisions += sum(len(g.requests) for g in groups)  # type: ignore[operator]
-            if shape is not None and shape.tokenizer is not None and groups:
-                plan.calls.append([choice_unit(shape, g, SCORES) for g in groups])
-                if plan.sample is None:
-                    plan.sample = _choice_sample(shape, groups[0], SCORES)
+                units += us
+                if plan.sample is None and first is not None and shape is not None and shape.tokenizer is not None:
+                    plan.sample = _choice_sample(shape, first, SCORES)
+            if units:
+                plan.calls.append(units)
     if "factuality" in rcfg.metrics:
         plan.assumptions.append("factuality: one chunk per cited source, every source fetched; its prompts' tokens "
                                 "(the source texts) and the fetching are not counted")
@@ -204,6 +244,22 @@ def reporteval_plan(judge: JudgeConfig, rcfg: Any, items: Sequence[Any], recorde
     if judge.mode == "generate":
         plan.assumptions.append("generate mode: counted as choice prompts (one answer per prompt)")
     return plan
+
+
+def _item_work(metric: str, judge: JudgeConfig, rcfg: Any, item: Any, shape: Shape | None,
+               seen: dict[tuple, tuple[int, list[Unit], Any]]) -> tuple[int, list[Unit], Any]:
+    """One report's requests under one metric, its choice groups' work, its first group (for a calibration)."""
+    from lifesearch_local.reporteval.items import SCORES
+
+    key = (metric, item.report.task_id, hash(item.report.text))
+    if key not in seen:
+        if metric == "factuality":
+            seen[key] = (_cited_pairs([item]), [], None)
+        else:
+            groups = _metric_groups(metric, judge, rcfg, [item])
+            units = [choice_unit(shape, g, SCORES) for g in groups] if shape is not None and shape.countable else []
+            seen[key] = (sum(len(g.requests) for g in groups), units, groups[0] if groups else None)
+    return seen[key]
 
 
 def _cited_pairs(batch: Sequence[Any]) -> int:

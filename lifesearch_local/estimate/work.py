@@ -7,12 +7,20 @@ counters; tests hold them to it.
 
 from __future__ import annotations
 
+import json
+import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 # vLLM caches whole blocks: a prompt recomputes what follows the last full block of the shared prefix.
 VLLM_BLOCK = {"cpu": 128, "cuda": 16}
+# Approximate tokens where no tokenizer is at hand (a model not downloaded here): about 4 ASCII characters a
+# token and 0.7 tokens a CJK character for current BPE tokenizers, and a few tokens of chat template a message.
+CHARS_PER_TOKEN = 4.0
+CJK_TOKENS = 0.7
+TEMPLATE_TOKENS = 5
 
 
 @dataclass(frozen=True)
@@ -45,17 +53,23 @@ class Arch:
     intermediate: int
     vocab: int
     tied: bool
+    experts: int = 1
+    """MLP experts per layer (1: a dense model)."""
+    active_experts: int = 1
+    """Experts each token goes through."""
 
     @property
     def linear_params(self) -> int:
-        """Weights every token multiplies through (attention projections and the gated MLP of each layer)."""
+        """Weights every token multiplies through (attention projections and the gated MLP of each layer; of a
+        mixture of experts, the experts a token is routed to)."""
         attn = self.hidden * self.heads * self.head_dim * 2 + self.hidden * self.kv_heads * self.head_dim * 2
-        return self.layers * (attn + 3 * self.hidden * self.intermediate)
+        return self.layers * (attn + 3 * self.hidden * self.intermediate * self.active_experts)
 
     @property
     def params(self) -> int:
-        """All weights, embeddings (and an untied lm_head) included; norms are negligible."""
-        return self.linear_params + self.vocab * self.hidden * (1 if self.tied else 2)
+        """All weights (every expert), embeddings (and an untied lm_head) included; norms are negligible."""
+        idle = self.layers * 3 * self.hidden * self.intermediate * (self.experts - self.active_experts)
+        return self.linear_params + idle + self.vocab * self.hidden * (1 if self.tied else 2)
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
@@ -74,10 +88,14 @@ def arch_of(config: Any) -> Arch | None:
     try:
         heads = int(c.num_attention_heads)
         head_dim = int(getattr(c, "head_dim", None) or c.hidden_size // heads)
+        experts = int(getattr(c, "num_local_experts", None) or getattr(c, "num_experts", None) or 1)
+        active = int(getattr(c, "num_experts_per_tok", None) or getattr(c, "experts_per_token", None) or 1)
         return Arch(layers=int(c.num_hidden_layers), hidden=int(c.hidden_size), heads=heads,
                     kv_heads=int(getattr(c, "num_key_value_heads", None) or heads), head_dim=head_dim,
-                    intermediate=int(c.intermediate_size), vocab=int(c.vocab_size),
-                    tied=bool(getattr(c, "tie_word_embeddings", False)))
+                    intermediate=int(getattr(c, "moe_intermediate_size", None) or c.intermediate_size)
+                    if experts > 1 else int(c.intermediate_size), vocab=int(c.vocab_size),
+                    tied=bool(getattr(c, "tie_word_embeddings", False)), experts=experts,
+                    active_experts=min(active, experts))
     except (AttributeError, TypeError, ValueError):
         return None
 
@@ -143,7 +161,7 @@ class Shape:
     """What the estimate needs of one model: how it tokenizes and computes."""
 
     tokenizer: Any
-    """Its tokenizer (None: tokens unknown, e.g. an endpoint)."""
+    """Its tokenizer (None: tokens unknown, e.g. an endpoint, or approximated from characters where `arch` is known)."""
     arch: Arch | None
     """Its shape (None: FLOPs unknown)."""
     limit: int | None
@@ -161,13 +179,47 @@ class Shape:
     notes: list[str] = field(default_factory=list)
     """What could not be known, said once."""
 
+    @property
+    def countable(self) -> bool:
+        """Whether its work can be counted: real tokens, or approximate ones on a known shape."""
+        return self.tokenizer is not None or self.arch is not None
+
+
+def approx_tokens(text: str) -> int:
+    """Tokens of `text` where no tokenizer is at hand: CHARS_PER_TOKEN ASCII characters a token, CJK_TOKENS a
+    token for every other character (what BPE tokenizers of current models give on English and Chinese prose)."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return math.ceil(ascii_chars / CHARS_PER_TOKEN + (len(text) - ascii_chars) * CJK_TOKENS)
+
+
+def _text(messages: Sequence[dict], tail: str = "") -> tuple[str, int]:
+    """A request's data as one text, and the tokens its chat template adds (TEMPLATE_TOKENS a message)."""
+    return "\n".join(str(m.get("content") or "") for m in messages) + tail, TEMPLATE_TOKENS * (len(messages) + 1)
+
+
+def approx_ids(group: Any, limit: int | None) -> list[list[int]]:
+    """Stand-in token ids of a group's prompts where no tokenizer is at hand: their shared prefix and each
+    suffix at their approximate lengths (a report longer than the context cut to fit, as the engine cuts it),
+    so that the kernel's own plan and vLLM's cache rule count them as they would the real ids."""
+    texts = [_text(r.messages, r.prefill) for r in group.requests]
+    shared = len(os.path.commonprefix([t for t, _ in texts])) if len(texts) > 1 else 0
+    widths = [approx_tokens(t[shared:]) + extra * (not shared) + 1 for t, extra in texts]
+    prefix = approx_tokens(texts[0][0][:shared]) + texts[0][1] if shared else 0
+    if limit:
+        prefix = max(0, min(prefix, limit - max(widths) - 1))
+    return [[0] * prefix + [k + 1] * w for k, w in enumerate(widths)]
+
 
 def choice_unit(shape: Shape, group: Any, choices: Sequence[str]) -> Unit:
-    """One choice group's work: its items as the engine builds them (`choice_group_items`), its passes."""
+    """One choice group's work: its items as the engine builds them (`choice_group_items`; without a tokenizer,
+    `approx_ids`), its passes."""
     from serving import choice_group_items, group_cost
 
-    items, _ = choice_group_items(shape.tokenizer, group, choices, shape.limit)
-    ids = [it.ids for it in items]
+    if shape.tokenizer is None:
+        ids = approx_ids(group, shape.limit)
+    else:
+        items, _ = choice_group_items(shape.tokenizer, group, choices, shape.limit)
+        ids = [it.ids for it in items]
     if shape.form == "vllm":
         passes = vllm_passes(ids, shape.device)
     else:  # an endpoint (form None) computes every prompt whole, as far as this machine can tell
@@ -182,7 +234,12 @@ def generate_unit(shape: Shape, request: Any, template_kwargs: dict[str, Any], o
     (fewer where the context leaves less room)."""
     from serving import chat_ids, request_cost
 
-    ids, _, room = chat_ids(shape.tokenizer, request, shape.limit, template_kwargs)
+    if shape.tokenizer is None:  # approximate tokens: the messages, the tool schemas, the template
+        text, extra = _text(request.messages, json.dumps(request.tools) if request.tools else "")
+        n = min(approx_tokens(text) + extra, (shape.limit or 10**9) - 1)
+        ids, room = range(n), (shape.limit or 10**9) - n
+    else:
+        ids, _, room = chat_ids(shape.tokenizer, request, shape.limit, template_kwargs)
     out = max(1, min(output_tokens, room))
     flops = shape.arch.flops(Pass(1, len(ids), 0, 1)) if shape.arch else 0.0  # the prefill; decoding is timed per step
     return Unit(flops=flops, tokens=len(ids) + out, prompt_tokens=len(ids), cost=request_cost(request), rows=1,

@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from lifesearch_local.records import Id
 from serving import ChoiceOnly, Execution, GenerateOnly, HFConfig, ModelConfig, Result, result_settings
 
+MAX_RUNS = 1000
+"""The most runs a config may ask for (agent runs per task, judge repetitions): the paper uses 1 to 3, and a
+count past this is a typo that would make every command enumerate it; refused where the config is read."""
 
 class JudgeConfig(BaseModel):
     """A judge configuration: one model, one mode, its settings. Its `id` tags every judgment."""
@@ -26,8 +29,8 @@ class JudgeConfig(BaseModel):
     """The model and the engine hosting it."""
     mode: Result[Literal["choice", "generate"]] = "choice"
     """choice: one forward pass reading p(true) vs p(false); generate: full JSON with a reason."""
-    runs: Execution[int] = Field(1, ge=1)
-    """Repetitions over the same reports (self-consistency); the paper grades with one."""
+    runs: Execution[int] = Field(1, ge=1, le=MAX_RUNS)
+    """Repetitions over the same reports (self-consistency); the paper grades with one. At most MAX_RUNS."""
     threshold: ChoiceOnly[float] = Field(0.5, ge=0.0, le=1.0)
     """choice mode: satisfied when p_true ≥ threshold."""
     max_tokens: GenerateOnly[int] = Field(512, ge=8)

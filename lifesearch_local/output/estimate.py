@@ -34,6 +34,8 @@ def estimate_lines(est: Mapping[str, Any], what: str) -> list[str]:
                      _num(p["memory_gib"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = [f"estimate of {what} (load average now {', '.join(f'{x:g}' for x in est['load_average'])})"]
+    if est.get("busy"):
+        out.append(est["busy"])
     out += ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     total = est.get("total_seconds")
     if total is not None:
@@ -42,6 +44,11 @@ def estimate_lines(est: Mapping[str, Any], what: str) -> list[str]:
                    f"GPU-hours {est['gpu_hours']:g}")
     else:
         out.append("total: unknown (a phase or the start-up has no profile; `lifesearch estimate` calibrates them)")
+    dev = est.get("device")
+    if dev:
+        out.append(f"device assumed for GPU phases: {dev['label']} ({dev['bf16_tflops']:,g} TFLOP/s bf16 dense, "
+                   f"{dev['memory_gb']:g} GB, {dev['bandwidth_gbs']:,g} GB/s; {dev['source']}); {dev['mfu']:g} of "
+                   f"peak for prompts, {dev['bandwidth_use']:g} of the bandwidth for decoding (--device, --mfu)")
     m = est["memory"]
     fits = {True: "fits", False: "DOES NOT FIT", None: "fit unknown"}[m["fits"]]
     out.append(f"memory: {_num(m['needed_gib'])} GiB needed (largest phase: weights + KV cache at the budget), "

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lifesearch_local.agent.config import AgentConfig
 from lifesearch_local.configfile import load_yaml, validate_config
-from lifesearch_local.judge.config import JudgeConfig
+from lifesearch_local.judge.config import MAX_RUNS, JudgeConfig
 from lifesearch_local.reporteval.config import ReportEvalConfig
 from lifesearch_local.web.config import WebConfig
 from serving import Execution, RayConfig, Result
@@ -49,8 +49,8 @@ class RunConfig(BaseModel):
     """Tasks JSONL (the real LifeSearch release, or the bundled samples)."""
     task_ids: Result[list[str] | None] = None
     """Only these tasks (default: all)."""
-    runs: Result[int] = Field(1, ge=1)
-    """Independent agent runs per task (the paper uses 3)."""
+    runs: Result[int] = Field(1, ge=1, le=MAX_RUNS)
+    """Independent agent runs per task (the paper uses 3); at most MAX_RUNS (judge/config.py)."""
     reports: Result[str | None] = None
     """Existing reports JSONL to judge (sweeps, re-judging) instead of running agents."""
     agents: Result[list[AgentConfig]] = Field(default_factory=list)

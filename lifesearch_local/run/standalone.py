@@ -90,14 +90,18 @@ def judge_run(inv: JudgeInvocation, *, after: AfterJudge, say: Say) -> tuple[Est
     returns None, and its manifest gets the invocation's estimate at its start and what it took at its end."""
     import time
 
+    from lifesearch_local.estimate.cost import _cuda, model_device
     from lifesearch_local.estimate.dry_run import record_actual, record_estimate
     from lifesearch_local.judge.stage import judge_stage
     from lifesearch_local.run.preflight import preflight
     from serving import ray_session
 
     tasks, reports = judge_inputs(inv, say)
-    if inv.dry_run != "never":  # before the run directory exists
-        preflight([(f"judge {c.id}", c.model) for c in inv.judges], inv.ray)
+    # a dry run prices a GPU judge on a machine without a GPU on an assumed GPU: nothing to check for it here
+    checked = [(f"judge {c.id}", c.model) for c in inv.judges
+               if inv.dry_run is None or not (model_device(c.model) == "cuda" and not _cuda())]
+    if inv.dry_run != "never" and checked:  # before the run directory exists
+        preflight(checked, inv.ray)
     if inv.dry_run is not None:
         return judge_estimate(inv, inv.out, tasks, reports), len(reports)
     with open_run(inv.out, "judge", inputs={"tasks": inv.tasks, "reports": inv.reports}, keep=(JUDGMENTS,)) as rd, \

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._util import stop
+from .._util.threads import fit_torch_threads
 from ..chat import (
     Item,
     chat_ids,
@@ -59,6 +60,8 @@ class HFEngine(Engine):
         hf_logging.disable_progress_bar()
         self.cfg = cfg
         device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        if device == "cpu":
+            fit_torch_threads()
         dtype = {"auto": torch.bfloat16 if device == "cuda" else torch.float32, "float32": torch.float32,
                  "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.dtype]
         if device == "cpu" and cfg.dtype in ("bfloat16", "float16"):

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._util.logs import log_to_stderr
+from .._util.threads import fit_torch_threads
 from ..config import ModelConfig
 from ..engines import open_engine
 from ..engines.vllm import clear_stray_vllm_env
@@ -26,10 +27,8 @@ class EngineHost:
         log_to_stderr(ours=("serving",))
         self.cleared_env = clear_stray_vllm_env()
         if threads and cfg.backend == "hf":
-            import torch
-
-            # Ray sets OMP_NUM_THREADS=1 in workers; match the CPUs the actor reserved.
-            torch.set_num_threads(threads)
+            # Ray sets OMP_NUM_THREADS=1 in workers; match the CPUs the actor reserved (and may use here).
+            fit_torch_threads(reserved=threads)
         t0 = time.perf_counter()
         self.cfg = cfg
         self.engine = open_engine(cfg)

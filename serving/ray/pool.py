@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._util.threads import actor_env
 from ..config import ModelConfig, RayConfig
 from ..protocol import ChatRequest, ChoiceGroup, ChoiceResult, Engine, EngineInfo, Generation
 from .nodes import count_records, node_of, tally, where
@@ -141,6 +142,9 @@ class RayPool(Engine):
             env["env_vars"] = {**env.get("env_vars", {}), **self.ray_cfg.env_vars}
         actor_cls = ray.remote(self._host or EngineHost)
         threads = max(1, int(res["num_cpus"])) if res["num_gpus"] == 0 else None
+        if threads and self.model.backend == "hf":  # the wait policy must be in the worker's env before torch starts
+            wait = actor_env(remote=cluster_address(self.ray_cfg) is not None)
+            env["env_vars"] = {**wait, **env.get("env_vars", {})}  # the config's own env_vars win
         run = uuid.uuid4().hex[:8]
         for i in range(self.ray_cfg.replicas):
             name = f"{self.phase}-{run}-{i}"

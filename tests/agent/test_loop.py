@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import httpx
 import pytest
@@ -103,17 +102,15 @@ class SleepTool:
 
 def test_parallel_calls_of_one_decision_run_concurrently(tmp_path, sample_tasks, corpus_index):
     task = sample_tasks["sample-en-03"]
-    many = "".join(call("sleep", s=0.4) for _ in range(3)) + call("web_fetch", url="https://tallyflow.example/docs/changelog")
+    many = "".join(call("sleep", s=1.0) for _ in range(3)) + call("web_fetch", url="https://tallyflow.example/docs/changelog")
     script = Script({task.question: [many, "done"]})
-    t0 = time.perf_counter()
     (report,), (traj,), _ = run_one(tmp_path, task, agent_config(), script, corpus_index, extra_tools={"sleep": SleepTool()})
     calls = steps(traj)[0]["calls"]
     assert len(calls) == 4 and all(c["ok"] for c in calls)
     sleeps = [c for c in calls if c["tool"] == "sleep"]
     overlap = min(c["end_s"] for c in sleeps) - max(c["start_s"] for c in sleeps)
-    assert overlap > 0.3  # all three sleeping at once, not one after another (1.2 s)
-    assert max(c["end_s"] for c in calls) - min(c["start_s"] for c in calls) < 1.0
-    assert time.perf_counter() - t0 < 5 and report.status == "completed"
+    # all three asleep at one moment: one after another, the last would start after the first ended (overlap -2 s)
+    assert overlap > 0 and report.status == "completed"
 
 
 def test_malformed_call_timeout_and_fetch_failure_are_observations(tmp_path, sample_tasks, corpus_index):

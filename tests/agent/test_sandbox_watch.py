@@ -45,13 +45,20 @@ def test_tree_bytes_stops_once_past_the_cap(tmp_path):
     assert 10 * INODE_BYTES < total <= 11 * INODE_BYTES
 
 
+STATUS = b"Name:\tpython\nVmRSS:\t  90000 kB\nRssAnon:\t   70000 kB\nRssFile:\t   19000 kB\nRssShmem:\t    1000 kB\n"
+
+
+def test_memory_of_counts_resident_anonymous_and_shared_memory(monkeypatch):
+    # a fixed status text: how much a process holds on a loaded machine is not the test's to control
+    import lifesearch_local.agent.sandbox_watch as watch
+
+    monkeypatch.setattr(watch, "_proc", lambda path: STATUS)
+    assert memory_of(1234) == (70000 + 1000) << 10  # file-backed pages (shared libraries) are not the call's
+
+
 @needs_proc
-def test_memory_of_sees_resident_memory_grow():
-    before = memory_of(os.getpid())
-    block = bytearray(64 << 20)
-    block[::4096] = b"x" * len(block[::4096])
-    assert memory_of(os.getpid()) - before >= 60 << 20
-    del block
+def test_memory_of_reads_this_process_and_zero_for_a_gone_one():
+    assert memory_of(os.getpid()) > 0
     assert memory_of(999_999_999) == 0
 
 
@@ -113,7 +120,7 @@ def test_the_watch_kills_a_call_past_its_memory():
            "    blocks.append(b); time.sleep(0.01)\nprint('held 640 MiB')"
     status, seconds, events = _watched(code, {"memory_mb": 128, "scratch_mb": 64, "workdir": "/nonexistent"},
                                        {"memory": "rss-watch", "scratch": "tmpfs"})
-    assert status == 137 and seconds < 20
+    assert status == 137  # killed: left alone, it would print and exit 0 within a second
     assert events and events[0]["killed"] == "memory_limit" and events[0]["limit_mb"] == 128
     assert 128 < events[0]["held_mb"] < 128 + 64  # within a few measurements of the cap
 

@@ -142,3 +142,16 @@ def test_json_stdout_moves_what_child_processes_write_to_stderr(tmp_path):
     assert run.returncode == 0, run.stderr
     assert run.stdout == '{"ok": 1}\nafter\n'
     assert "engine-noise" in run.stderr and "python-noise" in run.stderr
+
+
+def test_a_busy_machine_is_said_in_one_line(bench, monkeypatch):
+    from serving._util import threads
+
+    monkeypatch.setattr(threads, "_loadavg", lambda: "3.00 2.00 1.00 4/300 9")
+    monkeypatch.setattr(threads, "read_limits", lambda env=None, reserved=None: threads.CpuLimits(2, None, None))
+    r = bench(*ARGS, "--json", "--repeats", "1", "--baseline", "none")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["busy"].startswith("machine busy: load average 3, 3 other busy process(es) on 2 usable CPU(s)")
+    text = bench(*ARGS, "--repeats", "1", "--baseline", "none")
+    assert out["busy"].split(";")[0] in text.stdout and out["busy"].split(";")[0] in text.stderr

@@ -33,7 +33,7 @@ def test_cluster_wait_fails_at_once_when_the_heads_process_is_gone(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait(timeout=30)
-    assert p.returncode == 2 and time.monotonic() - t0 < 30
+    assert p.returncode == 2 and time.monotonic() - t0 < 60  # at once, not after its --timeout of 120 s
     assert err.strip().splitlines() == [
         f"error: the Ray head on n1 (pid {head.pid}) exited before the cluster came up: "
         f"ValueError: the head could not start; its log: {tmp_path / 'head.log'}"]

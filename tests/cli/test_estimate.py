@@ -14,6 +14,7 @@ from tests.helpers.inputs import SAMPLE
 
 @pytest.fixture
 def profiles(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # `estimate` sets it for the process: undone after the test
     d = tmp_path / "profiles"
     monkeypatch.setattr(calibrate, "cache_dir", lambda: d)
     return d
@@ -43,7 +44,8 @@ def test_estimate_calibrates_once_and_prints_the_fields(tmp_path, profiles, caps
     # the stored profile answers the next estimate: no model loaded, the same figures
     code, out, _ = run_cli(["estimate", "--config", config, "--json", "--no-calibrate"], capsys)
     again = json.loads(out)
-    assert "stored profile" in again["phases"]["judge/tiny"]["basis"]
+    basis = again["phases"]["judge/tiny"]["basis"]
+    assert basis.startswith(f"stored profile {profiles}/") and ".json measured 20" in basis  # where it lives, when
     assert again["phases"]["judge/tiny"]["seconds"] == judge["seconds"] and again["total_seconds"] == est["total_seconds"]
 
 
@@ -83,3 +85,30 @@ def test_a_config_nested_100k_deep_is_one_line(tmp_path, capsys):
     code, _, err = run_cli(["estimate", "--config", str(cfg)], capsys)
     assert code == 2 and err.strip().splitlines() == [
         f"error: {cfg}: nested deeper than a config can be (at most 64 levels)"]
+
+
+def test_a_gpu_config_on_this_cpu_answers_with_numbers_and_names_its_device(tmp_path, monkeypatch, capsys):
+    from lifesearch_local.estimate import cost, dry_run
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the command sets it: no hub call, no retry loop
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for module in (cost, dry_run):  # as on a machine without a GPU
+        monkeypatch.setattr(module, "_cuda", lambda: False)
+    code, out, err = run_cli(["estimate", "--config", "configs/single_gpu.yaml", "--out", str(tmp_path / "r"), "--json"],
+                             capsys)
+    assert code == 0, err
+    est = json.loads(out)
+    assert est["device"]["device"] == "h100" and est["total_seconds"] > 0 and est["gpu_hours"] > 0
+    assert "Retry" not in err
+    code, out, err = run_cli(["estimate", "--config", "configs/single_gpu.yaml", "--out", str(tmp_path / "r"),
+                              "--device", "rtx4090", "--mfu", "0.5"], capsys)
+    assert code == 0, err
+    assert "device assumed for GPU phases: NVIDIA GeForce RTX 4090 24GB (165.2 TFLOP/s bf16 dense" in out
+    assert "0.5 of peak for prompts" in out and "unknown" not in out
+    code, _, err = run_cli(["estimate", "--config", "configs/single_gpu.yaml", "--device", "tpu"], capsys)
+    assert code == 2 and err.strip().splitlines() == [
+        "error: --device 'tpu': not a known GPU; known: h100, h100-pcie, h100-nvl, h200, a100-40, a100-80, l40s, "
+        "a10, l4, rtx4090"]
+    with pytest.raises(SystemExit) as e:
+        run_cli(["estimate", "--config", "configs/single_gpu.yaml", "--mfu", "1.5"], capsys)
+    assert e.value.code == 2 and "not a share of the peak in (0, 1]" in capsys.readouterr().err

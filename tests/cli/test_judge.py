@@ -24,6 +24,25 @@ def test_the_summary_of_a_judge_stopped_before_its_first_report_does_not_say_it_
     assert "(nothing left to judge)" in capsys.readouterr().out
 
 
+def test_a_busy_machine_is_said_under_the_judges_rate(tmp_path, capsys, monkeypatch):
+    from lifesearch_local.cli.judge import busy_line, report
+    from lifesearch_local.judge.config import JudgeConfig
+    from lifesearch_local.rundir.directory import RunDir
+    from serving._util import threads
+    from serving.config import model_config
+
+    monkeypatch.setattr(threads, "_loadavg", lambda: "4.00 3.00 2.00 5/300 9")
+    monkeypatch.setattr(threads, "read_limits", lambda env=None, reserved=None: threads.CpuLimits(2, None, None))
+    local = JudgeConfig(id="tiny", model=model_config(model="tiny-llama"))
+    remote = JudgeConfig(id="r", model=model_config(backend="openai", model="m", base_url="http://127.0.0.1:9/v1"))
+    busy = busy_line([local])
+    assert busy is not None and busy.startswith("machine busy: load average 4, 4 other busy process(es)")
+    assert busy_line([remote]) is None  # an endpoint computes elsewhere
+    report(local, {"decisions": 6, "wall_s": 1.5, "decisions_per_s": 4.0}, RunDir(tmp_path), busy=busy)
+    said = capsys.readouterr()
+    assert said.out.startswith("judge tiny: 6 decisions in 1.5 s") and said.err.strip() == busy
+
+
 def test_generate_mode_answer_cap_and_retries_from_the_command_line(tmp_path, capsys):
     import json
 

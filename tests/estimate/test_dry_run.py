@@ -122,3 +122,78 @@ def test_tokens_are_the_kernels_own_on_real_reports(tmp_path, kernel):
     assert est.phases["judge/t"].prompt_tokens == stats["prompt_tokens"]
     assert est.phases["judge/t"].decisions == stats["decisions"]
     assert est.memory.needed_gib > 0 and est.memory.fits is True
+
+
+def test_a_busy_machine_widens_the_cpu_phases_high_ends(monkeypatch):
+    from lifesearch_local.estimate.cost import PhaseEstimate, Seconds
+    from lifesearch_local.estimate.dry_run import _widen_for_load
+    from serving._util import threads
+
+    monkeypatch.setattr(threads, "read_limits", lambda env=None, reserved=None: threads.CpuLimits(2, None, None))
+    phases = {n: PhaseEstimate(kind="judge", model="m", seconds=Seconds(estimate=10.0, low=8.0, high=12.0))
+              for n in ("judge/cpu", "judge/endpoint")}
+    monkeypatch.setattr(threads, "_loadavg", lambda: "0.20 0.20 0.20 1/300 9")
+    notes: list[str] = []
+    assert _widen_for_load(phases, {"judge/cpu"}, notes) is None and phases["judge/cpu"].seconds.high == 12.0
+    monkeypatch.setattr(threads, "_loadavg", lambda: "1.00 0.50 0.20 2/300 9")  # one hog beside 2 threads on 2 CPUs
+    line = _widen_for_load(phases, {"judge/cpu"}, notes)
+    assert line is not None and line.startswith("machine busy")
+    assert phases["judge/cpu"].seconds.high == 24.0 and phases["judge/cpu"].seconds.estimate == 10.0
+    assert phases["judge/endpoint"].seconds.high == 12.0  # computed elsewhere: this machine's load is not its
+    assert notes == ["the high ends of CPU phases are widened 2× for the load now"]
+
+
+def test_a_gpu_config_on_a_machine_without_one_is_priced_on_a_stated_device(tmp_path, monkeypatch):
+    from lifesearch_local.estimate import cost, dry_run
+    from lifesearch_local.estimate.devices import GpuAssumption
+    from lifesearch_local.run.config import load_run_config
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # the model is nowhere here: the built-in shape
+    for module in (cost, dry_run):  # as on a machine without a GPU
+        monkeypatch.setattr(module, "_cuda", lambda: False)
+    cfg = load_run_config("configs/single_gpu.yaml").model_copy(update={"out": str(tmp_path / "run")})
+    est = estimate_run(cfg, calibrate="auto")
+    assert est.device is not None and est.device["label"] == "NVIDIA H100 SXM5 80GB" and est.device["mfu"] == 0.35
+    for p in est.phases.values():
+        assert p.seconds is not None and 0 < p.seconds.low < p.seconds.estimate < p.seconds.high
+        assert p.gpus == 1.0 and p.gpu_hours == round(p.seconds.estimate / 3600, 4) and p.tokens > 0
+        assert p.basis == "analytic, on the assumed NVIDIA H100 SXM5 80GB"
+    assert est.total_low_seconds < est.total_seconds < est.total_high_seconds and est.gpu_hours > 0
+    assert est.memory.fits is True and est.memory.device == "NVIDIA H100 SXM5 80GB (assumed)"
+    judge = est.phases["judge/qwen3-8b-choice"]
+    slower = estimate_run(cfg, calibrate="auto", gpu=GpuAssumption("a10", 0.35)).phases["judge/qwen3-8b-choice"]
+    assert slower.tokens == judge.tokens and slower.seconds.estimate > judge.seconds.estimate  # an A10's 125 TFLOP/s
+    assert not (tmp_path / "run").exists()
+
+
+def test_repetitions_with_nothing_done_are_counted_not_enumerated(tmp_path):
+    from lifesearch_local.estimate.plan import judge_plan
+    from lifesearch_local.estimate.work import Arch, Shape
+
+    tasks = load_tasks(SAMPLE / "tasks.jsonl")
+    reports = read_records(SAMPLE / "reports.jsonl", Report)[:3]
+    arch = Arch(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128, vocab=1000, tied=True)
+    shape = Shape(tokenizer=None, arch=arch, limit=None, device="cuda", form="two_stage")
+    one = judge_plan(JudgeConfig(id="x", model=model_config(model="m")), tasks, reports, set(), shape)
+    # repetition 1 half done: it is planned on its own; the other 998 are the first one's work again
+    j = one.calls[0][0]
+    done = {("x", 1, reports[0].task_id, reports[0].agent, reports[0].run, r.id)
+            for r in next(t for t in tasks if t.id == reports[0].task_id).rubrics}
+    many = judge_plan(JudgeConfig(id="x", model=model_config(model="m"), runs=1000), tasks, reports, done, shape)
+    assert len(many.calls) == 2 * len(one.calls) and many.repeats[: len(one.calls)] == [999] * len(one.calls)
+    assert many.per_repetition[0] == many.per_repetition[2] == many.per_repetition[999] == one.decisions
+    assert many.per_repetition[1] < one.decisions and many.decisions == 999 * one.decisions + many.per_repetition[1]
+    assert sum(n * u.flops for call, n in many.weighted() for u in call) > 999 * j.flops
+
+
+def test_more_agent_runs_than_an_estimate_plans_are_refused_in_one_line(tmp_path, monkeypatch):
+    from lifesearch_local.errors import LifesearchError
+    from lifesearch_local.estimate import dry_run
+
+    monkeypatch.setattr(dry_run, "MAX_AGENT_RUNS", 50)
+    cfg = RunConfig(name="x", out=str(tmp_path / "run"), tasks=str(SAMPLE / "tasks.jsonl"), runs=6,
+                    agents=[AgentConfig(id="a", model=model_config(model="tiny-qwen3"))])
+    with pytest.raises(LifesearchError, match=r"^estimate: 10 task\(s\) × 6 run\(s\) × 1 agent\(s\) = 60 agent runs, "
+                                              r"more than the 50 an estimate plans; lower `runs` or select tasks$"):
+        estimate_run(cfg, calibrate="never")

@@ -116,3 +116,31 @@ def test_a_pool_call_lasts_as_long_as_its_busiest_replica():
     assert replica_seconds([5, 3, 1], [1.0, 4.0, 3.0], 2) == 7.0
     assert replica_seconds([5, 3, 1], [1.0, 4.0, 3.0], 1) == 8.0
     assert kernel_passes([[1, 2, 3], [1, 2, 4]], "shared", 100) == [Pass(1, 2, 0, 1), Pass(2, 1, 2, 2)]
+
+
+def test_tokens_without_a_tokenizer_are_approximated_from_characters():
+    from lifesearch_local.estimate.work import approx_tokens
+
+    assert approx_tokens("") == 0 and approx_tokens("abcd" * 10) == 10  # 4 ASCII characters a token
+    assert approx_tokens("研究报告") == 3  # 0.7 a CJK character, rounded up: ceil(2.8)
+    assert approx_tokens("ab研究") == 2  # ceil(0.5 + 1.4)
+
+
+def test_a_choice_group_without_a_tokenizer_shares_its_prefix_once():
+    from lifesearch_local.estimate.work import Arch, Shape, choice_unit
+    from serving.protocol import ChoiceGroup, ChoiceRequest
+
+    report = "word " * 400  # 2,000 characters: 500 tokens
+    group = ChoiceGroup(key="g", requests=[
+        ChoiceRequest(messages=[{"role": "user", "content": report + "Rubric: " + c}], prefill='{"satisfied": ')
+        for c in ("aaaa" * 5, "bbbb" * 10)])
+    arch = Arch(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128, vocab=1000, tied=True)
+    shape = Shape(tokenizer=None, arch=arch, limit=None, device="cuda", form="two_stage")
+    u = choice_unit(shape, group, ("true", "false"))
+    prefix = 502 + 10  # the report and "Rubric: " (2,008 characters), 5 template tokens a message and the reply
+    widths = [9 + 1, 14 + 1]  # the rubric and the prefill (34 and 54 characters), the decision token
+    # the kernel's own plan: the prefix in one chunk, then both rows in one batch, padded to the wider (two_stage)
+    assert u.rows == 2 and u.passes == 2 and u.tokens == prefix + 2 * max(widths)
+    assert u.prompt_tokens == 2 * prefix + sum(widths) and u.flops > 0
+    cut = choice_unit(Shape(tokenizer=None, arch=arch, limit=300, device="cuda", form="vllm"), group, ("true", "false"))
+    assert cut.prompt_tokens == 2 * (300 - 15 - 1) + sum(widths)  # the report cut to fit the context, as the engine does

@@ -25,3 +25,9 @@ def test_an_unknown_time_is_said_not_shown_as_zero():
     est = {**EST, "phases": {"judge/j": {**PHASE, "seconds": None}}, "total_seconds": None}
     text = "\n".join(estimate_lines(est, "judge"))
     assert "unknown" in text and "total: unknown" in text
+
+
+def test_a_busy_machine_is_said_under_the_heading():
+    lines = estimate_lines({**EST, "busy": "machine busy: load average 3 …"}, "judge")
+    assert lines[1] == "machine busy: load average 3 …"
+    assert not any(line.startswith("machine busy") for line in estimate_lines(EST, "judge"))

@@ -89,3 +89,20 @@ def test_shipped_configs_are_valid_run_configs():
     assert load_run_config(ROOT / "configs" / "cluster.yaml").ray.address == "auto"
     ids = [j.id for j in load_run_config(ROOT / "configs" / "judges.yaml").judges]
     assert len(ids) == len(set(ids)) >= 7
+
+
+@pytest.mark.parametrize(("yaml", "field"), [("runs: 1000000000\n", "runs"),
+                                             ("judge: {id: j, runs: 1001}\n", "judge.runs")])
+def test_runs_past_the_stated_limit_are_refused_in_one_line(tmp_path, yaml, field):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\n" + yaml)
+    with pytest.raises(InputError) as e:
+        load_run_config(path)
+    assert str(e.value) == f"{path}: {field}: Input should be less than or equal to 1000"
+
+
+def test_the_command_lines_runs_are_bounded_too(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["judge", "--tasks", str(SAMPLE / "tasks.jsonl"), "--reports", str(SAMPLE / "reports.jsonl"),
+              "--out", "unused", "--runs", "1000000000", "--dry-run"])
+    assert e.value.code == 2 and "argument --runs: at most 1,000 runs, got 1,000,000,000" in capsys.readouterr().err

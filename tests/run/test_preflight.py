@@ -36,7 +36,7 @@ def cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str, f
 def assert_setup_error(rc: int, err: str, seconds: float, *needles: str) -> None:
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err and seconds < 10
+    assert "Traceback" not in err and seconds < 60  # no retry loop (the hub client's took minutes)
     for needle in needles:
         assert needle in lines[0], lines[0]
 

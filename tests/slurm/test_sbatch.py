@@ -162,5 +162,5 @@ def test_a_ray_head_that_fails_fails_the_job_in_seconds(tmp_path):
     assert len(errors) == 1 and errors[0].startswith("error: the Ray head on "), job.log()
     assert "exited" in errors[0] and str(head_log) in errors[0], errors
     assert head_log.exists() and "Not a directory" in head_log.read_text()
-    assert took < 30, f"the job took {took:.0f} s to fail"
+    assert took < 100, f"the job took {took:.0f} s to fail"  # at once, not after the cluster wait (600 s)
     assert "Ray nodes alive" not in job.log() and len(log) == 2, job.log()  # the head's line, the error

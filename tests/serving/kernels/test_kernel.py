@@ -215,18 +215,24 @@ text = " ".join(f"Finding {i}: revenue grew in region {i % 7}." for i in range(2
 backend = HFEngine(engine_config(model_config(model="tiny-llama", kernel="two_stage")))
 backend.scorer.prefill_chunk = 256
 forward = backend.model.forward
+calls = [0]
+def counted(*a, **kw):
+    calls[0] += 1
+    return forward(*a, **kw)
 def announce(*a, **kw):
     print("FORWARD", flush=True)
-    backend.model.forward = forward
-    return forward(*a, **kw)
+    backend.model.forward = counted
+    return counted(*a, **kw)
 backend.model.forward = announce
 stats = judge_stage(RunDir(sys.argv[1]), [task], [Report(task_id="t1", agent="a", text=text)],
                     JudgeConfig(id="j"), backend, show=False)
+chunks = len(backend.tokenizer(text, add_special_tokens=False)["input_ids"]) // 256
 print("STATS " + json.dumps(stats), flush=True)
+print(f"CHUNKS {calls[0]} of at least {chunks}", flush=True)
 """
 
 
-def test_sigterm_during_a_long_prefill_stops_within_seconds(tmp_path):
+def test_sigterm_during_a_long_prefill_stops_at_a_chunk_boundary(tmp_path):
     """A ~31k-token report: one whole-prefix forward takes tens of seconds on CPU; chunked, SIGTERM
     is honoured at the next chunk boundary and the stage exits 0 with nothing half-written."""
     import signal
@@ -239,14 +245,14 @@ def test_sigterm_during_a_long_prefill_stops_within_seconds(tmp_path):
     try:
         assert proc.stdout.readline().strip() == "FORWARD", proc.stderr.read()[-2000:]
         time.sleep(0.5)
-        t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
-        waited = time.monotonic() - t0
+        out, err = proc.communicate(timeout=110)
     finally:
         proc.kill()
     assert proc.returncode == 0, err[-2000:]
-    assert waited < 8.0, f"took {waited:.1f} s to stop"
+    # stopped at a chunk boundary inside the prefill, whatever the machine's speed: fewer forward calls than chunks
+    done, _, _, _, total = next(line for line in out.splitlines() if line.startswith("CHUNKS ")).split()[1:]
+    assert int(done) < int(total), out
     stats = next(line for line in out.splitlines() if line.startswith("STATS "))
     assert '"stopped_early": true' in stats and '"decisions": 0' in stats
     judgments = tmp_path / "judgments.jsonl"
