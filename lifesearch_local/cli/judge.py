@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 
 from lifesearch_local.cli.common import (
@@ -70,19 +69,11 @@ def run(args: argparse.Namespace) -> int:
     from lifesearch_local.run.standalone import judge_run
 
     inv = invocation(args)
-    busy = None if inv.dry_run is not None else busy_line(inv.judges)  # the machine as the judge finds it, said beside its rate
-    estimated = judge_run(inv, after=functools.partial(report, busy=busy), say=print)
+    estimated = judge_run(inv, after=report, say=print)
     if estimated is not None:  # --dry-run
         est, n_reports = estimated
         show(est, f"`judge` of {n_reports} reports into {inv.out}")
     return 0
-
-
-def busy_line(judges) -> str | None:
-    """One line when this machine is busier than a local engine's threads allow (its timings will show it)."""
-    from serving import contention
-
-    return contention().line() if any(j.model.backend != "openai" for j in judges) else None
 
 
 def invocation(args: argparse.Namespace):
@@ -99,7 +90,7 @@ def invocation(args: argparse.Namespace):
                            dry_run=dry_run)
 
 
-def report(cfg, stats: dict, rd, busy: str | None = None) -> bool:
+def report(cfg, stats: dict, rd) -> bool:
     """Print one judge's summary line; False when a signal stopped the stage."""
     if stats["decisions"]:
         rate = f", {stats['decisions_per_s']} decisions/s"
@@ -110,8 +101,8 @@ def report(cfg, stats: dict, rd, busy: str | None = None) -> bool:
     form = f", kernel {stats['kernel_form']}" if "kernel_form" in stats else ""
     where = f", {stats['ray_replicas']} Ray replicas" if "ray_replicas" in stats else ""
     print(f"judge {cfg.id}: {stats['decisions']} decisions in {stats['wall_s']} s{rate}{form}{where} -> {rd.file(JUDGMENTS)}")
-    if busy and stats["decisions"]:
-        print(busy, file=sys.stderr)  # a notice about the timing, beside the summary, not part of it
+    if stats.get("machine_busy") and stats["decisions"]:
+        print(stats["machine_busy"], file=sys.stderr)  # a notice about the timing, beside the summary, not part of it
     if stats.get("stopped_early"):
         print("stopped by signal; rerun the same command to finish")
         return False

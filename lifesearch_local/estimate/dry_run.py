@@ -7,10 +7,12 @@ engine's profile (stored, or calibrated now: estimate/calibrate.py), and adds up
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -315,6 +317,17 @@ def record_run_estimate(rd: Any, cfg: RunConfig, phases: Sequence[str], today: d
     """A run's own estimate at its start (stored profiles only: no model is loaded for it), in the manifest
     beside which the run's end writes what it actually took; None (logged) when it cannot be made."""
     return record_estimate(rd, "run", lambda: estimate_run(cfg, phases=phases, calibrate="never", local_only=True, today=today))
+
+
+@contextlib.contextmanager
+def recorded_estimate(rd: Any, what: str, make: Callable[[], Estimate]) -> Iterator[dict[str, dict[str, Any]]]:
+    """A block of work with its estimate in the manifest: `make()`, the estimate of this `what`, made and recorded
+    as the block starts (`record_estimate`), and as it ends what the block took (`record_actual`): its wall
+    seconds, and the stats of each stage it puts in the dict it gets. A block that raises records no actual figures."""
+    t0 = time.perf_counter()
+    est, stages = record_estimate(rd, what, make), {}
+    yield stages
+    record_actual(rd, est, stages, round(time.perf_counter() - t0, 3))
 
 
 def record_estimate(rd: Any, what: str, make: Callable[[], Estimate]) -> Estimate | None:

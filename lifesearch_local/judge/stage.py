@@ -15,7 +15,7 @@ from lifesearch_local.llm.models import random_weights
 from lifesearch_local.llm.prompts import load_template
 from lifesearch_local.records import Judgment, Report, Task
 from lifesearch_local.rundir.directory import JUDGMENTS, RunDir
-from lifesearch_local.rundir.manifest import ConfigChanged, config_hash, resume_config, settings_hash
+from lifesearch_local.rundir.manifest import ConfigChanged, config_hash, resume_config
 from lifesearch_local.runtime.progress import progress_bar
 from lifesearch_local.runtime.skeleton import OpenModel, Stage, open_stage
 from serving import Engine, RayConfig, reporting, until_stopped
@@ -49,13 +49,14 @@ def judge_stage(
     unknown = sorted({r.task_id for r in reports} - by_id.keys())
     if unknown:
         raise LifesearchError(f"reports for tasks not in the tasks file: {', '.join(unknown[:5])}")
-    settings = resume_config(cfg)
-    guard = _Guard(rd, cfg, by_id, settings_hash(settings), force_config)
-    with open_stage(rd, guard.stage, command="judge", settings=settings, recorded=lambda: rd.load(JUDGMENTS, Judgment),
-                    resuming=lambda recs: any(j.judge == cfg.id for j in recs), force=force_config, model=cfg.model,
-                    ray=ray, engine=backend, open_model=open_model, check=guard.records, on_open=guard.engine) as st:
+    guard = _Guard(rd, cfg, by_id, force_config)
+    with open_stage(rd, guard.stage, command="judge", settings=resume_config(cfg),
+                    recorded=lambda: rd.load(JUDGMENTS, Judgment), resuming=lambda recs: any(j.judge == cfg.id for j in recs),
+                    force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model,
+                    stamps=lambda recs: Counter(j.settings for j in recs if j.judge == cfg.id), check=guard.records,
+                    on_open=guard.engine) as st:
         done = {j.key for j in st.recorded}
-        decisions, stopped = _judge_all(st, by_id, reports, cfg, done, show, guard.stamp)
+        decisions, stopped = _judge_all(st, by_id, reports, cfg, done, show, st.stamp)
         st.close_engine()
         stats = _stats(st, cfg, decisions, stopped)
         if decisions or stopped:  # a rerun with nothing left keeps the last run's figures
@@ -68,15 +69,13 @@ def judge_stage(
 
 @dataclass
 class _Guard:
-    """What the judge stage refuses before adding to a judge id's judgments (ConfigChanged, unless `force`):
-    `open_stage` hands `records` what it read under the lock, and `engine` the model once it is loaded,
-    before its first decision."""
+    """What the judge stage refuses before adding to a judge id's judgments (ConfigChanged, unless `force`), beyond
+    judgments made under other settings (`open_stage` refuses those): `open_stage` hands `records` what it read
+    under the lock, and `engine` the model once it is loaded, before its first decision."""
 
     rd: RunDir
     cfg: JudgeConfig
     by_id: dict[str, Task]
-    stamp: str
-    """The settings hash each new judgment carries."""
     force: bool
     resuming: bool = False
     """Whether the id has judgments here already (known once `records` has run)."""
@@ -86,10 +85,9 @@ class _Guard:
         return f"judge/{self.cfg.id}"
 
     def records(self, recorded: list[Judgment]) -> None:
-        """The id's judgments made under other settings (their own settings hashes), or on a rubric changed since."""
+        """The id's judgments made on a rubric changed since."""
         mine = [j for j in recorded if j.judge == self.cfg.id]
         self.resuming = bool(mine)
-        self.rd.check_record_settings(self.stage, Counter(j.settings for j in mine), self.stamp, force=self.force)
         _refuse_stale(self.rd, self.stage, self.by_id, mine, self.force)
 
     def engine(self, engine: Engine) -> None:
@@ -130,10 +128,11 @@ def _judge_all(st: Stage, by_id: dict[str, Task], reports: Sequence[Report], cfg
         desc = f"judge {cfg.id}" + (f" run {judge_run}" if cfg.runs > 1 else "")
         keys = {r.key for r in reports}
         already = sum(1 for k in done if k[:2] == (cfg.id, judge_run) and k[2:5] in keys)  # a resumed run's
+        batches = judge_batches(st.engine, cfg, work, judge_run)  # a generator: nothing is judged before the loop
         # the bar counts decisions as the kernel computes them, then settles on what was written
         with progress_bar(total, desc=desc, unit="decision", show=show, already=already) as bar, reporting(bar.advance):
             written = 0
-            for _reports, rows in until_stopped(judge_batches(st.engine, cfg, work, judge_run)):
+            for _reports, rows in until_stopped(batches):
                 flat = [j.model_copy(update={"settings": stamp}) for row in rows for j in row]
                 st.rd.append(JUDGMENTS, flat)
                 decisions += len(flat)

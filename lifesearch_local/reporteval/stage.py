@@ -22,7 +22,7 @@ from lifesearch_local.reporteval.redundancy import judge_redundancy
 from lifesearch_local.reporteval.sources import fetch_sources
 from lifesearch_local.rundir.directory import REPORTEVAL, REPORTEVAL_SUMMARY, RunDir
 from lifesearch_local.rundir.files import write_atomic
-from lifesearch_local.rundir.manifest import resume_config, settings_hash, sha256_bytes
+from lifesearch_local.rundir.manifest import resume_config, sha256_bytes
 from lifesearch_local.runtime.progress import progress_bar
 from lifesearch_local.runtime.skeleton import OpenModel, open_stage
 from lifesearch_local.web.config import WebConfig
@@ -109,22 +109,18 @@ def reporteval_stage(
     # `metrics` only picks which records to add; the others decide what every record says.
     settings = {"judge": resume_config(cfg), "reporteval": resume_config(rcfg.model_copy(update={"metrics": []}))}
     config_digest = _hash([cfg.model_dump(), rcfg.model_dump()])
-    name, stamp = f"reporteval/{cfg.id}", settings_hash(settings)
-
-    def check(done: dict) -> None:  # what the records themselves say, when the manifest is lost
-        rd.check_record_settings(name, Counter(h for (jid, *_), h in done.items() if jid == cfg.id), stamp,
-                                 force=force_config)
-
+    name = f"reporteval/{cfg.id}"
     with open_stage(rd, name, command="reporteval", settings=settings,
                     recorded=lambda: {r.key: r.settings for r in rd.load(RECORDS, ReportEvaluation)},
                     resuming=lambda done: any(k[0] == cfg.id for k in done),
-                    force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model, check=check) as st:
+                    force=force_config, model=cfg.model, ray=ray, engine=backend, open_model=open_model,
+                    stamps=lambda done: Counter(h for (jid, *_), h in done.items() if jid == cfg.id)) as st:
         stats: dict[str, Any] = {"mode": cfg.mode, "model": cfg.model.model, "backend": cfg.model.backend,
                                  "web_mode": web.mode, "stopped_early": False}
         for metric in rcfg.metrics:
             todo = [it for it in items if (cfg.id, metric, *it.report.key) not in st.recorded]
             if todo:
-                stats[metric] = _run_metric(rd, metric, todo, st.engine, cfg, rcfg, web, st.stop, show, stamp)
+                stats[metric] = _run_metric(rd, metric, todo, st.engine, cfg, rcfg, web, st.stop, show, st.stamp)
                 if stats[metric].pop("stopped_early"):
                     stats["stopped_early"] = True
                     break

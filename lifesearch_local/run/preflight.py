@@ -20,16 +20,24 @@ class SetupError(LifesearchError):
     """This machine cannot run what the command asks for (no GPU, a missing extra, weights out of reach)."""
 
 
-def preflight(models: Iterable[tuple[str, ModelConfig]], ray: RayConfig | None = None) -> None:
+def preflight(models: Iterable[tuple[str, ModelConfig]], ray: RayConfig | None = None, *,
+              dry_run: bool = False) -> None:
     """Raise SetupError (one line, naming each fix) if any (role, model) cannot run here.
 
     Every problem is listed at once (Ray resources, a missing engine or GPU, weights out of reach),
     so that fixing one does not just reveal the next. Ray resources first: a config that needs GPUs
     this machine lacks is the root cause, and Ray would otherwise wait out its startup timeout.
+    With `dry_run`, a model meant for a GPU this machine lacks is not a problem: the estimate prices it
+    on a stated GPU (a login node before `sbatch` has none).
     """
+    from lifesearch_local.estimate.cost import model_device
+
     problems: dict[str, list[str]] = {}  # message -> roles, so that a shared cause is said once
     for role, model in models:
-        for problem in [ray_problem(model, ray), *model_problems(model, ray)]:
+        found = [ray_problem(model, ray), *model_problems(model, ray)]
+        if dry_run and any(found) and model_device(model) == "cuda" and not cuda_available():
+            continue
+        for problem in found:
             if problem:
                 problems.setdefault(problem, []).append(role)
     said = [f"{', '.join(roles)}: {msg}" for msg, roles in problems.items()]

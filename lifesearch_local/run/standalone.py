@@ -73,48 +73,44 @@ def judge_inputs(inv: JudgeInvocation, say: Say) -> tuple[list[Task], list[Repor
     return kept, mine
 
 
-def judge_estimate(inv: JudgeInvocation, out: str | Path, tasks: Sequence[Task], reports: Sequence[Report]) -> Estimate:
-    """The invocation's estimate over `out`'s judgments. A dry run's finds the engines' profiles as
-    `inv.dry_run` says; a run's own (recorded in its manifest) uses stored profiles only and downloads
-    nothing: no model is loaded for it."""
-    from lifesearch_local.estimate.dry_run import estimate_judge
-
-    return estimate_judge(out, tasks, reports, inv.judges, ray=inv.ray, calibrate=inv.dry_run or "never",
-                          local_only=inv.dry_run is None)
-
-
 def judge_run(inv: JudgeInvocation, *, after: AfterJudge, say: Say) -> tuple[Estimate, int] | None:
     """`lifesearch judge`: every judge config over the reports (resumable), in `inv.out`; `say` gets what
     --limit or --task-ids cut. Models are checked before the run directory exists (a dry run's only when it
     may calibrate). A dry run returns its estimate and how many reports it covers, and creates nothing; a run
     returns None, and its manifest gets the invocation's estimate at its start and what it took at its end."""
-    import time
-
-    from lifesearch_local.estimate.cost import _cuda, model_device
-    from lifesearch_local.estimate.dry_run import record_actual, record_estimate
+    from lifesearch_local.estimate.dry_run import estimate_judge, recorded_estimate
     from lifesearch_local.judge.stage import judge_stage
     from lifesearch_local.run.preflight import preflight
     from serving import ray_session
 
     tasks, reports = judge_inputs(inv, say)
-    # a dry run prices a GPU judge on a machine without a GPU on an assumed GPU: nothing to check for it here
-    checked = [(f"judge {c.id}", c.model) for c in inv.judges
-               if inv.dry_run is None or not (model_device(c.model) == "cuda" and not _cuda())]
-    if inv.dry_run != "never" and checked:  # before the run directory exists
-        preflight(checked, inv.ray)
-    if inv.dry_run is not None:
-        return judge_estimate(inv, inv.out, tasks, reports), len(reports)
+    if inv.dry_run != "never":  # before the run directory exists
+        preflight([(f"judge {c.id}", c.model) for c in inv.judges], inv.ray, dry_run=inv.dry_run is not None)
+    if inv.dry_run is not None:  # OUT is read, never created
+        est = estimate_judge(inv.out, tasks, reports, inv.judges, ray=inv.ray, calibrate=inv.dry_run, local_only=False)
+        return est, len(reports)
+    # the run's own estimate is made under the lock, from stored profiles only: no model is loaded for it
     with open_run(inv.out, "judge", inputs={"tasks": inv.tasks, "reports": inv.reports}, keep=(JUDGMENTS,)) as rd, \
-            ray_session(inv.ray):
-        t0, done = time.perf_counter(), {}
-        est = record_estimate(rd, "judge", lambda: judge_estimate(inv, rd.path, tasks, reports))
+            ray_session(inv.ray), \
+            recorded_estimate(rd, "judge", lambda: estimate_judge(inv.out, tasks, reports, inv.judges, ray=inv.ray,
+                                                                  calibrate="never", local_only=True)) as took:
+        busy = busy_line(inv.judges)  # the machine as the judge finds it: said and recorded beside its rate
         for cfg in inv.judges:
             stats = judge_stage(rd, tasks, reports, cfg, show=inv.show, ray=inv.ray, force_config=inv.force_config)
-            done[f"judge/{cfg.id}"] = stats
+            if busy:
+                stats["machine_busy"] = busy
+            took[f"judge/{cfg.id}"] = stats
             if not after(cfg, stats, rd):
                 break
-        record_actual(rd, est, done, round(time.perf_counter() - t0, 3))
     return None
+
+
+def busy_line(judges: Sequence[JudgeConfig]) -> str | None:
+    """One line when this machine is busier than a local judge's threads allow (its timings will show it);
+    None when it is not, or when every judge is an endpoint (its machine is not this one)."""
+    from serving import contention
+
+    return contention().line() if any(j.model.backend != "openai" for j in judges) else None
 
 
 def sweep_inputs(config_path: str, reports: str | None = None) -> tuple[Any, list[Task], list[Report], list[Label]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifesearch_local.rundir.directory import RunDir
-from lifesearch_local.rundir.manifest import NODE_KEYS
+from lifesearch_local.rundir.manifest import NODE_KEYS, settings_hash
 from lifesearch_local.runtime.signals import StopFlag, graceful_stop
 from serving import (
     ChatRequest,
@@ -96,6 +96,8 @@ class Stage:
     models: contextlib.ExitStack
     recorded: Any = None
     """What `open_stage` read of the stage's records under the lock (its `recorded()`)."""
+    stamp: str = ""
+    """The hash of the stage's settings (`settings_hash`): what each record it adds carries as its `settings`."""
     t0: float = field(default_factory=time.perf_counter)
 
     def close_engine(self) -> None:
@@ -124,29 +126,42 @@ class Stage:
 def open_stage(rd: RunDir, name: str, *, command: str, settings: dict[str, Any], recorded: Callable[[], Any],
                resuming: Callable[[Any], bool], force: bool, model: ModelConfig, ray: RayConfig | None = None,
                engine: Engine | None = None, open_model: OpenModel | None = None,
-               honour_stop: bool = True, check: Callable[[Any], None] | None = None,
+               honour_stop: bool = True, stamps: Callable[[Any], dict[str | None, int]] | None = None,
+               check: Callable[[Any], None] | None = None,
                on_open: Callable[[Engine], None] | None = None) -> Iterator[Stage]:
     """Lock the run directory (as `command`), refuse records made under other `settings` unless
     `force` (`recorded()` is read once, under the lock, and kept as `stage.recorded`;
     `resuming(recorded)`: this stage has records already), turn SIGTERM into the stage's stop
     flag (and, with `honour_stop`, into `Stopped` inside long model calls), and give a lazily opened engine: `engine` if given, else
     `open_model(model, ray)` (default: in-process, or Ray actors with `ray`), closed when the
-    block ends. `check(recorded())` may refuse first (the records' own settings hashes);
+    block ends. `stamps(recorded())` counts the settings hashes the records carry: records made with other
+    settings than these are refused too (what the records themselves say, when the manifest is lost), and
+    each record the stage adds carries `stage.stamp`. `check(recorded())` may then refuse on its own grounds;
     `on_open(engine)` may refuse the engine once it is loaded, before its first call (what only
     the loaded engine can say: the judge's fingerprint). Record the stage inside the block:
     `stage.close_engine()`, then `stage.record(...)`."""
+    models = contextlib.ExitStack()  # what the engine holds: closed when the block ends (or by `close_engine`)
+
+    def opener() -> Engine:
+        if engine is not None:
+            return engine
+        return models.enter_context(open_model(model, ray) if open_model else default_open(model, ray, name))
+
+    stamp = settings_hash(settings)
+
+    def check_records(records: Any) -> None:
+        if stamps is not None:
+            rd.check_record_settings(name, stamps(records), stamp, force=force)
+        if check is not None:
+            check(records)
+
     with rd.locked(command):
         records = recorded()
         rd.check_config(name, settings, resuming=resuming(records), force=force,
-                        records_check=None if check is None else lambda: check(records))
+                        records_check=lambda: check_records(records))
         with graceful_stop() as stop, (honoured(stop.event) if honour_stop else contextlib.nullcontext()):
-            with contextlib.ExitStack() as models:
-                def opener() -> Engine:
-                    if engine is not None:
-                        return engine
-                    return models.enter_context(open_model(model, ray) if open_model else default_open(model, ray, name))
-
-                stage = Stage(rd, name, stop, LazyEngine(opener, on_open), models, records)
+            with models:
+                stage = Stage(rd, name, stop, LazyEngine(opener, on_open), models, records, stamp)
                 yield stage
             stage.engine.release()
 

@@ -25,8 +25,9 @@ def test_the_summary_of_a_judge_stopped_before_its_first_report_does_not_say_it_
 
 
 def test_a_busy_machine_is_said_under_the_judges_rate(tmp_path, capsys, monkeypatch):
-    from lifesearch_local.cli.judge import busy_line, report
+    from lifesearch_local.cli.judge import report
     from lifesearch_local.judge.config import JudgeConfig
+    from lifesearch_local.run.standalone import busy_line
     from lifesearch_local.rundir.directory import RunDir
     from serving._util import threads
     from serving.config import model_config
@@ -38,7 +39,7 @@ def test_a_busy_machine_is_said_under_the_judges_rate(tmp_path, capsys, monkeypa
     busy = busy_line([local])
     assert busy is not None and busy.startswith("machine busy: load average 4, 4 other busy process(es)")
     assert busy_line([remote]) is None  # an endpoint computes elsewhere
-    report(local, {"decisions": 6, "wall_s": 1.5, "decisions_per_s": 4.0}, RunDir(tmp_path), busy=busy)
+    report(local, {"decisions": 6, "wall_s": 1.5, "decisions_per_s": 4.0, "machine_busy": busy}, RunDir(tmp_path))
     said = capsys.readouterr()
     assert said.out.startswith("judge tiny: 6 decisions in 1.5 s") and said.err.strip() == busy
 

@@ -197,3 +197,45 @@ def test_more_agent_runs_than_an_estimate_plans_are_refused_in_one_line(tmp_path
     with pytest.raises(LifesearchError, match=r"^estimate: 10 task\(s\) × 6 run\(s\) × 1 agent\(s\) = 60 agent runs, "
                                               r"more than the 50 an estimate plans; lower `runs` or select tasks$"):
         estimate_run(cfg, calibrate="never")
+
+
+def test_a_recorded_estimate_goes_in_first_and_what_the_block_took_beside_it_last(tmp_path):
+    # a block that raises records no actual figures; an estimate that cannot be made records nothing,
+    # and the work it describes still runs
+    from lifesearch_local.estimate.dry_run import recorded_estimate
+
+    tasks = load_tasks(SAMPLE / "tasks.jsonl")
+    reports = read_records(SAMPLE / "reports.jsonl", Report)[:5]
+    judges = [JudgeConfig(id="x", model=model_config(model="judge-model"))]
+    by_id = {t.id: t for t in tasks}
+    decisions = sum(sum(r.weight > 0 for r in by_id[rep.task_id].rubrics) for rep in reports)
+
+    def manifest(rd: RunDir) -> dict:
+        p = rd.file("manifest.json")
+        return json.loads(p.read_text()) if p.exists() else {}
+
+    def made(rd: RunDir):
+        return lambda: estimate_judge(rd.path, tasks, reports, judges, calibrate="never", local_only=True)
+
+    rd = RunDir(tmp_path / "done")
+    with recorded_estimate(rd, "judge", made(rd)) as took:
+        block = manifest(rd)["estimate"]
+        assert block["actual"] is None and block["estimate"]["phases"]["judge/x"]["decisions"] == decisions
+        took["judge/x"] = {"decisions": 7, "wall_s": 1.5}
+    actual = manifest(rd)["estimate"]["actual"]
+    assert actual["phases"]["judge/x"] == {"seconds": 1.5, "decisions": 7, "runs": None, "tokens": None}
+    assert "run_seconds" in actual
+
+    failed = RunDir(tmp_path / "failed")
+    with pytest.raises(RuntimeError, match="stage failed"), recorded_estimate(failed, "judge", made(failed)) as took:
+        took["judge/x"] = {"decisions": 3, "wall_s": 0.5}
+        raise RuntimeError("stage failed")
+    assert manifest(failed)["estimate"]["actual"] is None
+
+    def cannot() -> None:
+        raise ValueError("no profile")
+
+    ran, none = [], RunDir(tmp_path / "none")
+    with recorded_estimate(none, "judge", cannot) as took:  # type: ignore[arg-type]
+        ran.append(True)
+    assert ran == [True] and "estimate" not in manifest(none)

@@ -174,3 +174,21 @@ def test_preflight_refuses_a_cpu_vllm_whose_kv_cache_cannot_fit(monkeypatch):
     assert preflight.vllm_cpu_problem(model_config(backend="vllm", model=path, kv_cache_gib=1)) is None
     monkeypatch.setattr(vllm_cpu, "free_memory", lambda: 64 * GIB)
     assert preflight.vllm_cpu_problem(model_config(backend="vllm", model=path)) is None
+
+
+def test_a_dry_run_prices_a_gpu_model_this_machine_lacks_instead_of_refusing_it(tmp_path, monkeypatch):
+    """A login node before `sbatch` has no GPU: `judge --dry-run` prices a GPU judge on a stated GPU, so the
+    missing GPU is no problem for it; a real run still refuses it in one line, and a CPU model's problems stay
+    problems in a dry run."""
+    from lifesearch_local.estimate import cost
+    from lifesearch_local.run import preflight as pre
+
+    monkeypatch.setattr(cost, "_cuda", lambda: False)
+    monkeypatch.setattr(pre, "cuda_available", lambda: False)
+    gpu = model_config(model=str(tmp_path), device="cuda")
+    with pytest.raises(SetupError, match="no usable CUDA GPU"):
+        preflight([("judge j", gpu)])
+    preflight([("judge j", gpu)], dry_run=True)  # priced on an assumed GPU: nothing to refuse here
+    cpu = model_config(model=str(tmp_path / "absent"), device="cpu")
+    with pytest.raises(SetupError, match="judge c"):
+        preflight([("judge c", cpu)], dry_run=True)
