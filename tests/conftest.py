@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.browser import Browser, find_chromium
 from tests.helpers.inputs import AGREE, ROOT
 
 
@@ -56,6 +57,17 @@ def an_idle_machine(monkeypatch):
     from serving._util import threads
 
     monkeypatch.setattr(threads, "_loadavg", lambda: "0.00 0.00 0.00 1/100 1")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A headless Chromium for a module's page checks (skips the test where none is installed)."""
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("no Chromium binary (install Debian's `chromium`; .ci/run does) — browser checks not run")
+    b = Browser(binary, tmp_path_factory.mktemp("chromium") / "profile")
+    yield b
+    b.close()
 
 
 @pytest.fixture(scope="session")

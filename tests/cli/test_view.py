@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.browser import TABLES_JS, Browser, find_chromium
+from tests.helpers.browser import TABLES_JS
 from tests.helpers.cli import run_cli
 from tests.helpers.inputs import ROOT
 from tests.helpers.view import make_view_run
@@ -85,16 +85,6 @@ def test_another_host_is_warned_about(tmp_path):
 
 
 # -- in a real browser ----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    binary = find_chromium()
-    if binary is None:
-        pytest.skip("no Chromium binary (install Debian's `chromium`; .ci/run does) — browser checks not run")
-    b = Browser(binary, tmp_path_factory.mktemp("chromium") / "profile")
-    yield b
-    b.close()
-
-
 def wait_for(page, expression: str, what: str) -> None:
     """Poll the page until `expression` is truthy (a navigation a click started has finished)."""
     deadline = time.monotonic() + 60

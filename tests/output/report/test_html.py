@@ -6,10 +6,7 @@ import json
 import os
 import shutil
 import struct
-from html.parser import HTMLParser
 from pathlib import Path
-
-import pytest
 
 from lifesearch_local.analysis.scoring import score_by_judge, uncertainty_by_judge
 from lifesearch_local.output.numbers import mean_ci, mean_pm_std, pct, per_report
@@ -17,7 +14,8 @@ from lifesearch_local.output.report import write_report
 from lifesearch_local.records import Domain, Judgment, Report
 from lifesearch_local.rundir.jsonl import read_records
 from lifesearch_local.tasks import load_tasks
-from tests.helpers.browser import LAYOUT_JS, TABLES_JS, Browser, find_chromium
+from tests.helpers.browser import LAYOUT_JS, TABLES_JS
+from tests.helpers.html import Tags
 from tests.helpers.inputs import AGREE
 from tests.helpers.report_runs import make_run_dir
 
@@ -39,21 +37,6 @@ def test_report_without_judgments(tmp_path):
     page = write_report(run).read_text()
     assert "No judgments in this run yet" in page and 'id="chart-' not in page
 
-
-class Tags(HTMLParser):
-    """Every start tag with its attributes, and the page's text."""
-
-    def __init__(self, page: str):
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict]] = []
-        self.text: list[str] = []
-        self.feed(page)
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data):
-        self.text.append(data)
 
 
 def test_every_id_on_the_page_is_unique(tmp_path):
@@ -120,16 +103,6 @@ def test_report_shows_agreement_errors(tmp_path):
     page = write_report(run).read_text()
     assert "Agreement not computed" in page and "omega" in page
     assert 'id="scores-choice-a"' in page
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    binary = find_chromium()
-    if binary is None:
-        pytest.skip("no Chromium binary (install Debian's `chromium`; .ci/run does) — browser checks not run")
-    b = Browser(binary, tmp_path_factory.mktemp("chromium") / "profile")
-    yield b
-    b.close()
 
 
 def test_browser_harness_catches_errors_and_requests(browser, tmp_path):

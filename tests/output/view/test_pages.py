@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from html.parser import HTMLParser
 from urllib.parse import urlsplit
 
 import pytest
@@ -11,26 +10,12 @@ import pytest
 from lifesearch_local.judge.rubric import judge_prompt_span
 from lifesearch_local.output.view.server import Viewer
 from lifesearch_local.output.view.sources import Inputs, open_sources
+from tests.helpers.html import Tags
 from tests.helpers.inputs import write_jsonl
 from tests.helpers.view import make_view_run
 
 EVIL = '<script>alert(1)</script><img src=x onerror=alert(2)>"\'&'
 
-
-class Tags(HTMLParser):
-    """Every start tag with its attributes, and the page's text."""
-
-    def __init__(self, page: str):
-        super().__init__()
-        self.tags: list[tuple[str, dict]] = []
-        self.text: list[str] = []
-        self.feed(page)
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data):
-        self.text.append(data)
 
 
 def check_page(page: str) -> Tags:
