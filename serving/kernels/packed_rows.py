@@ -34,9 +34,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._util import stop
+from .._util.memory import keep_freed_memory
 from .attention import flash_cpu_op
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+_ONEDNN_ACT = {"none": "none", "silu": "swish"}  # oneDNN's name for SiLU
 log = logging.getLogger(__name__)
 
 
@@ -166,13 +168,27 @@ class Linear:
                 # the packed copy serves every call: a weight made for it (fused q/k/v, [gate | up]) is freed
                 self.weight = None
 
-    def __call__(self, x: Any) -> Any:
+    def __call__(self, x: Any, act: str = "none") -> Any:
+        """The product, then `act` ("none" or "silu") applied to it: inside oneDNN's call where packed, on
+        the fp32 accumulator before the product is rounded to the weight's dtype."""
         import torch
         import torch.nn.functional as F
 
         if self.packed is None:
-            return F.linear(x, self.weight, self.bias)
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed, self.bias, "none", [], "")
+            y = F.linear(x, self.weight, self.bias)
+            return F.silu(y, inplace=True) if act == "silu" else y
+        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed, self.bias, _ONEDNN_ACT[act], [], "")
+
+    def then(self, x: Any, op: str, other: Any) -> Any:
+        """The product `op` ("add" or "mul") `other` (same shape): one oneDNN call where packed (the product
+        never written alone), else the plain product and the op in place."""
+        import torch
+        import torch.nn.functional as F
+
+        if self.packed is None:
+            y = F.linear(x, self.weight, self.bias)
+            return y.add_(other) if op == "add" else y.mul_(other)
+        return torch.ops.mkldnn._linear_pointwise.binary(x.contiguous(), other.contiguous(), self.packed, self.bias, op)
 
 
 class RowsForward:
@@ -190,13 +206,15 @@ class RowsForward:
         self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
         self.qkv, self.linears = [], []
+        keep_freed_memory()  # this loop's tensors are large and made anew each layer: reuse, not page faults
         pack = _room_to_pack(self.inner.layers)
         with torch.no_grad():
             for layer in self.inner.layers:
                 w, b, sizes, qn, kn = self._fused_qkv(layer)
                 self.qkv.append((Linear(w, b, pack), sizes, qn, kn))
                 a, m = layer.self_attn, layer.mlp
-                self.linears.append((Linear(a.o_proj.weight, a.o_proj.bias, pack), GateUp(m, pack),
+                self.linears.append((Linear(a.o_proj.weight, a.o_proj.bias, pack),
+                                     GateUp(m, layer.post_attention_layernorm.weight, pack),
                                      Linear(m.down_proj.weight, m.down_proj.bias, pack)))
 
     def _fused_qkv(self, layer: Any) -> tuple[Any, Any, list[int], Any, Any]:
@@ -247,7 +265,6 @@ class RowsForward:
         """Hidden states (tokens, hidden) of packed rows; each attends to kv[:, :seen] and causally to its own
         row. With `write_at`, the rows' keys and values are also stored into kv at that position."""
         import torch
-        import torch.nn.functional as F
 
         dev = next(self.model.parameters()).device
         x = self.inner.embed_tokens(torch.tensor(ids, dtype=torch.long, device=dev))
@@ -269,10 +286,9 @@ class RowsForward:
             if write_at is not None:
                 pk[:, write_at : write_at + t] = k.transpose(0, 1)
                 pv[:, write_at : write_at + t] = v.transpose(0, 1)
-            x.add_(o_proj(attend(q, k, v, past, starts, attn.scaling)))
+            x = o_proj.then(attend(q, k, v, past, starts, attn.scaling), "add", x)  # the residual added in its call
             norm = layer.post_attention_layernorm
-            g, u = gate_up(rms_norm(x, norm.variance_epsilon, norm.weight))
-            x.add_(down(F.silu(g).mul_(u)))
+            x = down.then(gate_up(rms_norm(x, norm.variance_epsilon, None if gate_up.folded else norm.weight)), "add", x)
         return x
 
 
@@ -298,22 +314,21 @@ def _room_to_pack(layers: Any) -> bool:
 
 
 class GateUp:
-    """The MLP's gate and up projections: one packed linear over both weights (one matrix multiply, the
-    output [gate | up]), or, with no room to pack, each on the model's own weight (no copy)."""
+    """The MLP's `silu(gate(x)) * up(x)`: where packed, gate with SiLU applied inside its oneDNN call and up
+    multiplied by that inside its own (no [gate | up] tensor, no separate SiLU or product pass), on copies of
+    the weights with the post-attention norm's weight folded in (`norm`); with no room to pack, each on the
+    model's own weight (no copy) and the norm's weight applied by the caller."""
 
-    def __init__(self, mlp: Any, pack: bool = True):
-        import torch
-
+    def __init__(self, mlp: Any, norm: Any = None, pack: bool = True):
         gate, up = mlp.gate_proj, mlp.up_proj
-        self.both = self.gate = self.up = None
+        self.folded = pack and norm is not None
         if pack:
-            bias = None if gate.bias is None and up.bias is None else torch.cat(
-                [m.bias if m.bias is not None else m.weight.new_zeros(m.weight.shape[0]) for m in (gate, up)])
-            self.both = Linear(torch.cat([gate.weight, up.weight]).contiguous(), bias)
+            def fold(w: Any) -> Any:
+                return (w * norm[None, :]).contiguous() if norm is not None else w
+
+            self.gate, self.up = Linear(fold(gate.weight), gate.bias), Linear(fold(up.weight), up.bias)
         else:
             self.gate, self.up = Linear(gate.weight, gate.bias, False), Linear(up.weight, up.bias, False)
 
-    def __call__(self, x: Any) -> tuple[Any, Any]:
-        if self.both is not None:
-            return self.both(x).chunk(2, dim=1)
-        return self.gate(x), self.up(x)  # type: ignore[misc]
+    def __call__(self, x: Any) -> Any:
+        return self.up.then(x, "mul", self.gate(x, "silu"))

@@ -57,10 +57,10 @@ def test_the_linears_run_on_packed_weights_and_without_room_on_the_models_own(mo
     if R.Linear(torch.ones(2, 2)).packed is None:
         pytest.skip("this torch has no oneDNN linear")
     o, gate_up, down = packed.linears[0]
-    assert o.packed is not None and down.packed is not None and gate_up.both.packed is not None
-    assert packed.qkv[0][0].packed is not None
-    # the fused copies (q/k/v, [gate | up]) live only packed: one copy of the layers' weights more, not two
-    assert packed.qkv[0][0].weight is None and gate_up.both.weight is None
+    assert o.packed is not None and down.packed is not None and gate_up.gate.packed is not None
+    assert packed.qkv[0][0].packed is not None and gate_up.folded  # the post-attention norm's weight in gate and up
+    # the folded copies (q/k/v, gate, up) live only packed: one copy of the layers' weights more, not two
+    assert packed.qkv[0][0].weight is None and gate_up.gate.weight is None and gate_up.up.weight is None
 
     class Tight:  # the packed copies would take more than half of what is free
         available = 1
@@ -71,7 +71,8 @@ def test_the_linears_run_on_packed_weights_and_without_room_on_the_models_own(mo
     with caplog.at_level("INFO", logger=R.__name__):
         plain = R.RowsForward(model)
     o, gate_up, down = plain.linears[0]
-    assert o.packed is None and down.packed is None and gate_up.both is None and "not packed for oneDNN" in caplog.text
+    assert o.packed is None and down.packed is None and gate_up.gate.packed is None and not gate_up.folded
+    assert "not packed for oneDNN" in caplog.text
     # nothing copied but q/k/v: gate and up on the model's own weights
     mlp = model.model.layers[0].mlp
     assert gate_up.gate.weight is mlp.gate_proj.weight and gate_up.up.weight is mlp.up_proj.weight
@@ -183,3 +184,39 @@ def test_a_weight_onednn_cannot_pack_keeps_the_plain_linear(monkeypatch, caplog)
     assert lin.packed is None and torch.allclose(lin(x), x @ w.t(), atol=1e-5)
     if torch.backends.mkldnn.is_available():
         assert "not packed for oneDNN (could not create a primitive)" in caplog.text
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_linears_fused_activation_and_op_equal_the_product_then_the_op(dtype):
+    """SiLU, + and × applied inside oneDNN's call (packed) or after the plain product compute the same: the
+    MLP's silu(gate) · up and the residual adds rest on it."""
+    import torch.nn.functional as F
+
+    dt = getattr(torch, dtype)
+    g = torch.Generator().manual_seed(3)
+    w, b = torch.randn(24, 16, generator=g), torch.randn(24, generator=g)
+    x, other = torch.randn(7, 16, generator=g), torch.randn(7, 24, generator=g)
+    want = {"silu": F.silu(x @ w.T + b), "add": x @ w.T + b + other, "mul": (x @ w.T + b) * other}
+    tol = 1e-5 if dt == torch.float32 else 0.1
+    for pack in (True, False):
+        lin = R.Linear(w.to(dt), b.to(dt), pack)
+        got = {"silu": lin(x.to(dt), "silu"), "add": lin.then(x.to(dt), "add", other.to(dt)),
+               "mul": lin.then(x.to(dt), "mul", other.to(dt))}
+        for name in want:
+            assert got[name].dtype == dt and (got[name].float() - want[name]).abs().max() <= tol * want[name].abs().max()
+
+
+def test_gate_up_folds_the_norms_weight_only_into_packed_copies():
+    model = load("tiny-llama")
+    layer = model.model.layers[0]
+    norm = layer.post_attention_layernorm.weight
+    with torch.no_grad():
+        norm.copy_(torch.linspace(0.5, 1.5, norm.shape[0]))
+    x = torch.randn(5, norm.shape[0], generator=torch.Generator().manual_seed(4))
+    mlp = layer.mlp
+    with torch.inference_mode():
+        want = torch.nn.functional.silu(mlp.gate_proj(x * norm)) * mlp.up_proj(x * norm)
+        folded, plain = R.GateUp(mlp, norm, pack=True), R.GateUp(mlp, norm, pack=False)
+        assert folded.folded and not plain.folded
+        assert (folded(x) - want).abs().max() <= ACTIVATION_TOL
+        assert (plain(x * norm) - want).abs().max() <= ACTIVATION_TOL  # unfolded: the caller applies the weight
