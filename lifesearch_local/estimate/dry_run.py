@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lifesearch_local.agent.config import AgentConfig
 from lifesearch_local.errors import LifesearchError
@@ -65,6 +65,9 @@ from lifesearch_local.judge.config import JudgeConfig
 from lifesearch_local.records import Judgment, Report, Task
 from lifesearch_local.reporteval.config import ReportEvalConfig
 from serving import ModelConfig, RayConfig
+
+if TYPE_CHECKING:
+    from lifesearch_local.rundir.directory import RunDir
 
 log = logging.getLogger(__name__)
 PHASES = ("agent", "judge", "reporteval")
@@ -142,13 +145,14 @@ def estimate_run(cfg: RunConfig, *, phases: Sequence[str] = PHASES, calibrate: C
     return _estimate("run", plans, shapes, cfg.ray, calibrate, devices, remote, gpu)
 
 
-def estimate_judge(out: str | Path, tasks: Sequence[Task], reports: Sequence[Report], judges: Sequence[JudgeConfig], *,
-                   ray: RayConfig | None = None, calibrate: Calibrate = "auto", local_only: bool = True,
+def estimate_judge(rd: RunDir | None, tasks: Sequence[Task], reports: Sequence[Report], judges: Sequence[JudgeConfig],
+                   *, ray: RayConfig | None = None, calibrate: Calibrate = "auto", local_only: bool = True,
                    gpu: GpuAssumption | None = None) -> Estimate:
-    """What `lifesearch judge` would do now: every judge over the reports, less what `out` already holds."""
-    from lifesearch_local.rundir.directory import JUDGMENTS, RunDir
+    """What `lifesearch judge` would do now: every judge over the reports, less what the run directory `rd` already
+    holds (None: there is none yet). A run passes the directory it holds locked; a dry run its OUT, if it exists."""
+    from lifesearch_local.rundir.directory import JUDGMENTS
 
-    done = {j.key for j in RunDir(out).load(JUDGMENTS, Judgment)} if Path(out).is_dir() else set()
+    done = {j.key for j in rd.load(JUDGMENTS, Judgment)} if rd is not None else set()
     shapes = _Shapes(local_only)
     plans = [judge_plan(j, tasks, reports, done, shapes(j.model)) for j in judges]
     remote = ray is not None and ray.address is not None

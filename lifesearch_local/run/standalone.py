@@ -84,15 +84,18 @@ def judge_run(inv: JudgeInvocation, *, after: AfterJudge, say: Say) -> tuple[Est
     from serving import ray_session
 
     tasks, reports = judge_inputs(inv, say)
+    # a dry run reads OUT as it finds it (when it exists) and never creates it
+    existing = RunDir(inv.out) if inv.dry_run is not None and Path(inv.out).is_dir() else None
     if inv.dry_run != "never":  # before the run directory exists
         preflight([(f"judge {c.id}", c.model) for c in inv.judges], inv.ray, dry_run=inv.dry_run is not None)
-    if inv.dry_run is not None:  # OUT is read, never created
-        est = estimate_judge(inv.out, tasks, reports, inv.judges, ray=inv.ray, calibrate=inv.dry_run, local_only=False)
+    if inv.dry_run is not None:
+        est = estimate_judge(existing, tasks, reports, inv.judges, ray=inv.ray, calibrate=inv.dry_run, local_only=False)
         return est, len(reports)
-    # the run's own estimate is made under the lock, from stored profiles only: no model is loaded for it
+    # the run's own estimate is made under the lock, over the directory it holds, from stored profiles only: no
+    # model is loaded for it
     with open_run(inv.out, "judge", inputs={"tasks": inv.tasks, "reports": inv.reports}, keep=(JUDGMENTS,)) as rd, \
             ray_session(inv.ray), \
-            recorded_estimate(rd, "judge", lambda: estimate_judge(inv.out, tasks, reports, inv.judges, ray=inv.ray,
+            recorded_estimate(rd, "judge", lambda: estimate_judge(rd, tasks, reports, inv.judges, ray=inv.ray,
                                                                   calibrate="never", local_only=True)) as took:
         busy = busy_line(inv.judges)  # the machine as the judge finds it: said and recorded beside its rate
         for cfg in inv.judges:

@@ -98,7 +98,7 @@ def test_the_judge_estimate_counts_each_judge_and_repetition(tmp_path):
     reports = read_records(SAMPLE / "reports.jsonl", Report)[:5]
     judges = [JudgeConfig(id="x", model=model_config(model="judge-model"), runs=3),
               JudgeConfig(id="y", model=model_config(model="judge-model"))]
-    est = estimate_judge(tmp_path / "out", tasks, reports, judges, calibrate="never", local_only=True)
+    est = estimate_judge(None, tasks, reports, judges, calibrate="never", local_only=True)
     by_id = {t.id: t for t in tasks}
     one = sum(sum(r.weight > 0 for r in by_id[rep.task_id].rubrics) for rep in reports)
     assert est.phases["judge/x"].decisions_per_repetition == [one] * 3 and est.phases["judge/y"].decisions == one
@@ -115,7 +115,7 @@ def test_tokens_are_the_kernels_own_on_real_reports(tmp_path, kernel):
     reports = read_records(SAMPLE / "reports.jsonl", Report)[:2]
     judge = JudgeConfig(id="t", model=model_config(model="tiny-llama", device="cpu", kernel=kernel, token_budget=2000),
                         groups_per_call=1)
-    est = estimate_judge(tmp_path / "out", tasks, reports, [judge], calibrate="never", local_only=True)
+    est = estimate_judge(None, tasks, reports, [judge], calibrate="never", local_only=True)
     rd = RunDir(tmp_path / "out")
     stats = judge_stage(rd, tasks, reports, judge, show=False)
     assert est.phases["judge/t"].tokens == stats["forward_tokens"]
@@ -215,7 +215,7 @@ def test_a_recorded_estimate_goes_in_first_and_what_the_block_took_beside_it_las
         return json.loads(p.read_text()) if p.exists() else {}
 
     def made(rd: RunDir):
-        return lambda: estimate_judge(rd.path, tasks, reports, judges, calibrate="never", local_only=True)
+        return lambda: estimate_judge(rd, tasks, reports, judges, calibrate="never", local_only=True)
 
     rd = RunDir(tmp_path / "done")
     with recorded_estimate(rd, "judge", made(rd)) as took:

@@ -170,9 +170,9 @@ def test_a_dry_run_and_a_runs_own_estimate_are_one_estimate_with_their_own_setti
 
     calls, real = [], dry_run.estimate_judge
 
-    def spy(out, tasks, reports, judges, **kw):
-        calls.append((Path(out), len(reports), kw["calibrate"], kw["local_only"]))
-        return real(out, tasks, reports, judges, **kw)
+    def spy(rd, tasks, reports, judges, **kw):
+        calls.append((rd and rd.path, rd is not None and rd.holds_lock(), len(reports), kw["calibrate"], kw["local_only"]))
+        return real(rd, tasks, reports, judges, **kw)
 
     monkeypatch.setattr(dry_run, "estimate_judge", spy)
     t, r, cfg = inputs
@@ -182,13 +182,15 @@ def test_a_dry_run_and_a_runs_own_estimate_are_one_estimate_with_their_own_setti
     est, n_reports = judge_run(inv, after=lambda *a: True, say=said.append)
     decisions = 2 * 2 * N_RUBRICS  # 2 tasks, 2 reports each
     assert n_reports == 4 and est.phases["judge/tiny"].decisions == decisions and not out.exists()
-    assert calls == [(out, 4, "never", False)]
+    assert calls == [(None, False, 4, "never", False)]
     assert judge_run(replace(inv, dry_run=None), after=lambda *a: True, say=said.append) is None
-    assert calls[1:] == [(out, 4, "never", True)]
+    assert calls[1:] == [(out, True, 4, "never", True)]
     block = json.loads((out / "manifest.json").read_text())["estimate"]
     assert block["estimate"]["phases"]["judge/tiny"]["decisions"] == decisions
     assert block["actual"]["phases"]["judge/tiny"]["decisions"] == decisions
-    assert said == ["--limit 2: judging 2 of 5 tasks (t0, t1) and their 4 of 10 reports"] * 2
+    est, _ = judge_run(inv, after=lambda *a: True, say=said.append)  # a dry run over the OUT the run left
+    assert calls[2:] == [(out, False, 4, "never", False)] and est.phases["judge/tiny"].decisions == 0
+    assert said == ["--limit 2: judging 2 of 5 tasks (t0, t1) and their 4 of 10 reports"] * 3
 
 
 def test_sweep_repeats_only_the_judge_that_samples(tmp_path):
