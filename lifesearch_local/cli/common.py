@@ -214,8 +214,12 @@ def judge_settings(args: argparse.Namespace):
 def _judges(args: argparse.Namespace) -> tuple[list, dict[str, Any] | None]:
     """The judge configs with --kernel, --device, --mode, --runs, --id, --max-tokens, --retries over them, and
     the file's `ray:` block as written."""
+    from pydantic import ValidationError
+
+    from lifesearch_local.errors import LifesearchError
     from lifesearch_local.judge.config import JudgeConfig
     from lifesearch_local.run.config import load_judge_file
+    from lifesearch_local.rundir.jsonl import validation_field
     from serving import model_config
 
     if args.config:
@@ -227,7 +231,12 @@ def _judges(args: argparse.Namespace) -> tuple[list, dict[str, Any] | None]:
            if v}
     if args.retries is not None:  # 0 is a value here
         upd["retries"] = args.retries
-    return [c.updated(model=model_upd, **upd) for c in cfgs], block
+    try:
+        return [c.updated(model=model_upd, **upd) for c in cfgs], block
+    except ValidationError as e:  # a flag this judge's backend has no setting for (--kernel on an endpoint)
+        field, msg = validation_field(e, JudgeConfig)
+        flags = " ".join(f"--{k.replace('_', '-')}" for k in [*model_upd, *upd])
+        raise LifesearchError(f"{flags} over {args.config or '--model'}: {field}: {msg}") from None
 
 
 def phase_models(cfg, phases: tuple[str, ...]) -> list[tuple[str, object]]:

@@ -408,3 +408,16 @@ def test_judge_refuses_a_bad_ray_block_even_when_not_used(tmp_path, flag):
     with pytest.raises(InputError) as e:
         judge_settings(judge_args("--config", str(y), *flag))
     assert str(e.value).startswith(f"{y}: ray.replicas:")
+
+
+def test_a_flag_the_judges_backend_lacks_is_refused_in_one_line(tmp_path, capsys):
+    """--kernel over an endpoint judge's config: one line naming the flag, the file and the field, exit 2
+    (not a pydantic traceback)."""
+    cfg = tmp_path / "judge.yaml"
+    cfg.write_text("judges:\n  - id: remote\n    model: {backend: openai, model: m, base_url: 'http://127.0.0.1:9/v1'}\n")
+    code = main(["judge", "--config", str(cfg), "--kernel", "shared", "--tasks", str(tmp_path / "t.jsonl"),
+                 "--reports", str(tmp_path / "r.jsonl"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith("error: --kernel over ") and "judge.yaml: model.kernel:" in err and "openai" in err
+    assert not (tmp_path / "out").exists()
