@@ -220,3 +220,20 @@ def test_gate_up_folds_the_norms_weight_only_into_packed_copies():
         assert folded.folded and not plain.folded
         assert (folded(x) - want).abs().max() <= ACTIVATION_TOL
         assert (plain(x * norm) - want).abs().max() <= ACTIVATION_TOL  # unfolded: the caller applies the weight
+
+
+def test_every_forward_runs_a_token_count_that_repeats(monkeypatch):
+    """Prefix chunks and row batches of any length reach the linears padded to a multiple of SHAPE_STEP (so
+    oneDNN reuses its primitives across reports), and the padding changes no answer."""
+    model = load("tiny-llama")
+    prefix, rows = prompts(5, rows=4, prefix=77)
+    forward = R.RowsForward(model)
+    seen: list[int] = []
+    call = R.Linear.__call__
+    monkeypatch.setattr(R.Linear, "__call__", lambda self, x, act="none": seen.append(x.shape[0]) or call(self, x, act))
+    with torch.inference_mode():
+        kv = forward.prefix(prefix, 50)  # chunks of 50 and 27 tokens
+        got = forward.rows(rows, len(prefix), kv).log_softmax(-1)
+    assert seen and all(n % R.SHAPE_STEP == 0 for n in seen) and len(set(seen)) == 2  # 64 (both chunks), the rows'
+    assert tuple(kv[0][0].shape[1:2]) == (len(prefix),)  # the padding's keys are never stored
+    assert (got - alone(model, prefix, rows)).abs().max() <= LOGP_TOL
