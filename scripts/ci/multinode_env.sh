@@ -84,13 +84,22 @@ host_up() {  # the namespaces, and a process that holds the UTS and mount ones
   printf '127.0.0.1 localhost\n%s %s\n%s %s\n' "$HEAD_IP" "$HEAD_NODE" "$WORKER_IP" "$WORKER_NODE" >"$DIR/worker-hosts"
   echo "$WORKER_NODE" >"$DIR/worker-hostname"
   rm -f "$HOLDER"
-  # unshare makes the new mounts private: /tmp, /etc/hosts and /etc/hostname are the second host's own
+  # a checkout (or its python) under /tmp must stay visible to the second host, whose /tmp is its own
+  local keep=() prefix
+  prefix=$(dirname "$(dirname "$(command -v "$PY")")")
+  case "$PWD/" in /tmp/*) keep+=("$PWD") ;; esac
+  case "$prefix/" in "$PWD/"*) ;; /tmp/*) keep+=("$prefix") ;; esac
+  # unshare makes the new mounts private: /tmp, /etc/hosts and /etc/hostname are the second host's own; what
+  # `keep` names is bound aside (under DIR) before the private /tmp is mounted, then moved back to its path
   # (nsenter, not `ip netns exec`, which would mount a /sys without the cgroup tree slurmd reads)
   # shellcheck disable=SC2016  # expanded by that sh
   nsenter --net="/run/netns/$NS" unshare --uts --mount --propagation private sh -c '
-    hostname "$1" && mount -t tmpfs -o size=2g,mode=1777 tmpfs /tmp \
-      && mount --bind "$2/worker-hosts" /etc/hosts && mount --bind "$2/worker-hostname" /etc/hostname \
-      && echo $$ >"$3" && exec sleep infinity' sh "$WORKER_NODE" "$DIR" "$HOLDER.new" >/dev/null 2>&1 &
+    node=$1 dir=$2 holder=$3; shift 3
+    i=0; for p in "$@"; do i=$((i + 1)); mkdir -p "$dir/keep$i" && mount --bind "$p" "$dir/keep$i" || exit 1; done
+    mount -t tmpfs -o size=2g,mode=1777 tmpfs /tmp || exit 1
+    i=0; for p in "$@"; do i=$((i + 1)); mkdir -p "$p" && mount --move "$dir/keep$i" "$p" || exit 1; done
+    hostname "$node" && mount --bind "$dir/worker-hosts" /etc/hosts && mount --bind "$dir/worker-hostname" /etc/hostname \
+      && echo $$ >"$holder" && exec sleep infinity' sh "$WORKER_NODE" "$DIR" "$HOLDER.new" "${keep[@]}" >/dev/null 2>&1 &
   disown  # stopped by pid (kill_worker), not by this shell: no job notice when it goes
   local t
   for ((t = 0; t < 40; t++)); do [ -s "$HOLDER.new" ] && break; sleep 0.25; done  # bounded: 10 s
