@@ -16,8 +16,7 @@ import subprocess
 import pytest
 
 from tests.helpers.multinode import ENV_SCRIPT, HEAD, RAY_ADDRESS, WORKER, env_script
-
-REQUIRED = os.environ.get("LIFESEARCH_REQUIRE_MULTINODE") == "1"
+from tests.helpers.services import gate
 
 
 def _unavailable() -> str | None:
@@ -40,16 +39,7 @@ def _unavailable() -> str | None:
     return None
 
 
-_WHY = _unavailable()
-if _WHY and REQUIRED:
-    raise pytest.UsageError(f"LIFESEARCH_REQUIRE_MULTINODE=1 but {_WHY}")
-
-
-def pytest_collection_modifyitems(config, items):
-    here = os.path.dirname(__file__)
-    for item in items:
-        if _WHY and str(item.fspath).startswith(here):
-            item.add_marker(pytest.mark.skip(reason=_WHY))
+pytest_collection_modifyitems = gate(_unavailable(), "LIFESEARCH_REQUIRE_MULTINODE", os.path.dirname(__file__))
 
 
 @pytest.fixture

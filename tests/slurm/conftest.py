@@ -14,9 +14,8 @@ import subprocess
 
 import pytest
 
+from tests.helpers.services import gate
 from tests.helpers.slurm import FINAL, Job
-
-REQUIRED = os.environ.get("LIFESEARCH_REQUIRE_SLURM") == "1"
 
 
 def _unavailable() -> str | None:
@@ -33,16 +32,7 @@ def _unavailable() -> str | None:
     return None
 
 
-_WHY = _unavailable()
-if _WHY and REQUIRED:
-    raise pytest.UsageError(f"LIFESEARCH_REQUIRE_SLURM=1 but {_WHY}")
-
-
-def pytest_collection_modifyitems(config, items):
-    here = os.path.dirname(__file__)
-    for item in items:
-        if _WHY and str(item.fspath).startswith(here):
-            item.add_marker(pytest.mark.skip(reason=_WHY))
+pytest_collection_modifyitems = gate(_unavailable(), "LIFESEARCH_REQUIRE_SLURM", os.path.dirname(__file__))
 
 
 @pytest.fixture(scope="session")

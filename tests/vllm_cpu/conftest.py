@@ -12,9 +12,8 @@ import os
 
 import pytest
 
+from tests.helpers.services import gate
 from tests.helpers.vllm_cpu import API_KEY_ENV, Server, start_server, stop_server, vllm_config
-
-REQUIRED = os.environ.get("LIFESEARCH_REQUIRE_VLLM") == "1"
 
 
 def _unavailable() -> str | None:
@@ -25,16 +24,7 @@ def _unavailable() -> str | None:
     return real_model_problem(SMOLLM2)
 
 
-_WHY = _unavailable()
-if _WHY and REQUIRED:
-    raise pytest.UsageError(f"LIFESEARCH_REQUIRE_VLLM=1 but {_WHY}")
-
-
-def pytest_collection_modifyitems(config, items):
-    here = os.path.dirname(__file__)
-    for item in items:
-        if _WHY and str(item.fspath).startswith(here):
-            item.add_marker(pytest.mark.skip(reason=_WHY))
+pytest_collection_modifyitems = gate(_unavailable(), "LIFESEARCH_REQUIRE_VLLM", os.path.dirname(__file__))
 
 
 @pytest.fixture(scope="session")
