@@ -337,14 +337,11 @@ class GateUp:
     the weights with the post-attention norm's weight folded in (`norm`); with no room to pack, each on the
     model's own weight (no copy) and the norm's weight applied by the caller."""
 
-    def __init__(self, mlp: Any, norm: Any = None, pack: bool = True):
+    def __init__(self, mlp: Any, norm: Any, pack: bool = True):
         gate, up = mlp.gate_proj, mlp.up_proj
-        self.folded = pack and norm is not None
+        self.folded = pack  # `norm` in gate's and up's weights; unpacked, the caller applies it
         if pack:
-            def fold(w: Any) -> Any:
-                return (w * norm[None, :]).contiguous() if norm is not None else w
-
-            self.gate, self.up = Linear(fold(gate.weight), gate.bias), Linear(fold(up.weight), up.bias)
+            self.gate, self.up = (Linear((m.weight * norm[None, :]).contiguous(), m.bias) for m in (gate, up))
         else:
             self.gate, self.up = Linear(gate.weight, gate.bias, False), Linear(up.weight, up.bias, False)
 
