@@ -157,7 +157,7 @@ def _stats(st: Stage, cfg: JudgeConfig, decisions: int, stopped: bool) -> dict:
     engine = st.engine.stats()
     kernel_s = engine.pop("kernel_seconds", None)
     if cfg.mode != "choice":  # the kernel's counters describe choice scoring only
-        for k in ("kernel_form", "forward_tokens", "prompt_tokens", "forward_passes"):
+        for k in ("kernel_form", "kernel_attention", "forward_tokens", "prompt_tokens", "forward_passes"):
             engine.pop(k, None)
     elif "forward_tokens" in engine:
         engine["tokens_per_s"] = round(engine["forward_tokens"] / kernel_s, 1) if kernel_s else 0.0

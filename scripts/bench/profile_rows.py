@@ -28,6 +28,7 @@ def main() -> int:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--prefill-chunk", type=int, default=None, help="the prefix's chunk (default: the kernel's)")
     args = ap.parse_args()
     import torch
 
@@ -37,6 +38,7 @@ def main() -> int:
     groups, shape, _ = real_groups(SimpleNamespace(tasks=args.tasks, reports_from=args.reports, limit=1,
                                                    model=args.model, seed=0))
     scorer = load(args.model, args.dtype)
+    scorer.prefill_chunk = args.prefill_chunk or scorer.prefill_chunk
     spent: collections.Counter = collections.Counter()
     names = wrap(pr, scorer.rows, spent)
     runs: dict[str, list[dict]] = {"prefix": [], "rows": []}
@@ -55,7 +57,7 @@ def main() -> int:
             if rep:
                 runs["prefix"].append(prefix)
                 runs["rows"].append(dict(spent, total=time.perf_counter() - t0))
-    print(f"{args.model} {args.dtype}, {torch.get_num_threads()} threads, report prefix {shape['prefix_tokens_median']} "
+    print(f"{args.model} {args.dtype}, attention {scorer.rows.attention}, prefill chunk {scorer.prefill_chunk}, {torch.get_num_threads()} threads, report prefix {shape['prefix_tokens_median']} "
           f"tokens, {shape['rubrics_total']} rubrics (suffix mean {shape['suffix_tokens_mean']}); median of "
           f"{args.repeats} after a warm-up; load average {os.getloadavg()}")
     for part, rs in runs.items():
@@ -92,6 +94,9 @@ def wrap(pr, rows, spent: collections.Counter) -> list[str]:
 
     for name in ("rms_norm", "rotary", "attend"):
         setattr(pr, name, timed(name, getattr(pr, name)))
+    pr.bf16_cpu.attend = timed("attend", pr.bf16_cpu.attend)  # where rows.attention is "amx"
+    packed = pr.RowsForward._packed
+    pr.RowsForward._packed = lambda self, *a, **k: timed("attend", packed)(self, *a, **k)
     label = {}
     for lin, *_ in rows.qkv:
         label[id(lin)] = "qkv"

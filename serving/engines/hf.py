@@ -107,6 +107,8 @@ class HFEngine(Engine):
         if k.decisions:
             out.update(kernel_form=self.scorer.form, forward_tokens=k.forward_tokens, prompt_tokens=k.prompt_tokens,
                        forward_passes=k.passes, kernel_seconds=k.seconds)
+            if self.scorer.rows is not None:  # "amx" (compiled bf16 kernels) or "flash" (torch's): bf16 p_true differ
+                out["kernel_attention"] = self.scorer.rows.attention
         return out
 
     def render(self, messages: list[dict], *, prefill: str = "", tools: list | None = None, **kwargs: Any) -> str:

@@ -9,10 +9,13 @@ and per layer:
   folded in, and the rows of q and k reordered within each head so that the two rotary halves are
   interleaved. Attention scores are unchanged (q and k reordered alike), and rotary becomes one complex
   multiply (7× less time than the half-by-half form, measured);
-- attention is torch's fused flash attention, twice, merged exactly by log-sum-exp: every query of the
-  batch against the report's KV (batch 1, each kv head's query heads stacked, the prefix never copied),
-  and each rubric causally over its own keys (the query heads of a kv head as the batch, the keys shared
-  by stride, never repeated); the merge writes the layer's output in place;
+- attention, in bf16 on a CPU with AMX, is serving.kernels.bf16_cpu: one pass over the report's keys
+  (packed once per report for the rubric rows) and each row's own keys, its exponentials on AVX-512, its
+  products on AMX tiles (torch's flash kernel is bound by its exponentials in bf16: 1.8-2× slower on
+  drb-56's shapes). Elsewhere it is torch's fused flash attention, twice, merged exactly by log-sum-exp:
+  every query of the batch against the report's KV (batch 1, each kv head's query heads stacked, the
+  prefix never copied), and each rubric causally over its own keys (the query heads of a kv head as the
+  batch, the keys shared by stride, never repeated); the merge writes the layer's output in place;
 - the report's KV is written once into a preallocated buffer; residual adds and SiLU run in place;
 - every linear of a layer (q/k/v together, o, gate and up together, down) runs through oneDNN on a copy
   of its weight packed once for it (`torch.ops.mkldnn`, the path torch's compiler takes on CPU), where
@@ -41,6 +44,7 @@ from typing import Any
 
 from .._util import stop
 from .._util.memory import keep_freed_memory
+from . import bf16_cpu
 from .attention import flash_cpu_op
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
@@ -97,6 +101,10 @@ def rms_norm(x: Any, eps: float, weight: Any = None) -> Any:
     """transformers' RMSNorm (in fp32, then the weight, if any): one pass for the norm, one to scale."""
     import torch
 
+    if x.dtype == torch.bfloat16 and x.device.type == "cpu" and bf16_cpu.ready():
+        out = bf16_cpu.rms_norm(x, eps, weight)
+        if out is not None:
+            return out
     xf = x.float()
     var = torch.linalg.vector_norm(xf, dim=-1, keepdim=True).square_().div_(x.shape[-1])
     out = (xf * var.add_(eps).rsqrt_()).to(x.dtype)
@@ -114,6 +122,10 @@ def rotary(x: Any, freqs: Any) -> Any:
     frequency (tokens, dim / 2), which is `x * cos + rotate_half(x) * sin` on the usual layout."""
     import torch
 
+    if x.dtype == torch.bfloat16 and x.device.type == "cpu" and bf16_cpu.available(x.dtype, x.shape[-1]):
+        out = bf16_cpu.rotary(x, freqs)
+        if out is not None:
+            return out
     z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
     return torch.view_as_real(z * freqs[:, None]).reshape(x.shape).to(x.dtype)
 
@@ -214,6 +226,10 @@ class RowsForward:
         self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
         self.qkv, self.linears = [], []
+        p = next(model.parameters())
+        self.attention = "amx" if p.device.type == "cpu" and bf16_cpu.available(p.dtype, self.head_dim) else "flash"
+        """Which attention runs: "amx" (serving.kernels.bf16_cpu) or "flash" (torch's, see `attend`)."""
+        self._report: tuple[Any, int, dict[int, Any]] | None = None  # the report KV `rows` packed for "amx", per layer
         keep_freed_memory()  # this loop's tensors are large and made anew each layer: reuse, not page faults
         pack = _room_to_pack(self.inner.layers)
         with torch.no_grad():
@@ -245,6 +261,7 @@ class RowsForward:
         The keys are in this loop's interleaved rotary layout: they serve `rows`, not the transformers forward."""
         import torch
 
+        self._report = None  # the last report's packed copy, no longer needed
         p = next(self.model.parameters())
         shape = (self.kv_heads, len(ids), self.head_dim)
         kv = [(torch.empty(shape, dtype=p.dtype, device=p.device), torch.empty(shape, dtype=p.dtype, device=p.device))
@@ -299,15 +316,32 @@ class RowsForward:
             if qn is not None:
                 q, k = rms_norm(q, attn.q_norm.variance_epsilon, qn), rms_norm(k, attn.k_norm.variance_epsilon, kn)
             q, k = rotary(q, freqs), rotary(k, freqs)
-            pk, pv = kv[i]
-            past = (pk[:, :seen], pv[:, :seen]) if seen else None
+            if self.attention == "amx":
+                a = bf16_cpu.attend(q, k, v, self._packed(kv, i, seen, write_at is None), starts, attn.scaling)
+            else:
+                a = attend(q, k, v, (kv[i][0][:, :seen], kv[i][1][:, :seen]) if seen else None, starts, attn.scaling)
             if write_at is not None:
-                pk[:, write_at : write_at + n] = k[:n].transpose(0, 1)
-                pv[:, write_at : write_at + n] = v[:n].transpose(0, 1)
-            x = o_proj.then(attend(q, k, v, past, starts, attn.scaling), "add", x)  # the residual added in its call
+                kv[i][0][:, write_at : write_at + n] = k[:n].transpose(0, 1)
+                kv[i][1][:, write_at : write_at + n] = v[:n].transpose(0, 1)
+            x = o_proj.then(a, "add", x)  # the residual added in its call
             norm = layer.post_attention_layernorm
             x = down.then(gate_up(rms_norm(x, norm.variance_epsilon, None if gate_up.folded else norm.weight)), "add", x)
         return x[:n]
+
+
+    def _packed(self, kv: list[tuple[Any, Any]], i: int, seen: int, keep: bool) -> Any:
+        """Layer i's first `seen` keys and values packed for the AMX kernel (None if none); with `keep`, once
+        per report (the rubric rows' batches all read the same report KV)."""
+        if not seen:
+            return None
+        if not keep:
+            return bf16_cpu.pack(kv[i][0][:, :seen], kv[i][1][:, :seen], 1)
+        if self._report is None or self._report[0] is not kv or self._report[1] != seen:
+            self._report = (kv, seen, {})
+        cache = self._report[2]
+        if i not in cache:
+            cache[i] = bf16_cpu.pack(kv[i][0][:, :seen], kv[i][1][:, :seen], 1)
+        return cache[i]
 
 
 @functools.cache
