@@ -36,10 +36,10 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:4])
 
 
-def bench(python: str, extra: dict[str, str], repeats: int, baseline: bool) -> dict:
+def bench(python: str, extra: dict[str, str], repeats: int, baseline: bool, dtype: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in OURS}
     env.update(extra, PYTHONPATH=str(ROOT))
-    argv = [python, *BENCH, "--repeats", str(repeats), "--baseline", "single" if baseline else "none"]
+    argv = [python, *BENCH, "--repeats", str(repeats), "--baseline", "single" if baseline else "none", "--dtype", dtype]
     out = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=True)
     return json.loads(out.stdout)
 
@@ -49,6 +49,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--baseline", action="store_true", help="also time one prompt per rubric (slow beside a hog)")
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="bfloat16 on a CPU with AMX takes the compiled bf16 kernels (docs/kernel.md)")
     args = ap.parse_args()
     print(f"{'row':<16}{'load before (1 5 15 run/all)':<30}{'wait':<10}{'thr':>4}{'packed s':>10}{'min':>8}{'max':>8}"
           f"{'× idle':>8}" + (f"{'single s':>10}" if args.baseline else ""), flush=True)
@@ -59,7 +61,7 @@ def main() -> int:
             if proc:
                 time.sleep(2)  # the hog is running before the bench decides
             load = loadavg()
-            r = bench(args.python, extra, args.repeats, args.baseline)
+            r = bench(args.python, extra, args.repeats, args.baseline, args.dtype)
         finally:
             if proc:
                 proc.kill()
