@@ -44,9 +44,10 @@ def cache_dir() -> Path:
 
 
 def build(compiler: str | None = None) -> Path:
-    """The library built from SOURCE (reused when the source, flags and compiler are unchanged).
-    Raises OSError or CalledProcessError where it cannot be built."""
-    cc = compiler or os.environ.get("CC") or "cc"
+    """The library built from SOURCE (reused when the source, flags and compiler are unchanged) by `compiler`,
+    else $CC, else gcc, else cc: GCC's OpenMP is the libgomp torch ships, so the kernels share torch's team
+    (clang's would bring a second runtime). Raises OSError or CalledProcessError where it cannot be built."""
+    cc = compiler or os.environ.get("CC") or ("gcc" if shutil.which("gcc") else "cc")
     exe = shutil.which(cc)
     if exe is None:
         raise OSError(f"no C compiler {cc!r} on PATH")
@@ -131,7 +132,7 @@ def rms_norm(x: Any, eps: float, weight: Any = None) -> Any | None:
         return None
     out = torch.empty(x.shape, dtype=x.dtype)
     _lib().ls_rms_norm(x.data_ptr(), rows, n, stride, eps, weight.data_ptr() if weight is not None else None,
-                           out.data_ptr())
+                       out.data_ptr())
     return out
 
 
@@ -183,7 +184,7 @@ def attend(q: Any, k: Any, v: Any, past: Packed | None, starts: Sequence[int], s
 
     t, h, d = q.shape
     own = pack(k, v, 0)
-    if q.stride(2) != 1:
+    if q.stride(2) != 1 or q.stride(1) != d:  # the kernel reads a token's heads as one row
         q = q.contiguous()
     row_start = torch.zeros(t, dtype=torch.int32)
     bounds = [*starts, t]
@@ -192,7 +193,6 @@ def attend(q: Any, k: Any, v: Any, past: Packed | None, starts: Sequence[int], s
     out = torch.empty((t, h * d), dtype=q.dtype)
     pk, pv, seen, pad = (past.k, past.v, past.n, past.n_pad) if past is not None else (own.k, own.v, 0, 0)
     if _lib().ls_attend(q.data_ptr(), q.stride(0), pk.data_ptr(), pv.data_ptr(), seen, pad, own.k.data_ptr(),
-                            own.v.data_ptr(), own.n_pad, row_start.data_ptr(), t, h, k.shape[1], d, scale,
-                            out.data_ptr()):
+                        own.v.data_ptr(), own.n_pad, row_start.data_ptr(), t, h, k.shape[1], d, scale, out.data_ptr()):
         raise ValueError(f"AMX attention refused its shapes: tokens {t}, heads {h}/{k.shape[1]}, dim {d}")
     return out

@@ -83,7 +83,7 @@ def test_a_row_never_sees_another_and_every_row_sees_the_whole_past():
 
 
 @needs_kernels
-def test_the_result_does_not_depend_on_the_thread_count_or_on_what_lies_past_the_keys():
+def test_the_result_does_not_depend_on_the_thread_count_the_layout_or_what_lies_past_the_keys():
     q, k, v, past = inputs(130, 100, 4, 2, 64, seed=2)
     buf = torch.full((2, 300, 64), float("nan"), dtype=torch.bfloat16)  # the past in a larger buffer, NaN after it
     buf[:, :100] = past[0]
@@ -97,6 +97,8 @@ def test_the_result_does_not_depend_on_the_thread_count_or_on_what_lies_past_the
         torch.set_num_threads(threads)
     many = B.attend(q, k, v, B.pack(*past, 1), [0, 64], 0.125)
     assert torch.isfinite(one).all() and torch.equal(one, many)
+    head_major = q.transpose(0, 1).contiguous().transpose(0, 1)  # same values, a token's heads not one row
+    assert torch.equal(B.attend(head_major, k, v, B.pack(*past, 1), [0, 64], 0.125), many)
 
 
 @needs_kernels
