@@ -118,10 +118,13 @@ class HFSide:
         else:
             self.model = load_model(args.model, device, args.dtype, args.seed)
 
-    def form(self, name: str) -> str:
+    def kernel(self, name: str) -> dict[str, str | None]:
+        """The form `name` resolves to, and the attention its rows loop runs ("amx": the compiled bf16
+        kernels, "flash": torch's; None off that loop): bf16 figures differ between the two."""
         from serving.kernels.kernel import PackedScorer
 
-        return PackedScorer(self.model, form=name).form
+        scorer = PackedScorer(self.model, form=name)
+        return {"packed_form": scorer.form, "packed_attention": scorer.rows.attention if scorer.rows else None}
 
     def column(self, form: str, groups, say=None) -> Column:
         """Warm-up, then the timed repeats of one kernel form (`say`: an estimate, a progress bar, done)."""
@@ -349,7 +352,8 @@ def text(r: dict) -> str:
         f"{inputs(r)}; model {r['model']} ({r['dtype']}, {r['device']}, {r['threads']} threads); {r['repeats']} timed "
         f"run(s) per column after a warm-up, {how}",
         f"{'':<22}{'tokens':>10}{'min s':>10}{'median s':>10}{'max s':>10}{'decisions/s':>14}",
-        _row(f"packed ({r['packed_form']})", r, "packed"),
+        _row(f"packed ({r['packed_form']}{', ' + r['packed_attention'] if r.get('packed_attention') else ''})", r,
+             "packed"),
     ]
     if "naive_s" in r:
         lines.append(_row(f"baseline ({r['baseline_form']})", r, "naive"))

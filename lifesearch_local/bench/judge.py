@@ -105,7 +105,7 @@ def measure(args: JudgeBench, say: Callable[[str], None] | None = None) -> dict:
     if device == "cpu":
         res["cpu_bf16_native"] = rates.bf16_native()
     packed = hf.column(args.form, groups, say)
-    res.update(columns.column_fields("packed", packed, decisions), packed_form=hf.form(args.form))
+    res.update(columns.column_fields("packed", packed, decisions), **hf.kernel(args.form))
     res.update(rates.prefix_fields(hf.prefix_pass(args.form, groups)))
     if args.baseline != "none":
         naive = hf.column(args.baseline, groups, say)

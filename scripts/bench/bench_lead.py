@@ -90,7 +90,8 @@ def lead_table(results: dict[str, dict], single: dict | None) -> str:
     rows = ["| drb-56, 28 decisions | dtype | tokens computed | min s | median s | max s | decisions/s | GFLOP a run "
             "| achieved GFLOP/s | of this CPU's matmul rate |", "|---" * 10 + "|"]
     for dt, r in results.items():
-        for label, name in ((f"packed (`{r['packed_form']}`)", "packed"), ("vLLM prefix caching", "vllm")):
+        att = f", {r['packed_attention']} attention" if r.get("packed_attention") else ""
+        for label, name in ((f"packed (`{r['packed_form']}`{att})", "packed"), ("vLLM prefix caching", "vllm")):
             rows.append(f"| {label} | {dt} | {r[name + '_tokens']:,} | {r[name + '_s_min']:.2f} | {r[name + '_s']:.2f} | "
                         f"{r[name + '_s_max']:.2f} | {r[name + '_decisions_per_s']:.2f} | {r[name + '_gflop']:,.0f} | "
                         f"{r[name + '_gflops']:,.1f} | {100 * r.get(name + '_of_matmul', 0):.0f}% |")

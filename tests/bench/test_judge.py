@@ -39,6 +39,7 @@ def test_json_has_both_sides_and_they_agree(bench):
     # the packed pass counts each report's prefix once (a suffix may share a few more first tokens)
     assert out["packed_tokens"] <= 2 * (192 + 5 * 24) and out["naive_tokens"] == 2 * 5 * (192 + 24)
     assert out["max_abs_diff"] <= P_TOL and out["packed_form"] == "shared" and out["decisions"] == 10
+    assert out["packed_attention"] == "flash"  # fp32: torch's attention, never the compiled bf16 kernels
     # this CPU's matmul rate in both dtypes, and what each column achieved against it
     assert set(out["matmul_gflops"]) == {"float32", "bfloat16"} and out["matmul_gflops"]["float32"] > 0
     for name in ("packed", "naive", "prefix"):
