@@ -120,12 +120,13 @@ def test_rms_norm_and_rotary_equal_torchs_within_one_bf16_rounding(monkeypatch):
 
 
 @needs_kernels
-def test_the_rows_loop_takes_the_kernels_in_bf16_and_answers_as_with_torchs_ops():
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen2", "tiny-qwen3"])  # q/k/v biases; q and k norms
+def test_the_rows_loop_takes_the_kernels_in_bf16_and_answers_as_with_torchs_ops(name):
     from transformers import AutoModelForCausalLM
 
     from lifesearch_local.llm.models import tiny_model_dir
 
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir("tiny-llama"), dtype=torch.bfloat16).eval()
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir(name), dtype=torch.bfloat16).eval()
     g = torch.Generator().manual_seed(6)
     prefix = torch.randint(20, 600, (130,), generator=g).tolist()
     rows = [torch.randint(20, 600, (n,), generator=g).tolist() for n in (1, 7, 39, 12)]
@@ -135,7 +136,10 @@ def test_the_rows_loop_takes_the_kernels_in_bf16_and_answers_as_with_torchs_ops(
         fast = forward.rows(rows, len(prefix), forward.prefix(prefix, 50)).float().log_softmax(-1)
         forward.attention = "flash"
         slow = forward.rows(rows, len(prefix), forward.prefix(prefix, 50)).float().log_softmax(-1)
-    assert (fast.exp() - slow.exp()).abs().max() < 0.02  # bf16's own wobble (docs/benchmarks.md)
+    # bf16 rounds each op to 4e-3 of its value, in another order in each path: log-probs moved 0.03-0.05 here
+    # (tiny-llama, tiny-qwen3), while a row reading another row's keys moves them by ~5 (the rows differ so)
+    assert (fast - slow).abs().max() < 0.15
+    assert (slow[0] - slow[1]).abs().max() > 1
 
 
 def test_without_a_compiler_the_loop_keeps_torchs_ops(monkeypatch, tmp_path, caplog):
