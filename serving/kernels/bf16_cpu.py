@@ -177,19 +177,25 @@ def pack(k: Any, v: Any, token_dim: int) -> Packed:
     return Packed(out[0], out[1], n, n_pad)
 
 
-def attend(q: Any, k: Any, v: Any, past: Packed | None, starts: Sequence[int], scale: float) -> Any:
-    """packed_rows.attend's contract (q, k, v: (tokens, heads, dim) bf16, rows begin at `starts`), with the
-    past already packed (`pack(pk, pv, 1)`), all of it visible. Returns (tokens, heads × dim)."""
+def row_starts(starts: Sequence[int], tokens: int) -> Any:
+    """Per token of packed rows that begin at `starts`, the index of its row's first token (int32): what
+    `attend` takes, made once per forward (every layer's rows are the same)."""
+    import torch
+
+    bounds = torch.tensor([*starts, tokens])
+    return torch.repeat_interleave(bounds[:-1].to(torch.int32), bounds.diff())
+
+
+def attend(q: Any, k: Any, v: Any, past: Packed | None, row_start: Any, scale: float) -> Any:
+    """packed_rows.attend's contract (q, k, v: (tokens, heads, dim) bf16), the rows given by `row_start`
+    (`row_starts`), with the past already packed (`pack(pk, pv, 1)`), all of it visible. Returns
+    (tokens, heads × dim)."""
     import torch
 
     t, h, d = q.shape
     own = pack(k, v, 0)
     if q.stride(2) != 1 or q.stride(1) != d:  # the kernel reads a token's heads as one row
         q = q.contiguous()
-    row_start = torch.zeros(t, dtype=torch.int32)
-    bounds = [*starts, t]
-    for a, b in zip(bounds, bounds[1:]):
-        row_start[a:b] = a
     out = torch.empty((t, h * d), dtype=q.dtype)
     pk, pv, seen, pad = (past.k, past.v, past.n, past.n_pad) if past is not None else (own.k, own.v, 0, 0)
     if _lib().ls_attend(q.data_ptr(), q.stride(0), pk.data_ptr(), pv.data_ptr(), seen, pad, own.k.data_ptr(),

@@ -307,6 +307,7 @@ class RowsForward:
         h = cos.shape[-1] // 2
         freqs = torch.complex(cos[0, :, :h].float(), sin[0, :, :h].float())
         t, d = len(ids), self.head_dim
+        rows = bf16_cpu.row_starts(starts, t) if self.attention == "amx" else None
         for i, layer in enumerate(self.inner.layers):
             attn = layer.self_attn
             qkv, sizes, qn, kn = self.qkv[i]
@@ -317,7 +318,7 @@ class RowsForward:
                 q, k = rms_norm(q, attn.q_norm.variance_epsilon, qn), rms_norm(k, attn.k_norm.variance_epsilon, kn)
             q, k = rotary(q, freqs), rotary(k, freqs)
             if self.attention == "amx":
-                a = bf16_cpu.attend(q, k, v, self._packed(kv, i, seen, write_at is None), starts, attn.scaling)
+                a = bf16_cpu.attend(q, k, v, self._packed(kv, i, seen, write_at is None), rows, attn.scaling)
             else:
                 a = attend(q, k, v, (kv[i][0][:, :seen], kv[i][1][:, :seen]) if seen else None, starts, attn.scaling)
             if write_at is not None:
@@ -327,7 +328,6 @@ class RowsForward:
             norm = layer.post_attention_layernorm
             x = down.then(gate_up(rms_norm(x, norm.variance_epsilon, None if gate_up.folded else norm.weight)), "add", x)
         return x[:n]
-
 
     def _packed(self, kv: list[tuple[Any, Any]], i: int, seen: int, keep: bool) -> Any:
         """Layer i's first `seen` keys and values packed for the AMX kernel (None if none); with `keep`, once

@@ -1,4 +1,5 @@
-/* bf16 attention of packed rows on AMX tiles: one pass over the report's keys and the row's own keys.
+/* The packed rows loop's bf16 kernels: attention on AMX tiles (one pass over the report's keys and the row's own
+   keys), RMSNorm and rotary in one pass each.
 
    Built at first use by serving/kernels/bf16_cpu.py (a C compiler and an AMX CPU needed; otherwise the
    Python side keeps torch's flash kernel). Why: torch's CPU flash kernel spends most of its bf16 time on
@@ -36,8 +37,6 @@ typedef struct {
 
 /* Linux hands AMX state to a process only on request (0 = granted or already granted). */
 int ls_amx_request(void) { return (int)syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18); }
-
-int ls_block_queries(void) { return BQ; }
 
 /* The OpenMP team size, torch's (set by the caller before each call: torch's count is per process, OpenMP's
    default per thread, and a caller on another thread would otherwise get OpenMP's default). */

@@ -59,7 +59,7 @@ def test_attention_equals_the_definition_as_closely_as_torchs_flash_kernel(shape
     t, p, starts, h, kvh, d = shape
     q, k, v, past = inputs(t, p, h, kvh, d)
     want = reference(q, k, v, past, starts, d**-0.5)
-    got = B.attend(q, k, v, B.pack(*past, 1) if past else None, starts, d**-0.5).double()
+    got = B.attend(q, k, v, B.pack(*past, 1) if past else None, B.row_starts(starts, t), d**-0.5).double()
     flash = R.attend(q, k, v, past, starts, d**-0.5).double()
     err, flash_err = (got - want).abs().max().item(), (flash - want).abs().max().item()
     assert err <= 1.25 * flash_err + 1e-3, (err, flash_err)
@@ -70,21 +70,24 @@ def test_attention_equals_the_definition_as_closely_as_torchs_flash_kernel(shape
 def test_a_row_never_sees_another_and_every_row_sees_the_whole_past():
     t, p, starts = 200, 150, [0, 70, 71, 160]
     q, k, v, past = inputs(t, p, 4, 2, 64, seed=1)
-    base = B.attend(q, k, v, B.pack(*past, 1), starts, 0.125)
+    rows = B.row_starts(starts, t)
+    assert rows[69:72].tolist() == [0, 70, 71] and rows[-1] == 160
+    base = B.attend(q, k, v, B.pack(*past, 1), rows, 0.125)
     k2, v2, q2 = k.clone(), v.clone(), q.clone()
     k2[71:160], v2[71:160], q2[71:160] = k2[71:160] * 3, -v2[71:160], q2[71:160] + 1  # the third row changed
-    other = B.attend(q2, k2, v2, B.pack(*past, 1), starts, 0.125)
+    other = B.attend(q2, k2, v2, B.pack(*past, 1), rows, 0.125)
     unchanged = torch.ones(t, dtype=torch.bool)
     unchanged[71:160] = False
     assert torch.equal(base[unchanged], other[unchanged])  # bit for bit: masked keys add exactly 0
     assert not torch.equal(base[71:160], other[71:160])
-    moved = B.attend(q, k, v, B.pack(past[0], -past[1], 1), starts, 0.125)
+    moved = B.attend(q, k, v, B.pack(past[0], -past[1], 1), rows, 0.125)
     assert ((moved - base).abs().amax(-1) > 0).all()  # the last past key matters to the first query too
 
 
 @needs_kernels
 def test_the_result_does_not_depend_on_the_thread_count_the_layout_or_what_lies_past_the_keys():
     q, k, v, past = inputs(130, 100, 4, 2, 64, seed=2)
+    rows = B.row_starts([0, 64], 130)
     buf = torch.full((2, 300, 64), float("nan"), dtype=torch.bfloat16)  # the past in a larger buffer, NaN after it
     buf[:, :100] = past[0]
     vbuf = torch.full_like(buf, float("nan"))
@@ -92,13 +95,13 @@ def test_the_result_does_not_depend_on_the_thread_count_the_layout_or_what_lies_
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one = B.attend(q, k, v, B.pack(buf[:, :100], vbuf[:, :100], 1), [0, 64], 0.125)
+        one = B.attend(q, k, v, B.pack(buf[:, :100], vbuf[:, :100], 1), rows, 0.125)
     finally:
         torch.set_num_threads(threads)
-    many = B.attend(q, k, v, B.pack(*past, 1), [0, 64], 0.125)
+    many = B.attend(q, k, v, B.pack(*past, 1), rows, 0.125)
     assert torch.isfinite(one).all() and torch.equal(one, many)
     head_major = q.transpose(0, 1).contiguous().transpose(0, 1)  # same values, a token's heads not one row
-    assert torch.equal(B.attend(head_major, k, v, B.pack(*past, 1), [0, 64], 0.125), many)
+    assert torch.equal(B.attend(head_major, k, v, B.pack(*past, 1), rows, 0.125), many)
 
 
 @needs_kernels
